@@ -1,0 +1,14 @@
+#include "congestion/cc/congestion_control.h"
+#include "congestion/cc/fixed_window.h"
+#include "congestion/cc/nscc.h"
+
+namespace spray::cc {
+
+std::unique_ptr<CongestionControl> make_congestion_control(std::string_view name,
+                                                           const CcConfig& config) {
+  if (name == "nscc" || name.empty()) return std::make_unique<Nscc>(config);
+  if (name == "fixed") return std::make_unique<FixedWindow>(config);
+  return nullptr;
+}
+
+}  // namespace spray::cc

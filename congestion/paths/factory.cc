@@ -1,0 +1,15 @@
+#include "congestion/paths/ecmp.h"
+#include "congestion/paths/oblivious.h"
+#include "congestion/paths/path_selector.h"
+#include "congestion/paths/reps.h"
+
+namespace spray::paths {
+
+std::unique_ptr<PathSelector> make_path_selector(std::string_view name, const PathConfig& config) {
+  if (name == "reps" || name.empty()) return std::make_unique<RepsSelector>(config);
+  if (name == "oblivious") return std::make_unique<ObliviousSelector>(config);
+  if (name == "ecmp") return std::make_unique<EcmpSelector>(config);
+  return nullptr;
+}
+
+}  // namespace spray::paths

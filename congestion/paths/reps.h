@@ -1,0 +1,47 @@
+// REPS: recycled entropy packet spraying (UET's default multipath scheme).
+//
+// EVs whose ACKs came back unmarked are known-good; they go into a small ring and are
+// reused for the next packets. When the ring is empty the sender explores a fresh
+// random EV. ECN-marked, NACKed and timed-out EVs are simply not recycled, so the flow
+// drifts away from congested or broken paths without ever naming a path.
+//
+// Freeze: a timeout suggests a failure rather than congestion. For the next
+// kFreezePackets transmissions the selector stops exploring and cycles through the
+// cached good EVs (without consuming them), so it does not wander onto the failed path
+// again while the failure lasts. With nothing cached it has to explore.
+#pragma once
+
+#include <array>
+
+#include "congestion/paths/path_selector.h"
+#include "transport/base/rng.h"
+
+namespace spray::paths {
+
+class RepsSelector final : public PathSelector {
+ public:
+  static constexpr size_t kCacheSize = 32;
+  static constexpr uint32_t kFreezePackets = 256;
+
+  explicit RepsSelector(const PathConfig& c);
+
+  uint16_t next_entropy() override;
+  void on_feedback(uint16_t entropy, Feedback f) override;
+  std::string_view name() const override { return "reps"; }
+
+  size_t cached() const { return count_; }
+  bool frozen() const { return freeze_left_ > 0; }
+
+ private:
+  uint16_t explore() { return static_cast<uint16_t>(rng_.below(entropy_count_)); }
+
+  uint16_t entropy_count_;
+  Rng rng_;
+  std::array<uint16_t, kCacheSize> ring_{};  // FIFO of known-good EVs
+  size_t head_ = 0;                          // oldest entry
+  size_t count_ = 0;
+  size_t freeze_cursor_ = 0;  // next cached EV to reuse while frozen
+  uint32_t freeze_left_ = 0;  // transmissions left in the freeze
+};
+
+}  // namespace spray::paths
