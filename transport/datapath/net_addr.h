@@ -1,0 +1,47 @@
+// NetAddr: where an engine lives on the network, as every datapath understands it.
+//
+// IPv4 or IPv6 address plus UDP port, or a simulator host id (family kSim, id in
+// `port`-independent `ip` bytes). Fixed size and trivially copyable so it can key hash
+// maps and travel in packet descriptors without allocation.
+#pragma once
+
+#include <array>
+#include <compare>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+namespace spray::dp {
+
+struct NetAddr {
+  enum class Family : uint8_t { kNone = 0, kIpv4 = 4, kIpv6 = 6, kSim = 0x51 };
+
+  Family family = Family::kNone;
+  uint16_t port = 0;                // host byte order
+  std::array<uint8_t, 16> ip{};     // IPv4 in the first 4 bytes; sim host id big-endian
+
+  static NetAddr sim_host(uint32_t host) {
+    NetAddr a;
+    a.family = Family::kSim;
+    a.ip[0] = static_cast<uint8_t>(host >> 24);
+    a.ip[1] = static_cast<uint8_t>(host >> 16);
+    a.ip[2] = static_cast<uint8_t>(host >> 8);
+    a.ip[3] = static_cast<uint8_t>(host);
+    return a;
+  }
+  uint32_t sim_host_id() const {
+    return (uint32_t{ip[0]} << 24) | (uint32_t{ip[1]} << 16) | (uint32_t{ip[2]} << 8) | ip[3];
+  }
+
+  uint64_t hash() const {
+    uint64_t h = 0xcbf29ce484222325ULL ^ static_cast<uint64_t>(family) ^ (uint64_t{port} << 8);
+    for (uint8_t b : ip) h = (h ^ b) * 0x100000001b3ULL;
+    return h;
+  }
+
+  std::string to_string() const;
+
+  friend bool operator==(const NetAddr&, const NetAddr&) = default;
+};
+
+}  // namespace spray::dp

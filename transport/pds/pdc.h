@@ -1,0 +1,109 @@
+// A packet delivery context (PDC): the reliable, sequenced channel between two
+// engines, as UET defines it. One Pdc per (peer, mode) per engine, held in the PDS's
+// pool and owned by it. A PDC carries traffic both ways: the initiator established it
+// with SYN, and afterwards either side sends requests on it, each direction with its
+// own PSN space that starts at the same start PSN.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "congestion/cc/congestion_control.h"
+#include "congestion/paths/path_selector.h"
+#include "transport/base/time.h"
+#include "transport/base/timer_wheel.h"
+
+namespace spray::pds {
+
+using PeerIndex = uint32_t;
+inline constexpr PeerIndex kNoPeer = 0xffffffff;
+
+enum class Mode : uint8_t { kRud = 0, kRod = 1 };
+
+// SES's name for one packet. PDS stores it and hands it back (to rebuild a packet for
+// retransmission, or to report it acknowledged or failed) without interpreting it.
+struct PacketRef {
+  uint32_t message = 0;  // SES message slot
+  uint32_t index = 0;    // packet number within the message
+};
+inline constexpr uint32_t kCloseMessage = 0xffffffff;  // the PDC's own CLOSE control packet
+
+// A run of packets SES wants sent in order on one PDC: the intrusive hook SES embeds in
+// each outgoing message. PDS links queued runs and advances next_packet.
+struct TxRun {
+  TxRun* next = nullptr;
+  uint32_t message = 0;
+  uint32_t next_packet = 0;
+  uint32_t packet_count = 0;
+  uint32_t packet_bytes = 0;  // wire bytes of a full packet, for window accounting
+};
+
+enum class PdcState : uint8_t {
+  kFree,
+  kSynSent,      // initiator: SYN on every packet until the first ACK names the target PDC
+  kEstablished,
+  kClosing,      // initiator: CLOSE sent, waiting for its ACK; no new data
+};
+
+struct TxSlot {
+  PacketRef ref;
+  Time sent{};
+  uint32_t bytes = 0;
+  uint16_t entropy = 0;
+  uint8_t retries = 0;
+  bool in_flight = false;  // sent, not yet acknowledged
+  bool sacked = false;     // acknowledged by a SACK bit; the slot frees when CACK passes it
+  bool rtx_queued = false;
+  bool retransmitted = false;  // Karn: no RTT sample from a retransmitted PSN
+};
+
+struct Pdc {
+  // --- identity -------------------------------------------------------------------
+  PdcState state = PdcState::kFree;
+  uint16_t local_id = 0;
+  uint16_t remote_id = 0;
+  bool remote_known = false;
+  bool initiator = false;
+  Mode mode = Mode::kRud;
+  PeerIndex peer = kNoPeer;
+  uint32_t start_psn = 0;
+
+  // --- transmit side (PSNs this engine sends) ----------------------------------
+  uint32_t snd_una = 0;        // oldest PSN not cumulatively acknowledged
+  uint32_t snd_nxt = 0;        // next new PSN
+  std::vector<TxSlot> tx;      // window_packets slots, indexed by psn % size
+  std::vector<uint32_t> rtx;   // FIFO of PSNs to retransmit (ring, same size)
+  uint32_t rtx_head = 0;
+  uint32_t rtx_count = 0;
+  TxRun* run_head = nullptr;   // queued SES runs, sent in order
+  TxRun* run_tail = nullptr;
+  uint32_t inflight_bytes = 0;
+  uint32_t highest_sacked = 0;  // highest PSN known received (valid when have_sacked)
+  bool have_sacked = false;
+  Time latest_acked_sent{};     // RACK: send time of the most recently sent acked packet
+  uint32_t backoff = 0;         // RTO doublings since the last progress
+  TimerNode rto_timer;
+  std::unique_ptr<cc::CongestionControl> cc;
+  std::unique_ptr<paths::PathSelector> paths;
+  bool in_ready_list = false;
+  bool close_sent = false;      // kClosing: the CLOSE has a PSN
+
+  // --- receive side (PSNs the peer sends) -------------------------------------
+  uint32_t rcv_nxt = 0;              // next PSN expected in order
+  std::vector<uint64_t> rx_bitmap;   // bit psn % window: received, beyond rcv_nxt
+  std::vector<uint64_t> rod_held;    // ROD: buffer handle per held PSN (0: none)
+  uint32_t rod_pop = 0;              // ROD: next PSN whose held buffer goes up in order
+  uint32_t rx_since_ack = 0;
+  uint32_t last_rx_psn = 0;
+  bool last_rx_ecn = false;
+  bool ack_pending = false;
+  bool in_ack_list = false;
+
+  bool tx_idle() const { return snd_una == snd_nxt && run_head == nullptr; }
+};
+
+// Signed distance a - b in PSN space (handles 32-bit wrap).
+inline int32_t psn_diff(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b); }
+
+}  // namespace spray::pds

@@ -1,0 +1,202 @@
+// Pds: the packet delivery sublayer of one engine — PDCs, PSNs, ACK/SACK/NACK,
+// retransmission, RUD and ROD. Pure: no clock, no I/O; time comes in as arguments and
+// packets go out as header descriptions the engine encodes and transmits.
+//
+// Payload-agnostic (DESIGN.md decision 2): PDS sees PacketRefs, lengths and opaque
+// buffer handles. SES builds and consumes the bytes.
+//
+// How the engine drives it, per poll:
+//   rx:  classify_request() -> SES consumes the packet -> commit_request()
+//        on_ack() / on_nack() / on_ctrl(); then take acked_ / failed_ reports to SES
+//        flush_acks() once per received burst (ACK coalescing)
+//   tx:  for each ready PDC, next_tx() until it says no; the engine asks SES to build
+//        the payload for the returned PacketRef
+//   timers: on_timers(now)
+//   control packets (ACK, NACK, CTRL): drained from control_out()
+#pragma once
+
+#include <cstdint>
+#include <variant>
+#include <vector>
+
+#include "transport/base/flat_map.h"
+#include "transport/base/rng.h"
+#include "transport/base/slot_pool.h"
+#include "transport/base/status.h"
+#include "transport/base/timer_wheel.h"
+#include "transport/pds/pdc.h"
+#include "transport/pds/pds_config.h"
+#include "transport/wire/pds_header.h"
+
+namespace spray::pds {
+
+// A control packet PDS wants sent.
+struct ControlPacket {
+  PeerIndex peer = kNoPeer;
+  std::variant<wire::PdsAck, wire::PdsNack, wire::PdsCtrl> header;
+};
+
+// A data packet PDS decided to send now: the PDS header (all but next-header, which
+// SES decides) and which SES packet goes behind it.
+struct TxPacket {
+  uint32_t pdc = 0;
+  PeerIndex peer = kNoPeer;
+  PacketRef ref;
+  uint16_t entropy = 0;
+  bool is_close = false;  // a CTRL CLOSE, not SES data: use `ctrl`
+  wire::PdsRequest request;
+  wire::PdsCtrl ctrl;
+};
+
+enum class RxVerdict : uint8_t {
+  kDeliver,    // new and in order (or RUD): hand to SES, then commit
+  kHold,       // ROD, new but early: commit with a buffer handle; delivered later
+  kDuplicate,  // already received: drop (an ACK is scheduled)
+  kReject,     // refused: a NACK has been queued; drop
+};
+
+struct RxClass {
+  RxVerdict verdict = RxVerdict::kReject;
+  uint32_t pdc = 0;
+  uint32_t psn = 0;
+};
+
+struct FailedMessage {
+  uint32_t message = 0;
+  Status status = Status::kOk;
+};
+
+struct PdsStats {
+  uint64_t tx_packets = 0;
+  uint64_t retransmits = 0;
+  uint64_t rack_retransmits = 0;    // loss inferred from SACKs
+  uint64_t timeout_retransmits = 0;
+  uint64_t trim_retransmits = 0;
+  uint64_t timeouts = 0;
+  uint64_t rx_packets = 0;
+  uint64_t rx_duplicates = 0;
+  uint64_t acks_sent = 0;
+  uint64_t acks_received = 0;
+  uint64_t nacks_sent = 0;
+  uint64_t nacks_received = 0;
+  uint64_t bad_packets = 0;  // unknown PDC, wrong peer, forged ACKs, out of window
+  uint64_t pdcs_opened = 0;
+  uint64_t pdcs_closed = 0;
+  uint64_t pdcs_failed = 0;
+};
+
+class Pds {
+ public:
+  explicit Pds(const PdsConfig& config);
+  Pds(const Pds&) = delete;
+  Pds& operator=(const Pds&) = delete;
+
+  const PdsConfig& config() const { return cfg_; }
+  const PdsStats& stats() const { return stats_; }
+
+  // --- sending ----------------------------------------------------------------------
+
+  // Queues `run` on this engine's PDC to `peer` in `mode`, opening one (SYN) if needed.
+  // kNoPdcAvailable when the local PDC table is full.
+  Status enqueue(PeerIndex peer, Mode mode, TxRun* run, Time now);
+
+  // PDCs that may have something to send. The engine calls next_tx on each.
+  bool pop_ready(uint32_t& pdc);
+  // Puts a PDC back on the ready list (the engine ran out of burst budget).
+  void mark_ready(uint32_t pdc);
+  // Fills `out` with the next packet the PDC may send now (retransmissions first, then
+  // new PSNs within the window and the congestion window). False: nothing now; the PDC
+  // returns to the ready list by itself when that changes.
+  bool next_tx(uint32_t pdc, Time now, TxPacket& out);
+
+  // Starts closing the PDC to `peer` (CTRL CLOSE). kAgain while it still has traffic.
+  Status close(PeerIndex peer, Mode mode, Time now);
+  bool has_pdc(PeerIndex peer, Mode mode) const;
+
+  // --- receiving --------------------------------------------------------------------
+
+  // Decides what to do with a RUD/ROD request (or CTRL) from `peer`. Opens a target PDC
+  // on SYN. NACKs (TRIMMED, NO_PDC_AVAIL, PSN_OOR_WINDOW, INV_DPDCID, ...) are queued.
+  RxClass classify_request(PeerIndex peer, const wire::PdsRequest& h, bool trimmed, Time now);
+  // Records the PSN as received. `held` is the ROD buffer handle for kHold, else 0.
+  void commit_request(const RxClass& c, bool ecn_marked, uint64_t held = 0);
+  // SES could not take the packet: NACK it so the sender retries later.
+  void refuse_request(PeerIndex peer, const wire::PdsRequest& h, wire::NackCode code);
+  // ROD: buffer handles that became deliverable in order; each returned once.
+  bool pop_in_order(uint32_t pdc, uint64_t& held);
+
+  void on_ack(PeerIndex peer, const wire::PdsAck& ack, Time now);
+  void on_nack(PeerIndex peer, const wire::PdsNack& nack, Time now);
+  void on_ctrl(PeerIndex peer, const wire::PdsCtrl& ctrl, Time now);
+
+  // Queues the coalesced ACKs of every PDC that received data since the last call.
+  void flush_acks();
+  // Runs retransmission timers.
+  void on_timers(Time now);
+
+  // --- reports to the layer above (drained by the engine after each call) ------------
+  std::vector<PacketRef>& acked() { return acked_; }
+  std::vector<FailedMessage>& failed() { return failed_; }
+  std::vector<ControlPacket>& control_out() { return control_; }
+  // Peers whose PDC failed (retries exhausted); SES fails what waits on them.
+  std::vector<PeerIndex>& failed_peers() { return failed_peers_; }
+
+  // For tests and benchmarks.
+  const Pdc* pdc(uint32_t index) const { return pdcs_.in_use(index) ? &pdcs_[index] : nullptr; }
+  uint32_t open_pdcs() const { return pdcs_.used(); }
+  size_t memory_bytes() const;
+
+ private:
+  // pds_pdc.cc
+  uint32_t* find_pdc_slot(PeerIndex peer, Mode mode);
+  bool open_pdc(PeerIndex peer, Mode mode, bool initiator, uint32_t& index);
+  void free_pdc(uint32_t index);
+  void fail_pdc(uint32_t index, Status why);
+  Pdc* pdc_for_ack(PeerIndex peer, uint16_t dpdcid, uint16_t spdcid, bool learn_remote);
+  void push_control(const ControlPacket& c);
+  Pdc* pdc_by_local_id(uint16_t id);
+  void send_nack(PeerIndex peer, wire::NackCode code, uint32_t psn, uint16_t spdcid,
+                 uint16_t dpdcid);
+
+  // pds_tx.cc
+  void queue_retransmit(Pdc& p, uint32_t psn);
+  void arm_rto(Pdc& p, Time now);
+  void detect_losses(Pdc& p);
+  void on_rto(uint32_t index, Time now);
+  void ack_psn(Pdc& p, uint32_t psn, bool cumulative);
+
+  // pds_rx.cc
+  bool rx_received(const Pdc& p, uint32_t psn) const;
+  void queue_ack(uint32_t index);
+  void emit_ack(Pdc& p);
+
+  static uint64_t pdc_key(PeerIndex peer, Mode mode) {
+    return (uint64_t{peer} << 8) | static_cast<uint64_t>(mode);
+  }
+  static uint64_t syn_key(PeerIndex peer, uint16_t spdcid) {
+    return (uint64_t{1} << 63) | (uint64_t{peer} << 16) | spdcid;
+  }
+
+  PdsConfig cfg_;
+  uint32_t window_;  // cfg_.window_packets, rounded to a power of two
+  SlotPool<Pdc> pdcs_;
+  FlatMap by_peer_;     // pdc_key -> PDC index: the PDC this engine sends on
+  FlatMap by_id_;       // local PDC id -> PDC index
+  FlatMap by_syn_;      // syn_key -> target PDC index, for SYN lookups
+  FlatMap closed_syn_;  // syn_key of recently closed target PDCs -> 1 (late SYN guard)
+  std::vector<uint64_t> closed_ring_;
+  size_t closed_next_ = 0;
+  uint16_t next_local_id_ = 1;  // rolls over 1..65535, skipping ids in use, so a
+                                // late packet for a closed PDC does not hit a new one
+  TimerWheel timers_;
+  Rng rng_;
+  std::vector<uint32_t> ready_;
+  std::vector<uint32_t> ack_list_;
+  std::vector<PacketRef> acked_;
+  std::vector<FailedMessage> failed_;
+  std::vector<ControlPacket> control_;
+  std::vector<PeerIndex> failed_peers_;
+  PdsStats stats_;
+};
+
+}  // namespace spray::pds

@@ -1,0 +1,206 @@
+// PDC lifecycle: open (initiator on first send, target on SYN), lookup, close, fail.
+#include <algorithm>
+
+#include "transport/pds/pds.h"
+
+namespace spray::pds {
+
+namespace {
+constexpr size_t kClosedRingSize = 256;
+constexpr size_t kMaxControlQueue = 65536;  // beyond this, control packets are dropped
+}
+
+Pds::Pds(const PdsConfig& config)
+    : cfg_(config),
+      window_(std::bit_ceil(std::max<uint32_t>(config.window_packets, 64))),
+      pdcs_(config.max_pdcs),
+      by_peer_(config.max_pdcs),
+      by_id_(config.max_pdcs),
+      by_syn_(config.max_pdcs),
+      closed_syn_(kClosedRingSize),
+      closed_ring_(kClosedRingSize, 0),
+      timers_(Duration::microseconds(1), 4096),
+      rng_(config.seed) {
+  ready_.reserve(config.max_pdcs);
+  ack_list_.reserve(config.max_pdcs);
+  acked_.reserve(window_ * 2);
+  control_.reserve(1024);
+}
+
+size_t Pds::memory_bytes() const {
+  size_t total = sizeof(*this) + by_peer_.memory_bytes() + by_id_.memory_bytes() +
+                 by_syn_.memory_bytes() + closed_syn_.memory_bytes() +
+                 pdcs_.capacity() * (sizeof(Pdc) + sizeof(uint32_t) + 1);
+  for (uint32_t i = 0; i < pdcs_.capacity(); ++i) {
+    if (!pdcs_.in_use(i)) continue;
+    const Pdc& p = pdcs_[i];
+    total += p.tx.capacity() * sizeof(TxSlot) + p.rtx.capacity() * sizeof(uint32_t) +
+             p.rx_bitmap.capacity() * 8 + p.rod_held.capacity() * 8;
+  }
+  return total;
+}
+
+Pdc* Pds::pdc_by_local_id(uint16_t id) {
+  const auto index = by_id_.find(id);
+  return index ? &pdcs_[*index] : nullptr;
+}
+
+bool Pds::has_pdc(PeerIndex peer, Mode mode) const {
+  return by_peer_.find(pdc_key(peer, mode)).has_value();
+}
+
+bool Pds::open_pdc(PeerIndex peer, Mode mode, bool initiator, uint32_t& index) {
+  const auto slot = pdcs_.acquire();
+  if (!slot) return false;
+  index = *slot;
+  Pdc& p = pdcs_[index];
+  while (by_id_.find(next_local_id_) || next_local_id_ == 0) ++next_local_id_;
+  p.local_id = next_local_id_++;
+  by_id_.insert(p.local_id, index);
+  p.initiator = initiator;
+  p.mode = mode;
+  p.peer = peer;
+  p.state = initiator ? PdcState::kSynSent : PdcState::kEstablished;
+  p.tx.assign(window_, TxSlot{});
+  p.rtx.assign(window_, 0);
+  p.rx_bitmap.assign(window_ / 64, 0);
+  if (mode == Mode::kRod) p.rod_held.assign(window_, 0);
+  p.rto_timer.owner = index;
+  p.cc = cc::make_congestion_control(cfg_.cc_name, cfg_.cc);
+  if (!p.cc) p.cc = cc::make_congestion_control("nscc", cfg_.cc);
+  p.paths = paths::make_path_selector(cfg_.path_name,
+                                      paths::PathConfig{cfg_.entropy_count, rng_.next()});
+  if (!p.paths) p.paths = paths::make_path_selector("reps", {cfg_.entropy_count, rng_.next()});
+  if (initiator) {
+    p.start_psn = static_cast<uint32_t>(rng_.next());
+    p.snd_una = p.snd_nxt = p.rcv_nxt = p.start_psn;
+  }
+  if (!by_peer_.find(pdc_key(peer, mode))) by_peer_.insert(pdc_key(peer, mode), index);
+  ++stats_.pdcs_opened;
+  return true;
+}
+
+void Pds::free_pdc(uint32_t index) {
+  Pdc& p = pdcs_[index];
+  timers_.cancel(p.rto_timer);
+  by_id_.erase(p.local_id);
+  if (auto it = by_peer_.find(pdc_key(p.peer, p.mode)); it && *it == index) {
+    by_peer_.erase(pdc_key(p.peer, p.mode));
+  }
+  if (!p.initiator && p.remote_known) {
+    const uint64_t key = syn_key(p.peer, p.remote_id);
+    by_syn_.erase(key);
+    // Remember it, so that a late duplicate SYN cannot reopen it and replay data.
+    closed_syn_.erase(closed_ring_[closed_next_]);
+    closed_ring_[closed_next_] = key;
+    closed_syn_.insert(key, 1);
+    closed_next_ = (closed_next_ + 1) % closed_ring_.size();
+  }
+  p.state = PdcState::kFree;
+  ready_.erase(std::remove(ready_.begin(), ready_.end(), index), ready_.end());
+  ack_list_.erase(std::remove(ack_list_.begin(), ack_list_.end(), index), ack_list_.end());
+  p = Pdc{};
+  pdcs_.release(index);
+}
+
+void Pds::fail_pdc(uint32_t index, Status why) {
+  Pdc& p = pdcs_[index];
+  for (uint32_t psn = p.snd_una; psn != p.snd_nxt; ++psn) {
+    const TxSlot& s = p.tx[psn % window_];
+    if (s.in_flight && s.ref.message != kCloseMessage) failed_.push_back({s.ref.message, why});
+  }
+  for (TxRun* r = p.run_head; r != nullptr;) {
+    TxRun* following = r->next;
+    r->next = nullptr;
+    failed_.push_back({r->message, why});
+    r = following;
+  }
+  failed_peers_.push_back(p.peer);
+  ++stats_.pdcs_failed;
+  free_pdc(index);
+}
+
+Status Pds::enqueue(PeerIndex peer, Mode mode, TxRun* run, Time now) {
+  uint32_t index = 0;
+  if (auto found = by_peer_.find(pdc_key(peer, mode))) {
+    index = *found;
+    if (pdcs_[index].state == PdcState::kClosing) {
+      // The old PDC is draining its CLOSE; traffic goes on a fresh one.
+      by_peer_.erase(pdc_key(peer, mode));
+      if (!open_pdc(peer, mode, true, index)) return Status::kNoPdcAvailable;
+    }
+  } else if (!open_pdc(peer, mode, true, index)) {
+    return Status::kNoPdcAvailable;
+  }
+  Pdc& p = pdcs_[index];
+  run->next = nullptr;
+  if (p.run_tail) {
+    p.run_tail->next = run;
+  } else {
+    p.run_head = run;
+  }
+  p.run_tail = run;
+  (void)now;
+  mark_ready(index);
+  return Status::kOk;
+}
+
+Status Pds::close(PeerIndex peer, Mode mode, Time now) {
+  const auto found = by_peer_.find(pdc_key(peer, mode));
+  if (!found) return Status::kInvalidArgument;
+  Pdc& p = pdcs_[*found];
+  if (!p.initiator) return Status::kInvalidArgument;  // only the initiator closes
+  if (!p.tx_idle() || p.state != PdcState::kEstablished) return Status::kAgain;
+  p.state = PdcState::kClosing;
+  by_peer_.erase(pdc_key(peer, mode));  // new traffic opens a new PDC
+  (void)now;
+  mark_ready(*found);  // next_tx emits the CLOSE
+  return Status::kOk;
+}
+
+void Pds::mark_ready(uint32_t index) {
+  Pdc& p = pdcs_[index];
+  if (p.in_ready_list) return;
+  p.in_ready_list = true;
+  ready_.push_back(index);
+}
+
+bool Pds::pop_ready(uint32_t& index) {
+  while (!ready_.empty()) {
+    index = ready_.back();
+    ready_.pop_back();
+    if (!pdcs_.in_use(index)) continue;
+    pdcs_[index].in_ready_list = false;
+    return true;
+  }
+  return false;
+}
+
+void Pds::push_control(const ControlPacket& c) {
+  if (control_.size() < kMaxControlQueue) control_.push_back(c);
+}
+
+void Pds::send_nack(PeerIndex peer, wire::NackCode code, uint32_t psn, uint16_t spdcid,
+                    uint16_t dpdcid) {
+  wire::PdsNack n;
+  n.code = code;
+  n.psn = psn;
+  n.spdcid = spdcid;
+  n.dpdcid = dpdcid;
+  push_control({peer, n});
+  ++stats_.nacks_sent;
+}
+
+// An ACK/NACK names our PDC in dpdcid and the peer's in spdcid. Checks that the PDC
+// exists, belongs to this peer and (once known) that the peer's id matches.
+Pdc* Pds::pdc_for_ack(PeerIndex peer, uint16_t dpdcid, uint16_t spdcid, bool learn_remote) {
+  Pdc* p = pdc_by_local_id(dpdcid);
+  if (!p || p->peer != peer) return nullptr;
+  if (p->remote_known) return p->remote_id == spdcid ? p : nullptr;
+  if (!learn_remote) return p;
+  p->remote_id = spdcid;
+  p->remote_known = true;
+  return p;
+}
+
+}  // namespace spray::pds

@@ -1,0 +1,212 @@
+// The receiving side of a PDC: PDC lookup or creation on SYN, duplicate suppression,
+// the receive window, ROD reordering, ACK coalescing with SACK bitmaps, and CTRL.
+#include <algorithm>
+
+#include "transport/pds/pds.h"
+
+namespace spray::pds {
+
+bool Pds::rx_received(const Pdc& p, uint32_t psn) const {
+  const uint32_t bit = psn % window_;
+  return (p.rx_bitmap[bit / 64] >> (bit % 64)) & 1;
+}
+
+RxClass Pds::classify_request(PeerIndex peer, const wire::PdsRequest& h, bool trimmed, Time now) {
+  (void)now;
+  ++stats_.rx_packets;
+  RxClass c;
+  c.psn = h.psn;
+  const Mode mode = h.ordered ? Mode::kRod : Mode::kRud;
+  uint32_t index = 0;
+
+  if (h.is_syn()) {
+    const uint64_t key = syn_key(peer, h.spdcid);
+    if (auto found = by_syn_.find(key)) {
+      index = *found;
+    } else {
+      if (closed_syn_.find(key)) {  // a late duplicate of a PDC already closed
+        ++stats_.rx_duplicates;
+        return c;
+      }
+      if (trimmed) {  // no state yet: just ask for the packet again
+        send_nack(peer, wire::NackCode::kTrimmed, h.psn, 0, h.spdcid);
+        return c;
+      }
+      if (!open_pdc(peer, mode, false, index)) {
+        send_nack(peer, wire::NackCode::kNoPdcAvailable, h.psn, 0, h.spdcid);
+        return c;
+      }
+      Pdc& p = pdcs_[index];
+      p.remote_id = h.spdcid;
+      p.remote_known = true;
+      p.start_psn = h.psn - h.syn.psn_offset;
+      p.rcv_nxt = p.rod_pop = p.snd_una = p.snd_nxt = p.start_psn;
+      by_syn_.insert(key, index);
+    }
+  } else {
+    const auto found = by_id_.find(h.dpdcid);
+    Pdc* p = found ? &pdcs_[*found] : nullptr;
+    if (p != nullptr && p->peer == peer && !p->remote_known && p->initiator) {
+      // Our ACK-borne id reached the peer before its ACK reached us: learn it here.
+      p->remote_id = h.spdcid;
+      p->remote_known = true;
+      if (p->state == PdcState::kSynSent) p->state = PdcState::kEstablished;
+    }
+    if (p == nullptr || p->peer != peer || p->remote_id != h.spdcid) {
+      ++stats_.bad_packets;
+      send_nack(peer, wire::NackCode::kInvalidDpdcid, h.psn, h.dpdcid, h.spdcid);
+      return c;
+    }
+    index = *found;
+  }
+
+  Pdc& p = pdcs_[index];
+  c.pdc = index;
+  if (p.mode != mode) {
+    ++stats_.bad_packets;
+    send_nack(peer, wire::NackCode::kPdcModeMismatch, h.psn, p.local_id, p.remote_id);
+    return c;
+  }
+  const int32_t d = psn_diff(h.psn, p.rcv_nxt);
+  if (d < 0 || rx_received(p, h.psn)) {
+    ++stats_.rx_duplicates;
+    c.verdict = RxVerdict::kDuplicate;
+    p.last_rx_psn = h.psn;
+    queue_ack(index);  // the sender missed our ACK; tell it again
+    return c;
+  }
+  if (d >= static_cast<int32_t>(window_)) {
+    ++stats_.bad_packets;
+    send_nack(peer, wire::NackCode::kPsnOutOfWindow, h.psn, p.local_id, p.remote_id);
+    return c;
+  }
+  if (trimmed) {
+    send_nack(peer, wire::NackCode::kTrimmed, h.psn, p.local_id, p.remote_id);
+    return c;
+  }
+  c.verdict = (p.mode == Mode::kRod && d != 0) ? RxVerdict::kHold : RxVerdict::kDeliver;
+  return c;
+}
+
+void Pds::commit_request(const RxClass& c, bool ecn_marked, uint64_t held) {
+  Pdc& p = pdcs_[c.pdc];
+  const uint32_t bit = c.psn % window_;
+  p.rx_bitmap[bit / 64] |= uint64_t{1} << (bit % 64);
+  if (p.mode == Mode::kRod) p.rod_held[bit] = held;
+  // Slide the window past every PSN now received in order.
+  while (rx_received(p, p.rcv_nxt)) {
+    const uint32_t b = p.rcv_nxt % window_;
+    p.rx_bitmap[b / 64] &= ~(uint64_t{1} << (b % 64));
+    ++p.rcv_nxt;
+  }
+  if (p.mode == Mode::kRod && c.verdict == RxVerdict::kDeliver) {
+    // Delivered straight through: skip over it when popping held buffers.
+    if (p.rod_pop == c.psn) ++p.rod_pop;
+  }
+  p.last_rx_psn = c.psn;
+  p.last_rx_ecn = p.last_rx_ecn || ecn_marked;
+  ++p.rx_since_ack;
+  queue_ack(c.pdc);
+  if (ecn_marked || p.rx_since_ack >= cfg_.ack_every_packets) emit_ack(p);
+}
+
+bool Pds::pop_in_order(uint32_t index, uint64_t& held) {
+  Pdc& p = pdcs_[index];
+  while (psn_diff(p.rcv_nxt, p.rod_pop) > 0) {
+    uint64_t& slot = p.rod_held[p.rod_pop % window_];
+    ++p.rod_pop;
+    if (slot != 0) {
+      held = slot;
+      slot = 0;
+      return true;
+    }
+  }
+  return false;
+}
+
+void Pds::refuse_request(PeerIndex peer, const wire::PdsRequest& h, wire::NackCode code) {
+  const auto found = h.is_syn() ? by_syn_.find(syn_key(peer, h.spdcid)) : by_id_.find(h.dpdcid);
+  if (!found) return;
+  const Pdc& p = pdcs_[*found];
+  send_nack(peer, code, h.psn, p.local_id, p.remote_id);
+}
+
+void Pds::queue_ack(uint32_t index) {
+  Pdc& p = pdcs_[index];
+  p.ack_pending = true;
+  if (!p.in_ack_list) {
+    p.in_ack_list = true;
+    ack_list_.push_back(index);
+  }
+}
+
+void Pds::emit_ack(Pdc& p) {
+  wire::PdsAck a;
+  a.has_cc = true;
+  a.cack_psn = p.rcv_nxt - 1;
+  a.ack_psn_offset = static_cast<int16_t>(std::clamp(psn_diff(p.last_rx_psn, a.cack_psn), -32768, 32767));
+  if (p.last_rx_ecn) a.flags |= wire::ack_flags::kEcnMarked;
+  a.spdcid = p.local_id;
+  a.dpdcid = p.remote_id;
+  a.sack_psn_offset = 1;  // bit i names PSN rcv_nxt + i
+  uint64_t bitmap = 0;
+  for (uint32_t i = 1; i < 64; ++i) {  // bit 0 (rcv_nxt itself) is missing by definition
+    if (rx_received(p, p.rcv_nxt + i)) bitmap |= uint64_t{1} << i;
+  }
+  a.sack_bitmap = bitmap;
+  push_control({p.peer, a});
+  ++stats_.acks_sent;
+  p.rx_since_ack = 0;
+  p.ack_pending = false;
+  p.last_rx_ecn = false;
+}
+
+void Pds::flush_acks() {
+  for (uint32_t index : ack_list_) {
+    if (!pdcs_.in_use(index)) continue;
+    Pdc& p = pdcs_[index];
+    p.in_ack_list = false;
+    if (p.ack_pending) emit_ack(p);
+  }
+  ack_list_.clear();
+}
+
+void Pds::on_ctrl(PeerIndex peer, const wire::PdsCtrl& ctrl, Time now) {
+  (void)now;
+  ++stats_.rx_packets;
+  Pdc* p = pdc_by_local_id(ctrl.dpdcid);
+  const bool ours = p != nullptr && p->peer == peer && p->remote_known &&
+                    p->remote_id == ctrl.spdcid && (ctrl.flags & wire::ctrl_flags::kSyn) == 0;
+  switch (ctrl.type) {
+    case wire::CtrlType::kClose: {
+      if (!ours) {
+        // Already closed (our ACK was lost) or never ours: a stateless ACK lets a
+        // retransmitted CLOSE finish; the initiator checks the ids.
+        wire::PdsAck a;
+        a.cack_psn = ctrl.psn;
+        a.spdcid = ctrl.dpdcid;
+        a.dpdcid = ctrl.spdcid;
+        push_control({peer, a});
+        return;
+      }
+      if (ctrl.psn != p->rcv_nxt) return;  // data before it still missing; it comes again
+      if (!p->tx_idle()) {
+        send_nack(peer, wire::NackCode::kClosing, ctrl.psn, p->local_id, p->remote_id);
+        return;
+      }
+      p->last_rx_psn = ctrl.psn;
+      ++p->rcv_nxt;
+      emit_ack(*p);
+      ++stats_.pdcs_closed;
+      free_pdc(p->rto_timer.owner);
+      return;
+    }
+    case wire::CtrlType::kAckRequest:
+      if (ours) emit_ack(*p);
+      return;
+    default:
+      return;  // NOP, CLEAR, PROBE, CREDIT...: not used by this implementation yet
+  }
+}
+
+}  // namespace spray::pds

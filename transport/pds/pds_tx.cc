@@ -1,0 +1,320 @@
+// The sending side of a PDC: choosing the next packet, ACK/SACK processing, loss
+// detection (RACK-style, from SACKs), trimming NACKs and retransmission timeouts.
+#include <algorithm>
+
+#include "transport/pds/pds.h"
+
+namespace spray::pds {
+
+void Pds::queue_retransmit(Pdc& p, uint32_t psn) {
+  TxSlot& s = p.tx[psn % window_];
+  if (!s.in_flight || s.sacked || s.rtx_queued) return;
+  s.rtx_queued = true;
+  p.rtx[(p.rtx_head + p.rtx_count) % window_] = psn;
+  ++p.rtx_count;
+  mark_ready(p.rto_timer.owner);
+}
+
+void Pds::arm_rto(Pdc& p, Time now) {
+  Duration rto = cfg_.initial_rto;
+  for (uint32_t i = 0; i < p.backoff && rto < cfg_.max_rto; ++i) rto = rto * 2;
+  timers_.arm(p.rto_timer, now + std::min(rto, cfg_.max_rto));
+}
+
+bool Pds::next_tx(uint32_t index, Time now, TxPacket& out) {
+  if (!pdcs_.in_use(index)) return false;
+  Pdc& p = pdcs_[index];
+
+  auto fill_header = [&](uint32_t psn, uint8_t flags) {
+    out.pdc = index;
+    out.peer = p.peer;
+    out.is_close = false;
+    wire::PdsRequest& r = out.request;
+    r = wire::PdsRequest{};
+    r.ordered = p.mode == Mode::kRod;
+    r.flags = flags;
+    r.psn = psn;
+    r.spdcid = p.local_id;
+    r.clear_psn_offset =
+        static_cast<int16_t>(std::clamp(psn_diff(p.snd_una, psn), -32768, 0));
+    if (p.state == PdcState::kSynSent) {
+      r.flags |= wire::request_flags::kSyn;
+      r.syn.psn_offset = static_cast<uint16_t>(psn - p.start_psn);
+    } else {
+      r.dpdcid = p.remote_id;
+    }
+  };
+
+  // 1. Retransmissions first: they hold the window's left edge.
+  while (p.rtx_count > 0) {
+    const uint32_t psn = p.rtx[p.rtx_head];
+    p.rtx_head = (p.rtx_head + 1) % window_;
+    --p.rtx_count;
+    TxSlot& s = p.tx[psn % window_];
+    const bool live = s.rtx_queued && s.in_flight && !s.sacked && psn_diff(psn, p.snd_una) >= 0;
+    s.rtx_queued = false;
+    if (!live) continue;
+    if (++s.retries > cfg_.max_retries) {
+      fail_pdc(index, Status::kPeerUnreachable);
+      return false;
+    }
+    s.entropy = p.paths->next_entropy();
+    s.sent = now;
+    s.retransmitted = true;
+    out.ref = s.ref;
+    out.entropy = s.entropy;
+    ++stats_.retransmits;
+    ++stats_.tx_packets;
+    if (s.ref.message == kCloseMessage) {
+      fill_header(psn, 0);
+      out.is_close = true;
+      out.ctrl = wire::PdsCtrl{};
+      out.ctrl.type = wire::CtrlType::kClose;
+      out.ctrl.flags = wire::ctrl_flags::kRetransmit;
+      out.ctrl.psn = psn;
+      out.ctrl.spdcid = p.local_id;
+      out.ctrl.dpdcid = p.remote_id;
+      return true;
+    }
+    fill_header(psn, wire::request_flags::kRetransmit);
+    return true;
+  }
+
+  const bool window_open = psn_diff(p.snd_nxt, p.snd_una) < static_cast<int32_t>(window_);
+
+  // 2. A closing PDC sends its CLOSE once everything before it is acknowledged.
+  if (p.state == PdcState::kClosing) {
+    if (p.close_sent || !window_open || p.snd_una != p.snd_nxt) return false;
+    p.close_sent = true;
+    const uint32_t psn = p.snd_nxt++;
+    TxSlot& s = p.tx[psn % window_];
+    s = TxSlot{};
+    s.ref = PacketRef{kCloseMessage, 0};
+    s.in_flight = true;
+    s.sent = now;
+    s.entropy = p.paths->next_entropy();
+    out.pdc = index;
+    out.peer = p.peer;
+    out.ref = s.ref;
+    out.entropy = s.entropy;
+    out.is_close = true;
+    out.ctrl = wire::PdsCtrl{};
+    out.ctrl.type = wire::CtrlType::kClose;
+    out.ctrl.flags = wire::ctrl_flags::kAckRequested;
+    out.ctrl.psn = psn;
+    out.ctrl.spdcid = p.local_id;
+    out.ctrl.dpdcid = p.remote_id;
+    if (!p.rto_timer.armed()) arm_rto(p, now);
+    ++stats_.tx_packets;
+    return true;
+  }
+
+  // 3. New packets, within the PSN window and the congestion window.
+  TxRun* run = p.run_head;
+  if (run == nullptr || !window_open) return false;
+  if (p.state == PdcState::kSynSent &&
+      static_cast<uint32_t>(p.snd_nxt - p.start_psn) > wire::kMaxSynPsnOffset) {
+    return false;  // the SYN form can only name 4096 PSNs; wait for the first ACK
+  }
+  if (p.inflight_bytes > 0 && p.inflight_bytes + run->packet_bytes > p.cc->window_bytes()) {
+    return false;
+  }
+  const uint32_t psn = p.snd_nxt++;
+  TxSlot& s = p.tx[psn % window_];
+  s = TxSlot{};
+  s.ref = PacketRef{run->message, run->next_packet};
+  s.bytes = run->packet_bytes;
+  s.in_flight = true;
+  s.sent = now;
+  s.entropy = p.paths->next_entropy();
+  p.inflight_bytes += s.bytes;
+  const bool last_of_run = ++run->next_packet == run->packet_count;
+  if (last_of_run) {
+    p.run_head = run->next;
+    if (p.run_head == nullptr) p.run_tail = nullptr;
+    run->next = nullptr;
+  }
+  fill_header(psn, last_of_run ? wire::request_flags::kAckRequested : uint8_t{0});
+  out.ref = s.ref;
+  out.entropy = s.entropy;
+  if (!p.rto_timer.armed()) arm_rto(p, now);
+  ++stats_.tx_packets;
+  return true;
+}
+
+// Marks one in-flight PSN acknowledged and reports it upward.
+void Pds::ack_psn(Pdc& p, uint32_t psn, bool cumulative) {
+  TxSlot& s = p.tx[psn % window_];
+  if (!s.in_flight) return;
+  if (!s.sacked) {
+    p.inflight_bytes -= std::min(p.inflight_bytes, s.bytes);
+    p.latest_acked_sent = std::max(p.latest_acked_sent, s.sent);
+    if (s.ref.message != kCloseMessage) acked_.push_back(s.ref);
+    p.paths->on_feedback(s.entropy, paths::Feedback::kGood);
+  }
+  if (cumulative) {
+    s = TxSlot{};
+  } else {
+    s.sacked = true;
+  }
+}
+
+void Pds::detect_losses(Pdc& p) {
+  if (!p.have_sacked || psn_diff(p.highest_sacked, p.snd_una) <= 0) return;
+  for (uint32_t psn = p.snd_una; psn != p.highest_sacked; ++psn) {
+    const TxSlot& s = p.tx[psn % window_];
+    if (s.in_flight && !s.sacked && !s.rtx_queued &&
+        s.sent + cfg_.reorder_window < p.latest_acked_sent) {
+      queue_retransmit(p, psn);
+      ++stats_.rack_retransmits;
+    }
+  }
+}
+
+void Pds::on_ack(PeerIndex peer, const wire::PdsAck& ack, Time now) {
+  ++stats_.acks_received;
+  Pdc* pp = pdc_for_ack(peer, ack.dpdcid, ack.spdcid, true);
+  if (pp == nullptr) {
+    ++stats_.bad_packets;
+    return;
+  }
+  Pdc& p = *pp;
+  const uint32_t next_expected = ack.cack_psn + 1;
+  if (psn_diff(next_expected, p.snd_una) < 0 || psn_diff(p.snd_nxt, next_expected) < 0) {
+    ++stats_.bad_packets;  // stale (behind our left edge) or forged (beyond what we sent)
+    return;
+  }
+  if (p.state == PdcState::kSynSent) p.state = PdcState::kEstablished;
+
+  // The packet that triggered this ACK: its ECN mark and (if sent once) an RTT sample.
+  const uint32_t trigger = ack.cack_psn + static_cast<uint32_t>(static_cast<int32_t>(ack.ack_psn_offset));
+  const bool ecn = (ack.flags & wire::ack_flags::kEcnMarked) != 0;
+  Duration rtt{};
+  uint16_t trigger_entropy = 0;
+  bool trigger_fresh = false;
+  if (psn_diff(trigger, p.snd_una) >= 0 && psn_diff(p.snd_nxt, trigger) > 0) {
+    const TxSlot& t = p.tx[trigger % window_];
+    if (t.in_flight && !t.sacked) {
+      trigger_fresh = true;
+      trigger_entropy = t.entropy;
+      if (!t.retransmitted) rtt = now - t.sent;
+    }
+  }
+
+  const uint32_t before = p.inflight_bytes;
+  bool close_acked = false;
+  while (p.snd_una != next_expected) {
+    if (p.tx[p.snd_una % window_].ref.message == kCloseMessage &&
+        p.tx[p.snd_una % window_].in_flight) {
+      close_acked = true;
+    }
+    ack_psn(p, p.snd_una, true);
+    ++p.snd_una;
+  }
+  if (ack.has_cc && ack.sack_bitmap != 0) {
+    const uint32_t base = ack.cack_psn + static_cast<uint32_t>(static_cast<int32_t>(ack.sack_psn_offset));
+    for (uint32_t i = 0; i < 64; ++i) {
+      if (((ack.sack_bitmap >> i) & 1) == 0) continue;
+      const uint32_t psn = base + i;
+      if (psn_diff(psn, p.snd_una) <= 0 || psn_diff(p.snd_nxt, psn) <= 0) continue;
+      ack_psn(p, psn, false);
+      if (!p.have_sacked || psn_diff(psn, p.highest_sacked) > 0) {
+        p.highest_sacked = psn;
+        p.have_sacked = true;
+      }
+    }
+  }
+  if (trigger_fresh && ecn) p.paths->on_feedback(trigger_entropy, paths::Feedback::kEcn);
+
+  const uint32_t acked_bytes = before - p.inflight_bytes;
+  if (acked_bytes > 0 || rtt.ps > 0) p.cc->on_ack({now, acked_bytes, rtt, ecn});
+
+  if (close_acked) {
+    ++stats_.pdcs_closed;
+    free_pdc(p.rto_timer.owner);
+    return;
+  }
+  if (p.have_sacked && psn_diff(p.highest_sacked, p.snd_una) < 0) p.have_sacked = false;
+  if (acked_bytes > 0 || p.snd_una == next_expected) p.backoff = 0;
+  if (p.snd_una == p.snd_nxt) {
+    timers_.cancel(p.rto_timer);
+  } else if (acked_bytes > 0) {
+    arm_rto(p, now);
+  }
+  detect_losses(p);
+  if (p.run_head != nullptr || p.rtx_count > 0 || p.state == PdcState::kClosing) {
+    mark_ready(p.rto_timer.owner);
+  }
+}
+
+void Pds::on_nack(PeerIndex peer, const wire::PdsNack& nack, Time now) {
+  ++stats_.nacks_received;
+  if (nack.flags & wire::nack_flags::kRudi) return;  // RUDI NACKs go to the RUDI tracker
+  Pdc* pp = pdc_for_ack(peer, nack.dpdcid, nack.spdcid, false);
+  if (pp == nullptr) {
+    ++stats_.bad_packets;
+    return;
+  }
+  Pdc& p = *pp;
+  const uint32_t index = p.rto_timer.owner;
+  const bool in_window = psn_diff(nack.psn, p.snd_una) >= 0 && psn_diff(p.snd_nxt, nack.psn) > 0;
+  TxSlot* s = in_window ? &p.tx[nack.psn % window_] : nullptr;
+  switch (nack.code) {
+    case wire::NackCode::kTrimmed:
+    case wire::NackCode::kTrimmedLastHop:
+      if (s == nullptr || !s->in_flight) return;
+      p.cc->on_nack(cc::NackKind::kTrimmed, now);
+      p.paths->on_feedback(s->entropy, paths::Feedback::kNack);
+      if (!s->rtx_queued && !s->sacked) ++stats_.trim_retransmits;
+      queue_retransmit(p, nack.psn);
+      return;
+    case wire::NackCode::kNoPdcAvailable:
+      if (p.state == PdcState::kSynSent) fail_pdc(index, Status::kNoPdcAvailable);
+      return;
+    case wire::NackCode::kInvalidDpdcid:
+    case wire::NackCode::kInvalidSyn:
+    case wire::NackCode::kPdcModeMismatch:
+      if (s != nullptr) fail_pdc(index, Status::kPeerUnreachable);
+      return;
+    case wire::NackCode::kClosing:
+      if (s != nullptr) s->retries = 0;  // the target is busy; the RTO retries the CLOSE
+      return;
+    case wire::NackCode::kNoSesMessageAvailable:
+    case wire::NackCode::kNoResource:
+    case wire::NackCode::kNoPacketBuffer:
+      p.cc->on_nack(cc::NackKind::kOther, now);
+      return;  // the RTO retransmits it
+    default:
+      return;  // PSN_OOR_WINDOW and the rest: the RTO covers them
+  }
+}
+
+void Pds::on_rto(uint32_t index, Time now) {
+  if (!pdcs_.in_use(index)) return;
+  Pdc& p = pdcs_[index];
+  if (p.snd_una == p.snd_nxt) return;
+  ++stats_.timeouts;
+  Duration rto = cfg_.initial_rto;
+  for (uint32_t i = 0; i < p.backoff && rto < cfg_.max_rto; ++i) rto = rto * 2;
+  const Time overdue = now - std::min(rto, cfg_.max_rto);
+  bool reported = false;
+  for (uint32_t psn = p.snd_una; psn != p.snd_nxt; ++psn) {
+    TxSlot& s = p.tx[psn % window_];
+    if (!s.in_flight || s.sacked || s.rtx_queued || s.sent > overdue) continue;
+    if (!reported) {
+      p.paths->on_feedback(s.entropy, paths::Feedback::kTimeout);
+      reported = true;
+    }
+    queue_retransmit(p, psn);
+    ++stats_.timeout_retransmits;
+  }
+  p.cc->on_timeout(now);
+  ++p.backoff;
+  arm_rto(p, now);
+}
+
+void Pds::on_timers(Time now) {
+  timers_.expire(now, [&](uint32_t index) { on_rto(index, now); });
+}
+
+}  // namespace spray::pds
