@@ -1,0 +1,140 @@
+// Engine: one transport endpoint. Ties SES, PDS and congestion control to a Datapath
+// and to time supplied by its owner (DESIGN.md decisions 1, 4 and 6).
+//
+// Single-threaded: the owner calls progress(now) in a loop (the provider from
+// fi_cq_read, the simulator from its event loop). Each call moves one burst: receive
+// and dispatch a batch, run due timers, send queued ACKs/NACKs, then send data from
+// PDCs that have window. No allocation, lock or system call per packet here; the
+// datapath does its own I/O once per burst.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "transport/base/status.h"
+#include "transport/base/time.h"
+#include "transport/datapath/datapath.h"
+#include "transport/engine/peer_table.h"
+#include "transport/pds/pds.h"
+#include "transport/ses/ses.h"
+#include "transport/wire/pds_header.h"
+
+namespace spray::engine {
+
+struct EngineConfig {
+  pds::PdsConfig pds{};
+  ses::SesConfig ses{};
+  uint32_t max_peers = 65536;
+};
+
+struct EngineStats {
+  uint64_t rx_packets = 0;
+  uint64_t tx_packets = 0;
+  uint64_t rx_malformed = 0;      // failed a PDS decode or SES validation
+  uint64_t rx_unknown_peer = 0;   // the peer table was full
+  uint64_t rx_refused = 0;        // SES had no room; NACKed for a later retry
+  uint64_t rx_rod_dropped = 0;    // ROD packet refused by SES at in-order delivery
+  uint64_t tx_no_buffer = 0;      // the datapath had no buffer; retried next progress
+};
+
+inline constexpr size_t kBurst = 32;
+
+template <dp::Datapath D>
+class Engine {
+ public:
+  Engine(D& datapath, EngineConfig config)
+      : dp_(datapath),
+        cfg_(adjust(std::move(config), datapath.mtu())),
+        peers_(cfg_.max_peers),
+        pds_(cfg_.pds),
+        ses_(cfg_.ses, pds_) {}
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // --- peers --------------------------------------------------------------------------
+  PeerIndex add_peer(const dp::NetAddr& addr) { return peers_.insert(addr); }
+  const dp::NetAddr& peer_address(PeerIndex p) const { return peers_.address(p); }
+  dp::NetAddr local_address() const { return dp_.local_address(); }
+
+  // --- operations (forwarded to SES; each completes once via poll_completion) --------
+  Status send(PeerIndex peer, const void* buf, uint64_t len, ses::UserContext ctx,
+              const ses::SendSpec& spec = {}) {
+    if (!known(peer)) return Status::kInvalidArgument;
+    return ses_.send(peer, buf, len, ctx, spec, now_);
+  }
+  Status post_recv(const ses::RecvSpec& spec) {
+    if (spec.source != pds::kNoPeer && !known(spec.source)) return Status::kInvalidArgument;
+    return ses_.post_recv(spec);
+  }
+  Status write(PeerIndex peer, const void* local, uint64_t len, uint64_t remote_addr, uint64_t key,
+               ses::UserContext ctx, const ses::SendSpec& spec = {}) {
+    if (!known(peer)) return Status::kInvalidArgument;
+    return ses_.write(peer, local, len, remote_addr, key, ctx, spec, now_);
+  }
+  Status read(PeerIndex peer, void* local, uint64_t len, uint64_t remote_addr, uint64_t key,
+              ses::UserContext ctx) {
+    if (!known(peer)) return Status::kInvalidArgument;
+    return ses_.read(peer, local, len, remote_addr, key, ctx, now_);
+  }
+  Status send_datagram(PeerIndex peer, const void* buf, uint64_t len, ses::UserContext ctx,
+                       const ses::SendSpec& spec = {}) {
+    if (!known(peer)) return Status::kInvalidArgument;
+    return ses_.send_datagram(peer, buf, len, ctx, spec);
+  }
+  Status cancel_recv(ses::UserContext ctx) { return ses_.cancel_recv(ctx); }
+  Status register_memory(const ses::MemoryRegion& r) { return ses_.register_memory(r); }
+  Status deregister_memory(uint64_t key) { return ses_.deregister_memory(key); }
+  Status close(PeerIndex peer, pds::Mode mode = pds::Mode::kRud) {
+    if (!known(peer)) return Status::kInvalidArgument;
+    return pds_.close(peer, mode, now_);
+  }
+  bool poll_completion(ses::Completion& out) { return ses_.poll_completion(out); }
+
+  // --- progress -----------------------------------------------------------------------
+  // One step: a receive burst, due timers, control packets, then data. Returns the
+  // number of packets received and sent.
+  size_t progress(Time now);
+
+  const EngineStats& stats() const { return stats_; }
+  pds::Pds& pds() { return pds_; }
+  ses::Ses& ses() { return ses_; }
+  const PeerTable& peers() const { return peers_; }
+  size_t memory_bytes() const { return sizeof(*this) + pds_.memory_bytes() + peers_.memory_bytes(); }
+
+ private:
+  static EngineConfig adjust(EngineConfig c, uint32_t mtu) {
+    c.ses.mtu_bytes = mtu;
+    c.ses.max_peers = c.max_peers;
+    c.pds.cc.mtu_bytes = mtu;
+    return c;
+  }
+  bool known(PeerIndex p) const { return p < peers_.size(); }
+
+  // Returns true when the engine keeps the buffer (a ROD packet held for reordering).
+  bool handle_packet(dp::PacketBuf* buf, Time now);
+  bool handle_request(PeerIndex peer, dp::PacketBuf* buf, std::span<const uint8_t> in, Time now);
+  void deliver_in_order(uint32_t pdc, Time now);
+  void drain_reports();
+  size_t send_control();
+  size_t send_data(Time now);
+  size_t send_datagrams();
+  void flush_tx();
+  dp::PacketBuf* tx_buffer();
+
+  D& dp_;
+  EngineConfig cfg_;
+  PeerTable peers_;
+  pds::Pds pds_;
+  ses::Ses ses_;
+  Time now_{};
+  EngineStats stats_;
+  std::array<dp::PacketBuf*, kBurst> rx_batch_{};
+  std::array<dp::PacketBuf*, kBurst> free_batch_{};
+  std::array<dp::PacketBuf*, kBurst> tx_batch_{};
+  size_t tx_count_ = 0;
+};
+
+}  // namespace spray::engine
+
+#include "transport/engine/engine_rx.h"
+#include "transport/engine/engine_tx.h"

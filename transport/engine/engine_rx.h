@@ -1,0 +1,167 @@
+// Engine receive path: dispatch each received packet by PDS type.
+// Included by engine.h; not a standalone header.
+#pragma once
+
+namespace spray::engine {
+
+template <dp::Datapath D>
+size_t Engine<D>::progress(Time now) {
+  now_ = now;
+  const size_t received = dp_.rx_burst(rx_batch_.data(), rx_batch_.size());
+  size_t to_free = 0;
+  for (size_t i = 0; i < received; ++i) {
+    if (!handle_packet(rx_batch_[i], now)) free_batch_[to_free++] = rx_batch_[i];
+  }
+  if (to_free > 0) dp_.free(free_batch_.data(), to_free);
+  stats_.rx_packets += received;
+  pds_.flush_acks();
+  pds_.on_timers(now);
+  drain_reports();
+  size_t sent = send_control();
+  sent += send_data(now);
+  sent += send_datagrams();
+  sent += send_control();  // NACKs raised while sending (e.g. none) and ACKs from failures
+  flush_tx();
+  return received + sent;
+}
+
+template <dp::Datapath D>
+void Engine<D>::drain_reports() {
+  if (!pds_.acked().empty()) {
+    ses_.on_acked(pds_.acked());
+    pds_.acked().clear();
+  }
+  if (!pds_.failed().empty()) {
+    ses_.on_failed(pds_.failed());
+    pds_.failed().clear();
+  }
+  if (!pds_.failed_peers().empty()) {
+    ses_.on_peer_failed(pds_.failed_peers());
+    pds_.failed_peers().clear();
+  }
+}
+
+template <dp::Datapath D>
+bool Engine<D>::handle_packet(dp::PacketBuf* buf, Time now) {
+  const std::span<const uint8_t> in(buf->data, buf->len);
+  PeerIndex peer = pds::kNoPeer;
+  if (auto found = peers_.find(buf->peer)) {
+    peer = *found;
+  } else {
+    peer = peers_.insert(buf->peer);  // connectionless: anyone may open a PDC to us
+    if (peer == pds::kNoPeer) {
+      ++stats_.rx_unknown_peer;
+      return false;
+    }
+  }
+  wire::Prologue prologue;
+  if (wire::decode_prologue(in, prologue) != wire::DecodeError::kOk) {
+    ++stats_.rx_malformed;
+    return false;
+  }
+  bool kept = false;
+  bool ok = true;
+  switch (prologue.type) {
+    case wire::PdsType::kRudRequest:
+    case wire::PdsType::kRodRequest:
+    case wire::PdsType::kRudCcRequest:
+    case wire::PdsType::kRodCcRequest:
+      kept = handle_request(peer, buf, in, now);
+      break;
+    case wire::PdsType::kAck:
+    case wire::PdsType::kAckCc: {
+      wire::PdsAck ack;
+      ok = wire::decode(in, ack) == wire::DecodeError::kOk;
+      if (ok) pds_.on_ack(peer, ack, now);
+      break;
+    }
+    case wire::PdsType::kNack: {
+      wire::PdsNack nack;
+      ok = wire::decode(in, nack) == wire::DecodeError::kOk;
+      if (ok) pds_.on_nack(peer, nack, now);
+      break;
+    }
+    case wire::PdsType::kCtrl: {
+      wire::PdsCtrl ctrl;
+      ok = wire::decode(in, ctrl) == wire::DecodeError::kOk;
+      if (ok) pds_.on_ctrl(peer, ctrl, now);
+      break;
+    }
+    case wire::PdsType::kUudRequest: {
+      wire::PdsUud uud;
+      size_t consumed = 0;
+      ok = wire::decode(in, uud, &consumed) == wire::DecodeError::kOk;
+      if (ok) {
+        // Best effort: a datagram SES cannot take is simply dropped, like a lost one.
+        const auto r = ses_.on_packet(peer, uud.next, in.subspan(consumed), true, now);
+        ok = r != ses::RxResult::kMalformed;
+      }
+      break;
+    }
+    default:
+      ok = false;  // TSS, RUDI and the CCX forms are not accepted by this engine yet
+      break;
+  }
+  if (!ok) ++stats_.rx_malformed;
+  drain_reports();
+  return kept;
+}
+
+template <dp::Datapath D>
+bool Engine<D>::handle_request(PeerIndex peer, dp::PacketBuf* buf, std::span<const uint8_t> in,
+                               Time now) {
+  wire::PdsRequest h;
+  size_t consumed = 0;
+  if (wire::decode(in, h, &consumed) != wire::DecodeError::kOk) {
+    ++stats_.rx_malformed;
+    return false;
+  }
+  const bool trimmed = (buf->flags & dp::PacketBuf::kTrimmed) != 0;
+  const bool ecn = (buf->flags & dp::PacketBuf::kEcnCe) != 0;
+  const pds::RxClass c = pds_.classify_request(peer, h, trimmed, now);
+  switch (c.verdict) {
+    case pds::RxVerdict::kDeliver:
+      switch (ses_.on_packet(peer, h.next, in.subspan(consumed), false, now)) {
+        case ses::RxResult::kAccepted:
+          pds_.commit_request(c, ecn);
+          if (h.ordered) deliver_in_order(c.pdc, now);
+          break;
+        case ses::RxResult::kNoResource:
+          ++stats_.rx_refused;
+          pds_.refuse_request(peer, h, wire::NackCode::kNoSesMessageAvailable);
+          break;
+        case ses::RxResult::kMalformed:
+          ++stats_.rx_malformed;  // not committed: a genuine sender will retransmit
+          break;
+      }
+      return false;
+    case pds::RxVerdict::kHold:
+      pds_.commit_request(c, ecn, reinterpret_cast<uint64_t>(buf));
+      return true;
+    case pds::RxVerdict::kDuplicate:
+    case pds::RxVerdict::kReject:
+      return false;
+  }
+  return false;
+}
+
+// ROD: hands SES every held packet that the last commit made contiguous, in PSN order.
+template <dp::Datapath D>
+void Engine<D>::deliver_in_order(uint32_t pdc, Time now) {
+  uint64_t handle = 0;
+  while (pds_.pop_in_order(pdc, handle)) {
+    auto* held = reinterpret_cast<dp::PacketBuf*>(handle);
+    const std::span<const uint8_t> in(held->data, held->len);
+    wire::PdsRequest h;
+    size_t consumed = 0;
+    (void)wire::decode(in, h, &consumed);  // decoded once already when it arrived
+    const PeerIndex peer = pds_.pdc(pdc)->peer;
+    if (ses_.on_packet(peer, h.next, in.subspan(consumed), false, now) !=
+        ses::RxResult::kAccepted) {
+      ++stats_.rx_rod_dropped;
+    }
+    dp_.free(&held, 1);
+  }
+}
+
+}  // namespace spray::engine

@@ -1,0 +1,108 @@
+// Engine transmit path: control packets first (they unblock peers), then data from the
+// PDCs that have window, then datagrams, in bursts. Included by engine.h.
+#pragma once
+
+#include <variant>
+
+namespace spray::engine {
+
+template <dp::Datapath D>
+dp::PacketBuf* Engine<D>::tx_buffer() {
+  if (tx_count_ == tx_batch_.size()) flush_tx();
+  dp::PacketBuf* buf = nullptr;
+  if (dp_.alloc(&buf, 1) != 1) {
+    ++stats_.tx_no_buffer;
+    return nullptr;
+  }
+  tx_batch_[tx_count_++] = buf;
+  return buf;
+}
+
+template <dp::Datapath D>
+void Engine<D>::flush_tx() {
+  if (tx_count_ == 0) return;
+  stats_.tx_packets += tx_count_;
+  dp_.tx_burst(tx_batch_.data(), tx_count_);
+  tx_count_ = 0;
+}
+
+template <dp::Datapath D>
+size_t Engine<D>::send_control() {
+  auto& queue = pds_.control_out();
+  size_t sent = 0;
+  for (const pds::ControlPacket& c : queue) {
+    dp::PacketBuf* buf = tx_buffer();
+    if (buf == nullptr) break;  // control packets are loss-tolerant: ACKs come again
+    const std::span<uint8_t> out(buf->data, buf->capacity);
+    buf->len = static_cast<uint32_t>(std::visit([&](const auto& h) { return wire::encode(h, out); },
+                                                c.header));
+    buf->peer = peers_.address(c.peer);
+    buf->entropy = 0;
+    ++sent;
+  }
+  queue.clear();
+  return sent;
+}
+
+template <dp::Datapath D>
+size_t Engine<D>::send_data(Time now) {
+  size_t budget = kBurst * 4;  // bounds one progress() so receiving is not starved
+  size_t sent = 0;
+  uint32_t pdc = 0;
+  pds::TxPacket pkt;
+  while (budget > 0 && pds_.pop_ready(pdc)) {
+    while (budget > 0 && pds_.next_tx(pdc, now, pkt)) {
+      dp::PacketBuf* buf = tx_buffer();
+      if (buf == nullptr) {
+        // No buffer: the packet counts as sent and lost; the RTO recovers it.
+        budget = 0;
+        break;
+      }
+      const std::span<uint8_t> out(buf->data, buf->capacity);
+      size_t len = 0;
+      if (pkt.is_close) {
+        len = wire::encode(pkt.ctrl, out);
+      } else {
+        const size_t pds_bytes = wire::encoded_size(pkt.request);
+        wire::NextHeader next{};
+        const size_t ses_bytes = ses_.build_packet(pkt.ref, out.subspan(pds_bytes), next);
+        pkt.request.next = next;
+        len = ses_bytes == 0 ? 0 : pds_bytes + ses_bytes;
+        if (len != 0) wire::encode(pkt.request, out);
+      }
+      buf->len = static_cast<uint32_t>(len);
+      buf->peer = peers_.address(pkt.peer);
+      buf->entropy = pkt.entropy;
+      --budget;
+      ++sent;
+    }
+    if (budget == 0) pds_.mark_ready(pdc);
+  }
+  drain_reports();  // next_tx may have failed a PDC (retries exhausted)
+  return sent;
+}
+
+template <dp::Datapath D>
+size_t Engine<D>::send_datagrams() {
+  size_t sent = 0;
+  uint32_t message = 0;
+  while (ses_.pop_datagram(message)) {
+    dp::PacketBuf* buf = tx_buffer();
+    if (buf == nullptr) {
+      ses_.datagram_sent(message);  // best effort: a datagram without a buffer is lost
+      continue;
+    }
+    const std::span<uint8_t> out(buf->data, buf->capacity);
+    wire::NextHeader next{};
+    const size_t ses_bytes = ses_.build_packet({message, 0}, out.subspan(wire::kUudBytes), next);
+    wire::encode(wire::PdsUud{next}, out);
+    buf->len = static_cast<uint32_t>(wire::kUudBytes + ses_bytes);
+    buf->peer = peers_.address(ses_.message_peer(message));
+    buf->entropy = static_cast<uint16_t>(message);
+    ses_.datagram_sent(message);
+    ++sent;
+  }
+  return sent;
+}
+
+}  // namespace spray::engine

@@ -1,0 +1,72 @@
+// What the transport reports to its user when an operation ends, and the queue that
+// holds those reports until the user polls them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "transport/base/status.h"
+#include "transport/pds/pdc.h"
+
+namespace spray::ses {
+
+using pds::PeerIndex;
+using UserContext = uint64_t;
+
+enum class OpKind : uint8_t {
+  kSend,
+  kTaggedSend,
+  kRecv,
+  kTaggedRecv,
+  kWrite,
+  kRead,
+  kRemoteWrite,  // target side of a write that carried immediate data
+  kDatagramSend,
+};
+
+struct Completion {
+  UserContext context = 0;
+  OpKind op = OpKind::kSend;
+  Status status = Status::kOk;
+  uint64_t length = 0;     // bytes placed (receive) or transferred (send, RMA)
+  uint64_t tag = 0;        // tagged receive: the sender's tag
+  uint64_t data = 0;       // immediate data, when has_data
+  bool has_data = false;
+  PeerIndex peer = pds::kNoPeer;  // receive: the source
+};
+
+// A FIFO of completions. Grows by doubling when full, so a slow consumer never loses a
+// completion; the steady state allocates nothing.
+class CompletionQueue {
+ public:
+  explicit CompletionQueue(size_t initial = 1024) : ring_(initial) {}
+
+  void push(const Completion& c) {
+    if (count_ == ring_.size()) grow();
+    ring_[(head_ + count_) % ring_.size()] = c;
+    ++count_;
+  }
+  bool pop(Completion& out) {
+    if (count_ == 0) return false;
+    out = ring_[head_];
+    head_ = (head_ + 1) % ring_.size();
+    --count_;
+    return true;
+  }
+  size_t size() const { return count_; }
+
+ private:
+  void grow() {
+    std::vector<Completion> bigger(ring_.size() * 2);
+    for (size_t i = 0; i < count_; ++i) bigger[i] = ring_[(head_ + i) % ring_.size()];
+    ring_.swap(bigger);
+    head_ = 0;
+  }
+
+  std::vector<Completion> ring_;
+  size_t head_ = 0;
+  size_t count_ = 0;
+};
+
+}  // namespace spray::ses

@@ -1,0 +1,256 @@
+// Ses: the semantic sublayer of one engine — sends and receives (untagged and tagged,
+// eager and rendezvous), RMA write and read against registered memory, immediate data,
+// and the completions the user sees.
+//
+// SES turns operations into messages, messages into packets (it builds each packet's
+// SES header and copies its payload when the engine asks), and queues messages on PDS.
+// PDS reports each packet acknowledged or failed; SES completes a message when every
+// packet is acknowledged and, for operations that need one, the target's response came.
+//
+// Message ids: sends take ids 0x0000-0x7fff from a per-peer sequence, so the target can
+// match sends in the order they were issued even though RUD delivers packets in any
+// order (MPI's non-overtaking rule). RMA operations take ids 0x8000-0xffff and are not
+// ordered. Responses echo the request's id.
+//
+// DESIGN NOTES
+// - Eager sends complete when PDS has every packet acknowledged (transmit complete); the
+//   target sends no SES response for them, halving the packets of small messages.
+//   Writes, reads and rendezvous sends need a response because only the target knows
+//   whether the key and bounds were good, or when it finished reading.
+// - SES responses travel as reliable PDS requests on the PDC back to the initiator
+//   rather than piggybacked on ACKs as UET allows; it keeps ACKs stateless and lost
+//   responses are retransmitted by PDS like any packet.
+// - Unexpected eager messages are buffered on the heap, sized by the request length and
+//   bounded by the rendezvous threshold; this is the slow path of a mismatch.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "transport/base/flat_map.h"
+#include "transport/base/slot_pool.h"
+#include "transport/pds/pds.h"
+#include "transport/ses/completion.h"
+#include "transport/ses/matching.h"
+#include "transport/ses/memory_region.h"
+#include "transport/wire/ses_header.h"
+
+namespace spray::ses {
+
+struct SesConfig {
+  uint32_t mtu_bytes = 4096;       // max UET packet (PDS header on) the datapath carries
+  uint32_t max_peers = 65536;
+  uint32_t max_tx_messages = 8192;
+  uint32_t max_rx_messages = 8192;
+  uint32_t max_posted_receives = 8192;
+  uint32_t max_memory_regions = 4096;
+  uint64_t rendezvous_threshold_bytes = 64 * 1024;  // larger sends use rendezvous
+  uint32_t job_id = 0;
+};
+
+// Bytes reserved in every packet for PDS and SES headers: a RUD/ROD request with CC
+// state, the standard SES header and the rendezvous extension. Payload per packet is
+// the MTU less this, so every packet of a message carries the same amount.
+inline constexpr uint32_t kHeaderReserveBytes = 16 + 44 + 24;
+
+struct SendSpec {
+  bool tagged = false;
+  uint64_t tag = 0;
+  bool has_data = false;
+  uint64_t data = 0;
+  pds::Mode mode = pds::Mode::kRud;
+};
+
+enum class RxResult : uint8_t {
+  kAccepted,    // consumed
+  kNoResource,  // no message slot free: PDS NACKs, the sender retries
+  kMalformed,   // inconsistent or forged: dropped, counted
+};
+
+struct SesStats {
+  uint64_t messages_sent = 0;
+  uint64_t messages_received = 0;
+  uint64_t unexpected_messages = 0;
+  uint64_t rendezvous_sends = 0;
+  uint64_t malformed_packets = 0;
+  uint64_t stale_responses = 0;
+  uint64_t rma_errors = 0;  // bad key, bounds or rights at this target
+};
+
+class Ses {
+ public:
+  Ses(const SesConfig& config, pds::Pds& pds);
+  Ses(const Ses&) = delete;
+  Ses& operator=(const Ses&) = delete;
+
+  // --- user operations (each completes exactly once through poll_completion) --------
+  Status send(PeerIndex peer, const void* buf, uint64_t len, UserContext ctx, const SendSpec& spec,
+              Time now);
+  Status post_recv(const RecvSpec& spec);
+  Status write(PeerIndex peer, const void* local, uint64_t len, uint64_t remote_addr, uint64_t key,
+               UserContext ctx, const SendSpec& spec, Time now);
+  Status read(PeerIndex peer, void* local, uint64_t len, uint64_t remote_addr, uint64_t key,
+              UserContext ctx, Time now);
+  // Unreliable datagram (UUD): one packet, completes when handed to the datapath.
+  Status send_datagram(PeerIndex peer, const void* buf, uint64_t len, UserContext ctx,
+                       const SendSpec& spec);
+  // Cancels a posted receive; it completes with kCanceled. kInvalidArgument if not posted.
+  Status cancel_recv(UserContext ctx);
+
+  Status register_memory(const MemoryRegion& region) { return regions_.add(region); }
+  Status deregister_memory(uint64_t key) { return regions_.remove(key); }
+
+  bool poll_completion(Completion& out) { return completions_.pop(out); }
+  size_t pending_completions() const { return completions_.size(); }
+
+  // --- engine-facing ----------------------------------------------------------------
+
+  // Writes the SES header and payload of one packet. Returns bytes written and sets
+  // `next` to the header type for the PDS prologue.
+  size_t build_packet(pds::PacketRef ref, std::span<uint8_t> out, wire::NextHeader& next) const;
+  // A packet PDS accepted (or a UUD datagram when `datagram`): `bytes` start at the SES
+  // header and run to the end of the packet.
+  RxResult on_packet(PeerIndex peer, wire::NextHeader next, std::span<const uint8_t> bytes,
+                     bool datagram, Time now);
+  void on_acked(std::span<const pds::PacketRef> refs);
+  void on_failed(std::span<const pds::FailedMessage> failed);
+  void on_peer_failed(std::span<const PeerIndex> peers);
+
+  // Datagrams waiting for the engine to transmit them (UUD bypasses PDS).
+  bool pop_datagram(uint32_t& message) {
+    if (datagrams_.empty()) return false;
+    message = datagrams_.back();
+    datagrams_.pop_back();
+    return true;
+  }
+  void datagram_sent(uint32_t message);
+  PeerIndex message_peer(uint32_t message) const { return tx_[message].peer; }
+
+  uint32_t payload_per_packet() const { return payload_per_packet_; }
+  const SesStats& stats() const { return stats_; }
+  uint32_t tx_in_use() const { return tx_.used(); }
+  uint32_t rx_in_use() const { return rx_.used(); }
+
+ private:
+  enum class TxKind : uint8_t {
+    kEager,
+    kRendezvous,
+    kWrite,
+    kRead,
+    kReadResponse,
+    kResponse,
+    kDatagram,
+  };
+  static constexpr uint32_t kNone = 0xffffffff;
+
+  // One outgoing message; in tx_, owned by SES until finished.
+  struct TxMessage {
+    pds::TxRun run;
+    TxKind kind = TxKind::kEager;
+    OpKind op = OpKind::kSend;
+    bool user_op = false;  // report a completion to the user
+    PeerIndex peer = pds::kNoPeer;
+    uint16_t msg_id = 0;
+    const uint8_t* src = nullptr;  // payload source (sends, writes, read responses)
+    uint8_t* dst = nullptr;        // read destination
+    uint64_t length = 0;
+    uint64_t remote_addr = 0;
+    uint64_t key_or_tag = 0;
+    SendSpec spec;
+    uint32_t packet_count = 0;
+    uint32_t packets_acked = 0;
+    bool needs_response = false;
+    bool response_received = false;
+    bool failing = false;
+    uint64_t bytes_received = 0;  // read: data arrived so far
+    Status status = Status::kOk;
+    UserContext context = 0;
+    wire::ReturnCode return_code = wire::ReturnCode::kOk;  // kResponse
+    uint64_t rendezvous_key = 0;  // kRendezvous: the internal region exposing src
+    uint32_t rendezvous_rx = kNone;  // internal kRead: the receive it fills
+  };
+
+  // One incoming message being assembled; in rx_, owned by SES until delivered.
+  struct RxMessage {
+    PeerIndex peer = pds::kNoPeer;
+    uint16_t msg_id = 0;
+    bool is_write = false;
+    bool rendezvous = false;
+    bool tagged = false;
+    uint64_t tag = 0;
+    uint64_t total = 0;
+    uint64_t received = 0;
+    bool som_seen = false;
+    bool has_data = false;
+    uint64_t data = 0;
+    bool awaiting_order = false;  // arrived before an earlier send from this peer
+    bool matched = false;
+    RecvSpec recv;
+    std::unique_ptr<uint8_t[]> unexpected;  // eager data that arrived before a match
+    uint32_t next_unexpected = kNone;
+    Status status = Status::kOk;
+    uint64_t read_offset = 0;  // rendezvous
+    uint64_t read_key = 0;
+  };
+
+  static uint64_t id_key(PeerIndex peer, uint16_t id) { return (uint64_t{peer} << 16) | id; }
+
+  // ses_tx.cc
+  Status start(uint32_t slot, pds::Mode mode, Time now);
+  std::optional<uint32_t> new_tx(TxKind kind, PeerIndex peer, uint64_t len);
+  uint16_t next_rma_id(PeerIndex peer);
+  uint32_t packets_for(uint64_t len) const;
+  void maybe_finish(uint32_t slot);
+  void finish_tx(uint32_t slot);
+  Status queue_response(PeerIndex peer, uint16_t msg_id, wire::ReturnCode rc, uint64_t length,
+                        Time now);
+
+  // ses_rx.cc
+  RxResult on_request(PeerIndex peer, std::span<const uint8_t> bytes, bool datagram, Time now);
+  RxResult on_eager(PeerIndex peer, const wire::SesStandardRequest& h,
+                    std::span<const uint8_t> payload, bool datagram);
+  RxResult on_rendezvous(PeerIndex peer, const wire::SesStandardRequest& h,
+                         const wire::RendezvousExtension& x, Time now);
+  RxResult on_write(PeerIndex peer, const wire::SesStandardRequest& h,
+                    std::span<const uint8_t> payload, Time now);
+  RxResult on_read(PeerIndex peer, const wire::SesStandardRequest& h, Time now);
+  RxResult on_response(PeerIndex peer, const wire::SesResponse& r);
+  RxResult on_read_data(PeerIndex peer, const wire::SesResponseWithData& r,
+                        std::span<const uint8_t> payload);
+  void admit_in_order(PeerIndex peer, uint32_t slot, Time now);
+  void match_or_queue(uint32_t slot, Time now);
+  void bind(uint32_t slot, const RecvSpec& recv, Time now);
+  void try_deliver(uint32_t slot);
+  void start_rendezvous_read(uint32_t slot, Time now);
+  void finish_rendezvous_receive(uint32_t rx_slot, Status status, Time now);
+  void free_rx(uint32_t slot);
+
+  SesConfig cfg_;
+  pds::Pds& pds_;
+  uint32_t payload_per_packet_;
+  SlotPool<TxMessage> tx_;
+  SlotPool<RxMessage> rx_;
+  FlatMap tx_by_id_;  // (peer, msg id) -> tx slot, for messages awaiting a response
+  FlatMap rx_by_id_;  // (peer, msg id) -> rx slot
+  PostedReceives posted_;
+  MemoryRegionTable regions_;
+  CompletionQueue completions_;
+  std::vector<uint16_t> send_seq_;    // per peer: next send id to use
+  std::vector<uint16_t> expect_seq_;  // per peer: next send id to match
+  uint16_t rma_counter_ = 0;
+  uint64_t rendezvous_keys_ = 0;
+  uint32_t unexpected_head_ = kNone;  // FIFO of unmatched rx messages
+  uint32_t unexpected_tail_ = kNone;
+  std::vector<uint32_t> datagrams_;
+  std::vector<uint32_t> finishing_;  // scratch for two-phase failure handling
+  Time now_{};
+  SesStats stats_;
+};
+
+// Maps a target's SES return code to the status the initiator reports.
+Status status_from_return_code(wire::ReturnCode rc);
+wire::ReturnCode return_code_from_status(Status s);
+
+}  // namespace spray::ses

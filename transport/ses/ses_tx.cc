@@ -1,0 +1,373 @@
+// The initiator side of SES: operations become messages, messages become packets, and
+// acknowledgements, responses and failures become completions.
+#include <algorithm>
+#include <cstring>
+
+#include "transport/ses/ses.h"
+
+namespace spray::ses {
+namespace {
+
+constexpr uint64_t kMaxMessageBytes = 0xffffffffULL;  // request length is 32 bits
+constexpr uint16_t kRmaIdBit = 0x8000;
+constexpr uint64_t kRendezvousKeyBase = 0xfffe000000000000ULL;  // internal keys
+
+}  // namespace
+
+Status status_from_return_code(wire::ReturnCode rc) {
+  switch (rc) {
+    case wire::ReturnCode::kOk: return Status::kOk;
+    case wire::ReturnCode::kBadMemoryKey: return Status::kBadKey;
+    case wire::ReturnCode::kBadAddress:
+    case wire::ReturnCode::kAtOutOfRange: return Status::kOutOfBounds;
+    case wire::ReturnCode::kPermissionViolation: return Status::kAccessDenied;
+    case wire::ReturnCode::kTooLong: return Status::kTooLong;
+    case wire::ReturnCode::kCancelled: return Status::kCanceled;
+    case wire::ReturnCode::kUndeliverable: return Status::kPeerUnreachable;
+    default: return Status::kProtocolError;
+  }
+}
+
+wire::ReturnCode return_code_from_status(Status s) {
+  switch (s) {
+    case Status::kOk: return wire::ReturnCode::kOk;
+    case Status::kBadKey: return wire::ReturnCode::kBadMemoryKey;
+    case Status::kOutOfBounds: return wire::ReturnCode::kBadAddress;
+    case Status::kAccessDenied: return wire::ReturnCode::kPermissionViolation;
+    case Status::kTooLong: return wire::ReturnCode::kTooLong;
+    case Status::kCanceled: return wire::ReturnCode::kCancelled;
+    default: return wire::ReturnCode::kUndeliverable;
+  }
+}
+
+Ses::Ses(const SesConfig& config, pds::Pds& pds)
+    : cfg_(config),
+      pds_(pds),
+      payload_per_packet_(std::min<uint32_t>(config.mtu_bytes - kHeaderReserveBytes,
+                                             wire::kMaxSesPayloadLength)),
+      tx_(config.max_tx_messages),
+      rx_(config.max_rx_messages),
+      tx_by_id_(config.max_tx_messages),
+      rx_by_id_(config.max_rx_messages),
+      posted_(config.max_posted_receives),
+      regions_(config.max_memory_regions),
+      send_seq_(config.max_peers, 0),
+      expect_seq_(config.max_peers, 0) {
+  datagrams_.reserve(config.max_tx_messages);
+  finishing_.reserve(config.max_tx_messages);
+}
+
+uint32_t Ses::packets_for(uint64_t len) const {
+  return len == 0 ? 1 : static_cast<uint32_t>((len + payload_per_packet_ - 1) / payload_per_packet_);
+}
+
+std::optional<uint32_t> Ses::new_tx(TxKind kind, PeerIndex peer, uint64_t len) {
+  const auto slot = tx_.acquire();
+  if (!slot) return std::nullopt;
+  TxMessage& m = tx_[*slot];
+  m.kind = kind;
+  m.peer = peer;
+  m.length = len;
+  m.run.message = *slot;
+  return slot;
+}
+
+uint16_t Ses::next_rma_id(PeerIndex peer) {
+  for (;;) {
+    const auto id = static_cast<uint16_t>(kRmaIdBit | (rma_counter_++ & 0x7fff));
+    if (!tx_by_id_.find(id_key(peer, id))) return id;
+  }
+}
+
+// Hands a prepared message to PDS. On failure the slot is released.
+Status Ses::start(uint32_t slot, pds::Mode mode, Time now) {
+  TxMessage& m = tx_[slot];
+  m.packet_count = m.run.packet_count;
+  m.run.next_packet = 0;
+  if (m.needs_response && !tx_by_id_.insert(id_key(m.peer, m.msg_id), slot)) {
+    tx_.release(slot);
+    return Status::kAgain;
+  }
+  const Status s = pds_.enqueue(m.peer, mode, &m.run, now);
+  if (s != Status::kOk) {
+    if (m.needs_response) tx_by_id_.erase(id_key(m.peer, m.msg_id));
+    tx_.release(slot);
+  }
+  return s;
+}
+
+Status Ses::send(PeerIndex peer, const void* buf, uint64_t len, UserContext ctx,
+                 const SendSpec& spec, Time now) {
+  if (peer >= cfg_.max_peers || (buf == nullptr && len != 0)) return Status::kInvalidArgument;
+  if (len > kMaxMessageBytes) return Status::kTooLong;
+  const bool rendezvous = len > cfg_.rendezvous_threshold_bytes;
+  const auto slot = new_tx(rendezvous ? TxKind::kRendezvous : TxKind::kEager, peer, len);
+  if (!slot) return Status::kAgain;
+  TxMessage& m = tx_[*slot];
+  m.op = spec.tagged ? OpKind::kTaggedSend : OpKind::kSend;
+  m.user_op = true;
+  m.src = static_cast<const uint8_t*>(buf);
+  m.key_or_tag = spec.tag;
+  m.spec = spec;
+  m.context = ctx;
+  m.msg_id = static_cast<uint16_t>(send_seq_[peer] & 0x7fff);
+  m.run.packet_count = rendezvous ? 1 : packets_for(len);
+  m.run.packet_bytes = cfg_.mtu_bytes;
+  if (rendezvous) {
+    // Expose the source buffer to this peer's reads through a one-time internal key.
+    m.needs_response = true;
+    m.rendezvous_key = kRendezvousKeyBase | (rendezvous_keys_++ & 0xffffffffffffULL);
+    MemoryRegion r{const_cast<uint8_t*>(m.src), len, 0, m.rendezvous_key, access::kRemoteRead};
+    if (regions_.add(r) != Status::kOk) {
+      tx_.release(*slot);
+      return Status::kAgain;
+    }
+  }
+  const uint64_t key = m.rendezvous_key;
+  const Status s = start(*slot, spec.mode, now);
+  if (s != Status::kOk) {
+    if (rendezvous) regions_.remove(key);
+    return s;
+  }
+  ++send_seq_[peer];
+  ++stats_.messages_sent;
+  if (rendezvous) ++stats_.rendezvous_sends;
+  return Status::kOk;
+}
+
+Status Ses::write(PeerIndex peer, const void* local, uint64_t len, uint64_t remote_addr,
+                  uint64_t key, UserContext ctx, const SendSpec& spec, Time now) {
+  if (peer >= cfg_.max_peers || (local == nullptr && len != 0)) return Status::kInvalidArgument;
+  if (len > kMaxMessageBytes) return Status::kTooLong;
+  const auto slot = new_tx(TxKind::kWrite, peer, len);
+  if (!slot) return Status::kAgain;
+  TxMessage& m = tx_[*slot];
+  m.op = OpKind::kWrite;
+  m.user_op = true;
+  m.src = static_cast<const uint8_t*>(local);
+  m.remote_addr = remote_addr;
+  m.key_or_tag = key;
+  m.spec = spec;
+  m.context = ctx;
+  m.needs_response = true;
+  m.msg_id = next_rma_id(peer);
+  m.run.packet_count = packets_for(len);
+  m.run.packet_bytes = cfg_.mtu_bytes;
+  return start(*slot, spec.mode, now);
+}
+
+Status Ses::read(PeerIndex peer, void* local, uint64_t len, uint64_t remote_addr, uint64_t key,
+                 UserContext ctx, Time now) {
+  if (peer >= cfg_.max_peers || (local == nullptr && len != 0)) return Status::kInvalidArgument;
+  if (len > kMaxMessageBytes) return Status::kTooLong;
+  const auto slot = new_tx(TxKind::kRead, peer, len);
+  if (!slot) return Status::kAgain;
+  TxMessage& m = tx_[*slot];
+  m.op = OpKind::kRead;
+  m.user_op = true;
+  m.dst = static_cast<uint8_t*>(local);
+  m.remote_addr = remote_addr;
+  m.key_or_tag = key;
+  m.context = ctx;
+  m.needs_response = true;
+  m.msg_id = next_rma_id(peer);
+  m.run.packet_count = 1;
+  m.run.packet_bytes = static_cast<uint32_t>(16 + wire::kSesStandardBytes);
+  return start(*slot, pds::Mode::kRud, now);
+}
+
+Status Ses::send_datagram(PeerIndex peer, const void* buf, uint64_t len, UserContext ctx,
+                          const SendSpec& spec) {
+  if (peer >= cfg_.max_peers || (buf == nullptr && len != 0)) return Status::kInvalidArgument;
+  if (len > payload_per_packet_) return Status::kTooLong;
+  const auto slot = new_tx(TxKind::kDatagram, peer, len);
+  if (!slot) return Status::kAgain;
+  TxMessage& m = tx_[*slot];
+  m.op = OpKind::kDatagramSend;
+  m.user_op = true;
+  m.src = static_cast<const uint8_t*>(buf);
+  m.key_or_tag = spec.tag;
+  m.spec = spec;
+  m.context = ctx;
+  m.msg_id = next_rma_id(peer);  // datagrams are not ordered
+  m.packet_count = m.run.packet_count = 1;
+  datagrams_.push_back(*slot);
+  return Status::kOk;
+}
+
+void Ses::datagram_sent(uint32_t message) {
+  tx_[message].packets_acked = 1;
+  maybe_finish(message);
+}
+
+Status Ses::queue_response(PeerIndex peer, uint16_t msg_id, wire::ReturnCode rc, uint64_t length,
+                           Time now) {
+  const auto slot = new_tx(TxKind::kResponse, peer, length);
+  if (!slot) return Status::kAgain;
+  TxMessage& m = tx_[*slot];
+  m.msg_id = msg_id;
+  m.return_code = rc;
+  m.run.packet_count = 1;
+  m.run.packet_bytes = static_cast<uint32_t>(16 + wire::kSesResponseBytes);
+  return start(*slot, pds::Mode::kRud, now);
+}
+
+// --- packet construction -------------------------------------------------------------
+
+size_t Ses::build_packet(pds::PacketRef ref, std::span<uint8_t> out, wire::NextHeader& next) const {
+  const TxMessage& m = tx_[ref.message];
+  const uint64_t offset = uint64_t{ref.index} * payload_per_packet_;
+  const uint64_t payload = m.kind == TxKind::kRead || m.kind == TxKind::kRendezvous ||
+                                   m.kind == TxKind::kResponse
+                               ? 0
+                               : std::min<uint64_t>(payload_per_packet_, m.length - offset);
+  const bool som = ref.index == 0;
+  const bool eom = ref.index + 1 == m.packet_count;
+
+  if (m.kind == TxKind::kResponse) {
+    wire::SesResponse r;
+    r.common.opcode = wire::SesResponseOpcode::kResponse;
+    r.common.return_code = m.return_code;
+    r.common.message_id = m.msg_id;
+    r.common.job_id = cfg_.job_id;
+    r.modified_length = static_cast<uint32_t>(m.length);
+    next = wire::NextHeader::kSesResponse;
+    return wire::encode(r, out);
+  }
+  if (m.kind == TxKind::kReadResponse) {
+    wire::SesResponseWithData r;
+    r.common.opcode = wire::SesResponseOpcode::kResponseWithData;
+    r.common.return_code = wire::ReturnCode::kOk;
+    r.common.message_id = m.msg_id;
+    r.common.job_id = cfg_.job_id;
+    r.read_message_id = m.msg_id;
+    r.payload_length = static_cast<uint16_t>(payload);
+    r.modified_length = static_cast<uint32_t>(m.length);
+    r.message_offset = static_cast<uint32_t>(offset);
+    const size_t h = wire::encode(r, out);
+    if (h == 0 || out.size() < h + payload) return 0;
+    std::memcpy(out.data() + h, m.src + offset, payload);
+    next = wire::NextHeader::kSesResponseWithData;
+    return h + payload;
+  }
+
+  wire::SesStandardRequest s;
+  s.common.message_id = m.msg_id;
+  s.common.job_id = cfg_.job_id;
+  s.common.flags = static_cast<uint8_t>((som ? wire::ses_flags::kStartOfMessage : 0) |
+                                        (eom ? wire::ses_flags::kEndOfMessage : 0));
+  if (som && m.spec.has_data) {
+    s.common.flags |= wire::ses_flags::kHeaderData;
+    s.header_data = m.spec.data;
+  }
+  if (!som) {
+    s.payload_length = static_cast<uint16_t>(payload);
+    s.message_offset = static_cast<uint32_t>(offset);
+  }
+  s.request_length = static_cast<uint32_t>(m.length);
+  s.match_bits = m.key_or_tag;
+  switch (m.kind) {
+    case TxKind::kEager:
+    case TxKind::kDatagram:
+      s.common.opcode = m.spec.tagged ? wire::SesOpcode::kTaggedSend : wire::SesOpcode::kSend;
+      s.buffer_offset = offset;
+      break;
+    case TxKind::kRendezvous:
+      s.common.opcode = m.spec.tagged ? wire::SesOpcode::kRendezvousTaggedSend
+                                      : wire::SesOpcode::kRendezvousSend;
+      break;
+    case TxKind::kWrite:
+      s.common.opcode = wire::SesOpcode::kWrite;
+      s.buffer_offset = m.remote_addr + offset;
+      break;
+    case TxKind::kRead:
+      s.common.opcode = wire::SesOpcode::kRead;
+      s.buffer_offset = m.remote_addr;
+      break;
+    default:
+      return 0;
+  }
+  size_t n = wire::encode(s, out);
+  if (n == 0) return 0;
+  if (m.kind == TxKind::kRendezvous) {
+    wire::RendezvousExtension x;
+    x.read_offset = 0;
+    x.read_key = m.rendezvous_key;
+    const size_t e = wire::encode(x, out.subspan(n));
+    if (e == 0) return 0;
+    n += e;
+  }
+  if (out.size() < n + payload) return 0;
+  if (payload > 0) std::memcpy(out.data() + n, m.src + offset, payload);
+  next = wire::NextHeader::kSesStandardRequest;
+  return n + payload;
+}
+
+// --- completion ----------------------------------------------------------------------
+
+void Ses::maybe_finish(uint32_t slot) {
+  const TxMessage& m = tx_[slot];
+  if (m.packets_acked < m.packet_count) return;
+  if (m.needs_response && !m.response_received) return;
+  finish_tx(slot);
+}
+
+void Ses::finish_tx(uint32_t slot) {
+  TxMessage& m = tx_[slot];
+  if (m.needs_response) tx_by_id_.erase(id_key(m.peer, m.msg_id));
+  if (m.kind == TxKind::kRendezvous) regions_.remove(m.rendezvous_key);
+  const uint32_t rendezvous_rx = m.rendezvous_rx;
+  const Status status = m.status;
+  if (m.user_op) {
+    Completion c;
+    c.context = m.context;
+    c.op = m.op;
+    c.status = status;
+    c.length = status == Status::kOk ? m.length : 0;
+    c.peer = m.peer;
+    completions_.push(c);
+  }
+  tx_.release(slot);
+  if (rendezvous_rx != kNone) finish_rendezvous_receive(rendezvous_rx, status, now_);
+}
+
+void Ses::on_acked(std::span<const pds::PacketRef> refs) {
+  for (const pds::PacketRef& r : refs) {
+    if (!tx_.in_use(r.message)) continue;
+    TxMessage& m = tx_[r.message];
+    if (m.kind == TxKind::kDatagram) continue;
+    ++m.packets_acked;
+    maybe_finish(r.message);
+  }
+}
+
+// Two phases: mark every failed message first, then finish them, so a slot released
+// (and perhaps reused by a response) in phase two cannot be hit by a later report.
+void Ses::on_failed(std::span<const pds::FailedMessage> failed) {
+  finishing_.clear();
+  for (const pds::FailedMessage& f : failed) {
+    if (!tx_.in_use(f.message) || tx_[f.message].failing) continue;
+    tx_[f.message].failing = true;
+    tx_[f.message].status = f.status;
+    finishing_.push_back(f.message);
+  }
+  for (uint32_t slot : finishing_) finish_tx(slot);
+}
+
+void Ses::on_peer_failed(std::span<const PeerIndex> peers) {
+  if (peers.empty()) return;
+  finishing_.clear();
+  for (uint32_t i = 0; i < tx_.capacity(); ++i) {
+    if (!tx_.in_use(i)) continue;
+    TxMessage& m = tx_[i];
+    if (m.failing || !m.needs_response || m.response_received) continue;
+    if (std::find(peers.begin(), peers.end(), m.peer) == peers.end()) continue;
+    if (m.packets_acked < m.packet_count) continue;  // PDS still owns packets; it reports
+    m.failing = true;
+    m.status = Status::kPeerUnreachable;
+    finishing_.push_back(i);
+  }
+  for (uint32_t slot : finishing_) finish_tx(slot);
+}
+
+}  // namespace spray::ses
