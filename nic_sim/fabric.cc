@@ -23,6 +23,7 @@ Fabric::Fabric(const FabricConfig& config)
       downlinks_(config.hosts, Queue{config.host_link, {}}),
       paths_(config.paths, Queue{config.path_link, {}}),
       path_up_(config.paths, true),
+      host_up_(config.hosts, true),
       fcs_(config.buffers, 0),
       rng_(config.seed) {
   for (uint32_t h = 0; h < config.hosts; ++h) {
@@ -47,6 +48,11 @@ void Fabric::inject(uint32_t src, dp::PacketBuf** bufs, size_t n) {
     ++stats_.injected;
     const uint32_t dst = b->peer.sim_host_id();
     if (b->peer.family != dp::NetAddr::Family::kSim || dst >= hosts() || b->len == 0) {
+      drop(b);
+      continue;
+    }
+    if (!host_up_[src] || !host_up_[dst]) {
+      ++stats_.dropped_host_down;
       drop(b);
       continue;
     }
@@ -143,6 +149,10 @@ void Fabric::process(const Event& e) {
       schedule(leaves + downlinks_[e.dst].cfg.propagation, b, e.src, e.dst, Hop::kDeliver);
       return;
     case Hop::kDeliver:
+      if (!host_up_[e.dst]) {
+        ++stats_.dropped_host_down;
+        return drop(b);
+      }
       if (frame_check(b) != fcs_[b->owner_tag]) {
         ++stats_.dropped_fcs;
         return drop(b);

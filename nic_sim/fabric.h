@@ -58,6 +58,7 @@ struct FabricStats {
   uint64_t delivered = 0;
   uint64_t lost = 0;             // random loss
   uint64_t dropped_path_down = 0;
+  uint64_t dropped_host_down = 0;
   uint64_t dropped_queue_full = 0;
   uint64_t dropped_rx_ring = 0;
   uint64_t dropped_fcs = 0;      // corrupted, caught by the receiving NIC
@@ -84,6 +85,8 @@ class Fabric {
   PacketPool& pool() { return pool_; }
 
   void set_path_up(uint32_t path, bool up) { path_up_[path] = up; }
+  // A host that is down neither sends nor receives: a dead peer.
+  void set_host_up(uint32_t host, bool up) { host_up_[host] = up; }
   bool path_up(uint32_t path) const { return path_up_[path]; }
   void set_faults(const FaultConfig& f) { cfg_.faults = f; }
 
@@ -125,6 +128,7 @@ class Fabric {
   std::vector<std::unique_ptr<SimNic>> nics_;
   std::vector<Queue> uplinks_, downlinks_, paths_;
   std::vector<bool> path_up_;
+  std::vector<bool> host_up_;
   std::vector<uint32_t> fcs_;  // per buffer: the checksum its sender's NIC computed
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
   uint64_t seq_ = 0;

@@ -22,6 +22,15 @@ uint16_t RepsSelector::next_entropy() {
   return ev;
 }
 
+void RepsSelector::evict(uint16_t entropy) {
+  size_t kept = 0;
+  for (size_t i = 0; i < count_; ++i) {
+    const uint16_t ev = ring_[(head_ + i) % kCacheSize];
+    if (ev != entropy) ring_[(head_ + kept++) % kCacheSize] = ev;
+  }
+  count_ = kept;
+}
+
 void RepsSelector::on_feedback(uint16_t entropy, Feedback f) {
   switch (f) {
     case Feedback::kGood:
@@ -32,6 +41,8 @@ void RepsSelector::on_feedback(uint16_t entropy, Feedback f) {
       }
       return;
     case Feedback::kTimeout:
+      // The EV itself is suspect: evict it, or a freeze could keep reusing a dead path.
+      evict(entropy);
       freeze_left_ = kFreezePackets;
       freeze_cursor_ = 0;
       return;

@@ -5,7 +5,8 @@
 // random EV. ECN-marked, NACKed and timed-out EVs are simply not recycled, so the flow
 // drifts away from congested or broken paths without ever naming a path.
 //
-// Freeze: a timeout suggests a failure rather than congestion. For the next
+// Freeze: a timeout suggests a failure rather than congestion. The timed-out EV is
+// evicted from the cache, and for the next
 // kFreezePackets transmissions the selector stops exploring and cycles through the
 // cached good EVs (without consuming them), so it does not wander onto the failed path
 // again while the failure lasts. With nothing cached it has to explore.
@@ -33,6 +34,7 @@ class RepsSelector final : public PathSelector {
   bool frozen() const { return freeze_left_ > 0; }
 
  private:
+  void evict(uint16_t entropy);
   uint16_t explore() { return static_cast<uint16_t>(rng_.below(entropy_count_)); }
 
   uint16_t entropy_count_;

@@ -132,6 +132,7 @@ class Engine {
   std::array<dp::PacketBuf*, kBurst> free_batch_{};
   std::array<dp::PacketBuf*, kBurst> tx_batch_{};
   size_t tx_count_ = 0;
+  uint16_t control_entropy_ = 0;  // rotates over EVs for ACKs, NACKs and CTRL
 };
 
 }  // namespace spray::engine

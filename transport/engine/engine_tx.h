@@ -37,7 +37,8 @@ size_t Engine<D>::send_control() {
     buf->len = static_cast<uint32_t>(std::visit([&](const auto& h) { return wire::encode(h, out); },
                                                 c.header));
     buf->peer = peers_.address(c.peer);
-    buf->entropy = 0;
+    // Control packets are sprayed too, so one dead path cannot swallow every ACK.
+    buf->entropy = control_entropy_++;
     ++sent;
   }
   queue.clear();

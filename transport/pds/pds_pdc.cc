@@ -73,7 +73,7 @@ bool Pds::open_pdc(PeerIndex peer, Mode mode, bool initiator, uint32_t& index) {
   if (!p.paths) p.paths = paths::make_path_selector("reps", {cfg_.entropy_count, rng_.next()});
   if (initiator) {
     p.start_psn = static_cast<uint32_t>(rng_.next());
-    p.snd_una = p.snd_nxt = p.rcv_nxt = p.start_psn;
+    p.snd_una = p.snd_nxt = p.rcv_nxt = p.rod_pop = p.start_psn;
   }
   if (!by_peer_.find(pdc_key(peer, mode))) by_peer_.insert(pdc_key(peer, mode), index);
   ++stats_.pdcs_opened;
