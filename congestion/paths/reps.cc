@@ -8,11 +8,7 @@ RepsSelector::RepsSelector(const PathConfig& c)
 uint16_t RepsSelector::next_entropy() {
   if (freeze_left_ > 0) {
     --freeze_left_;
-    if (count_ > 0) {
-      const uint16_t ev = ring_[(head_ + freeze_cursor_ % count_) % kCacheSize];
-      ++freeze_cursor_;
-      return ev;
-    }
+    if (recent_count_ > 0) return recent_[freeze_cursor_++ % recent_count_];
     return explore();
   }
   if (count_ == 0) return explore();
@@ -29,12 +25,21 @@ void RepsSelector::evict(uint16_t entropy) {
     if (ev != entropy) ring_[(head_ + kept++) % kCacheSize] = ev;
   }
   count_ = kept;
+  kept = 0;
+  for (size_t i = 0; i < recent_count_; ++i) {
+    if (recent_[i] != entropy) recent_[kept++] = recent_[i];
+  }
+  recent_count_ = kept;
+  recent_next_ = recent_count_ % kCacheSize;
 }
 
 void RepsSelector::on_feedback(uint16_t entropy, Feedback f) {
   switch (f) {
     case Feedback::kGood:
-      if (freeze_left_ > 0) return;  // the frozen set is reused in place, not refilled
+      recent_[recent_next_] = entropy;
+      recent_next_ = (recent_next_ + 1) % kCacheSize;
+      if (recent_count_ < kCacheSize) ++recent_count_;
+      if (freeze_left_ > 0) return;  // while frozen, good EVs are reused, not queued
       if (count_ < kCacheSize) {
         ring_[(head_ + count_) % kCacheSize] = entropy;
         ++count_;

@@ -6,10 +6,10 @@
 // drifts away from congested or broken paths without ever naming a path.
 //
 // Freeze: a timeout suggests a failure rather than congestion. The timed-out EV is
-// evicted from the cache, and for the next
-// kFreezePackets transmissions the selector stops exploring and cycles through the
-// cached good EVs (without consuming them), so it does not wander onto the failed path
-// again while the failure lasts. With nothing cached it has to explore.
+// evicted, and for the next kFreezePackets transmissions the selector stops exploring
+// and cycles through the EVs that most recently came back good (a second ring that is
+// not consumed), so it does not wander onto the failed path while the failure lasts.
+// Only with no good EV known at all does it explore during a freeze.
 #pragma once
 
 #include <array>
@@ -39,10 +39,13 @@ class RepsSelector final : public PathSelector {
 
   uint16_t entropy_count_;
   Rng rng_;
-  std::array<uint16_t, kCacheSize> ring_{};  // FIFO of known-good EVs
+  std::array<uint16_t, kCacheSize> ring_{};  // FIFO of known-good EVs, consumed by use
   size_t head_ = 0;                          // oldest entry
   size_t count_ = 0;
-  size_t freeze_cursor_ = 0;  // next cached EV to reuse while frozen
+  std::array<uint16_t, kCacheSize> recent_{};  // last good EVs, reused during a freeze
+  size_t recent_count_ = 0;
+  size_t recent_next_ = 0;    // where the next good EV is written
+  size_t freeze_cursor_ = 0;  // next recent EV to reuse while frozen
   uint32_t freeze_left_ = 0;  // transmissions left in the freeze
 };
 
