@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The whole test suite:
+#   1. release build: unit, protocol, chaos and negative tests (ctest)
+#   2. the same tests under AddressSanitizer + UndefinedBehaviorSanitizer
+#   3. libFuzzer targets (clang), each run for a short, bounded time
+# Set SPRAY_FUZZ_SECONDS to change the fuzz time per target (default 20).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/install-deps.sh
+jobs=$(nproc)
+
+echo "== release build and tests"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j "$jobs"
+ctest --test-dir build --output-on-failure -j "$jobs"
+
+echo "== ASan + UBSan build and tests"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSPRAY_SANITIZE=ON -DSPRAY_BENCH=OFF >/dev/null
+cmake --build build-asan -j "$jobs"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-asan --output-on-failure -j "$jobs"
+
+echo "== fuzz smoke (libFuzzer, ${SPRAY_FUZZ_SECONDS:-20}s per target)"
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DSPRAY_FUZZ=ON -DSPRAY_BENCH=OFF -DSPRAY_FUZZ_SECONDS="${SPRAY_FUZZ_SECONDS:-20}" >/dev/null
+cmake --build build-fuzz -j "$jobs" --target fuzz_targets
+ctest --test-dir build-fuzz --output-on-failure -L fuzz
