@@ -118,7 +118,7 @@ bool Engine<D>::handle_request(PeerIndex peer, dp::PacketBuf* buf, std::span<con
   }
   const bool trimmed = (buf->flags & dp::PacketBuf::kTrimmed) != 0;
   const bool ecn = (buf->flags & dp::PacketBuf::kEcnCe) != 0;
-  const pds::RxClass c = pds_.classify_request(peer, h, trimmed, now);
+  pds::RxClass c = pds_.classify_request(peer, h, trimmed, now);
   switch (c.verdict) {
     case pds::RxVerdict::kDeliver:
       switch (ses_.on_packet(peer, h.next, in.subspan(consumed), false, now)) {

@@ -59,6 +59,13 @@ struct RxClass {
   RxVerdict verdict = RxVerdict::kReject;
   uint32_t pdc = 0;
   uint32_t psn = 0;
+  // A SYN for a PDC that does not exist yet: commit_request opens it, so a packet SES
+  // refuses (malformed, no resources) leaves no state behind.
+  bool open_on_commit = false;
+  PeerIndex peer = kNoPeer;
+  uint16_t remote_id = 0;
+  uint32_t start_psn = 0;
+  Mode mode = Mode::kRud;
 };
 
 struct FailedMessage {
@@ -118,8 +125,9 @@ class Pds {
   // Decides what to do with a RUD/ROD request (or CTRL) from `peer`. Opens a target PDC
   // on SYN. NACKs (TRIMMED, NO_PDC_AVAIL, PSN_OOR_WINDOW, INV_DPDCID, ...) are queued.
   RxClass classify_request(PeerIndex peer, const wire::PdsRequest& h, bool trimmed, Time now);
-  // Records the PSN as received. `held` is the ROD buffer handle for kHold, else 0.
-  void commit_request(const RxClass& c, bool ecn_marked, uint64_t held = 0);
+  // Records the PSN as received (opening the PDC first for a new SYN; c.pdc is then
+  // set). `held` is the ROD buffer handle for kHold, else 0.
+  void commit_request(RxClass& c, bool ecn_marked, uint64_t held = 0);
   // SES could not take the packet: NACK it so the sender retries later.
   void refuse_request(PeerIndex peer, const wire::PdsRequest& h, wire::NackCode code);
   // ROD: buffer handles that became deliverable in order; each returned once.

@@ -32,16 +32,20 @@ RxClass Pds::classify_request(PeerIndex peer, const wire::PdsRequest& h, bool tr
         send_nack(peer, wire::NackCode::kTrimmed, h.psn, 0, h.spdcid);
         return c;
       }
-      if (!open_pdc(peer, mode, false, index)) {
+      if (pdcs_.used() >= pdcs_.capacity()) {
         send_nack(peer, wire::NackCode::kNoPdcAvailable, h.psn, 0, h.spdcid);
         return c;
       }
-      Pdc& p = pdcs_[index];
-      p.remote_id = h.spdcid;
-      p.remote_known = true;
-      p.start_psn = h.psn - h.syn.psn_offset;
-      p.rcv_nxt = p.rod_pop = p.snd_una = p.snd_nxt = p.start_psn;
-      by_syn_.insert(key, index);
+      // A new PDC: nothing exists until commit_request; the window is empty and
+      // starts at the start PSN the SYN reveals.
+      c.open_on_commit = true;
+      c.peer = peer;
+      c.remote_id = h.spdcid;
+      c.start_psn = h.psn - h.syn.psn_offset;
+      c.mode = mode;
+      c.verdict = (mode == Mode::kRod && h.psn != c.start_psn) ? RxVerdict::kHold
+                                                                : RxVerdict::kDeliver;
+      return c;
     }
   } else {
     const auto found = by_id_.find(h.dpdcid);
@@ -88,7 +92,19 @@ RxClass Pds::classify_request(PeerIndex peer, const wire::PdsRequest& h, bool tr
   return c;
 }
 
-void Pds::commit_request(const RxClass& c, bool ecn_marked, uint64_t held) {
+void Pds::commit_request(RxClass& c, bool ecn_marked, uint64_t held) {
+  if (c.open_on_commit) {
+    uint32_t index = 0;
+    if (!open_pdc(c.peer, c.mode, false, index)) return;  // capacity was checked
+    Pdc& fresh = pdcs_[index];
+    fresh.remote_id = c.remote_id;
+    fresh.remote_known = true;
+    fresh.start_psn = c.start_psn;
+    fresh.rcv_nxt = fresh.rod_pop = fresh.snd_una = fresh.snd_nxt = c.start_psn;
+    by_syn_.insert(syn_key(c.peer, c.remote_id), index);
+    c.pdc = index;
+    c.open_on_commit = false;
+  }
   Pdc& p = pdcs_[c.pdc];
   const uint32_t bit = c.psn % window_;
   p.rx_bitmap[bit / 64] |= uint64_t{1} << (bit % 64);

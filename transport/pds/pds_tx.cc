@@ -173,7 +173,9 @@ void Pds::detect_losses(Pdc& p) {
 
 void Pds::on_ack(PeerIndex peer, const wire::PdsAck& ack, Time now) {
   ++stats_.acks_received;
-  Pdc* pp = pdc_for_ack(peer, ack.dpdcid, ack.spdcid, true);
+  // Validate the PSN range before learning anything from this ACK, so a forged ACK
+  // cannot teach us a wrong peer PDC id.
+  Pdc* pp = pdc_for_ack(peer, ack.dpdcid, ack.spdcid, false);
   if (pp == nullptr) {
     ++stats_.bad_packets;
     return;
@@ -184,6 +186,7 @@ void Pds::on_ack(PeerIndex peer, const wire::PdsAck& ack, Time now) {
     ++stats_.bad_packets;  // stale (behind our left edge) or forged (beyond what we sent)
     return;
   }
+  pdc_for_ack(peer, ack.dpdcid, ack.spdcid, true);
   if (p.state == PdcState::kSynSent) p.state = PdcState::kEstablished;
 
   // The packet that triggered this ACK: its ECN mark and (if sent once) an RTT sample.

@@ -1,0 +1,65 @@
+// Helpers for engine tests on a simulated cluster: waiting for completions and
+// injecting hand-made packets as if they came off the wire.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <vector>
+
+#include "nic_sim/cluster.h"
+#include "tests/support/workload.h"
+
+namespace spray::test_support {
+
+// Runs the cluster until `host` reports a completion with `context` (other
+// completions seen on the way are kept for later calls). nullopt on timeout.
+class CompletionWaiter {
+ public:
+  explicit CompletionWaiter(sim::Cluster& c) : cluster_(c), seen_(c.hosts()) {}
+
+  std::optional<ses::Completion> wait(uint32_t host, ses::UserContext ctx,
+                                      Duration limit = Duration::seconds(2)) {
+    std::optional<ses::Completion> found;
+    cluster_.run_until([&] { return (found = take(host, ctx)).has_value(); }, limit);
+    return found;
+  }
+
+  // Completions with this context seen so far on `host` (without waiting).
+  std::optional<ses::Completion> take(uint32_t host, ses::UserContext ctx) {
+    ses::Completion c;
+    while (cluster_.engine(host).poll_completion(c)) seen_[host].push_back(c);
+    for (size_t i = 0; i < seen_[host].size(); ++i) {
+      if (seen_[host][i].context == ctx) {
+        const ses::Completion out = seen_[host][i];
+        seen_[host].erase(seen_[host].begin() + static_cast<ptrdiff_t>(i));
+        return out;
+      }
+    }
+    return std::nullopt;
+  }
+
+  size_t pending(uint32_t host) {
+    ses::Completion c;
+    while (cluster_.engine(host).poll_completion(c)) seen_[host].push_back(c);
+    return seen_[host].size();
+  }
+
+ private:
+  sim::Cluster& cluster_;
+  std::vector<std::vector<ses::Completion>> seen_;
+};
+
+// Puts `bytes` into `to`'s receive ring as a packet from sim host `from`.
+inline void inject(sim::Cluster& c, uint32_t from, uint32_t to, const std::vector<uint8_t>& bytes,
+                   uint8_t flags = 0) {
+  dp::PacketBuf* b = c.fabric().pool().alloc();
+  ASSERT_NE(b, nullptr);
+  std::copy(bytes.begin(), bytes.end(), b->data);
+  b->len = static_cast<uint32_t>(bytes.size());
+  b->peer = dp::NetAddr::sim_host(from);
+  b->flags = flags;
+  ASSERT_TRUE(c.fabric().nic(to).deliver(b));
+}
+
+}  // namespace spray::test_support

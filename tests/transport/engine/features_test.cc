@@ -1,0 +1,169 @@
+// Engine features end to end over a clean fabric: immediate data, tag matching with
+// ignore bits and any source, unexpected messages, datagrams, PDC close and reopen,
+// zero-length operations and a 1 GiB message.
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <vector>
+
+#include "tests/support/engine_harness.h"
+
+namespace spray {
+namespace {
+
+using test_support::CompletionWaiter;
+
+class Features : public ::testing::Test {
+ protected:
+  Features() : cluster(fabric(), {}), waiter(cluster) {}
+  static sim::FabricConfig fabric() {
+    sim::FabricConfig f;
+    f.hosts = 3;
+    return f;
+  }
+  sim::Cluster cluster;
+  CompletionWaiter waiter;
+};
+
+TEST_F(Features, send__carries_immediate_data_to_the_receive_completion) {
+  std::vector<uint8_t> src(10, 1), dst(10);
+  ASSERT_EQ(cluster.engine(1).post_recv({dst.data(), dst.size(), 1}), Status::kOk);
+  ASSERT_EQ(cluster.engine(0).send(1, src.data(), src.size(), 1, {.has_data = true, .data = 0xabcd1234}),
+            Status::kOk);
+  auto c = waiter.wait(1, 1);
+  ASSERT_TRUE(c);
+  EXPECT_TRUE(c->has_data);
+  EXPECT_EQ(c->data, 0xabcd1234u);
+  EXPECT_EQ(c->peer, 0u);
+}
+
+TEST_F(Features, write__with_immediate_data_notifies_the_target) {
+  std::vector<uint8_t> region(100, 0), src(40, 9);
+  ASSERT_EQ(cluster.engine(1).register_memory({region.data(), region.size(), 0x1000, 3,
+                                               ses::access::kRemoteWrite}),
+            Status::kOk);
+  // Virtual addressing: the region's base address is 0x1000.
+  ASSERT_EQ(cluster.engine(0).write(1, src.data(), src.size(), 0x1010, 3, 1,
+                                    {.has_data = true, .data = 77}),
+            Status::kOk);
+  auto c = waiter.wait(0, 1);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->status, Status::kOk);
+  EXPECT_TRUE(std::equal(src.begin(), src.end(), region.begin() + 0x10));
+  ses::Completion t;
+  ASSERT_TRUE(cluster.engine(1).poll_completion(t));
+  EXPECT_EQ(t.op, ses::OpKind::kRemoteWrite);
+  EXPECT_EQ(t.data, 77u);
+  EXPECT_EQ(t.length, 40u);
+}
+
+TEST_F(Features, tagged__ignore_bits_and_any_source_match) {
+  std::vector<uint8_t> a(8, 0xa), b(8, 0xb), ra(8), rb(8);
+  ses::RecvSpec wildcard{ra.data(), ra.size(), 1, true, 0x1200, 0x00ff, pds::kNoPeer};
+  ses::RecvSpec exact{rb.data(), rb.size(), 2, true, 0x5555, 0, 2};
+  ASSERT_EQ(cluster.engine(1).post_recv(exact), Status::kOk);
+  ASSERT_EQ(cluster.engine(1).post_recv(wildcard), Status::kOk);
+  ASSERT_EQ(cluster.engine(0).send(1, a.data(), 8, 10, {.tagged = true, .tag = 0x12ab}), Status::kOk);
+  ASSERT_EQ(cluster.engine(2).send(1, b.data(), 8, 20, {.tagged = true, .tag = 0x5555}), Status::kOk);
+  auto ca = waiter.wait(1, 1);
+  auto cb = waiter.wait(1, 2);
+  ASSERT_TRUE(ca && cb);
+  EXPECT_EQ(ca->tag, 0x12abu);
+  EXPECT_EQ(ca->peer, 0u);
+  EXPECT_EQ(ra, a);
+  EXPECT_EQ(cb->peer, 2u);
+  EXPECT_EQ(rb, b);
+}
+
+TEST_F(Features, unexpected__messages_wait_for_their_receive_in_send_order) {
+  std::vector<std::vector<uint8_t>> src(5);
+  for (size_t i = 0; i < src.size(); ++i) src[i].assign(100 * (i + 1), static_cast<uint8_t>(i));
+  for (size_t i = 0; i < src.size(); ++i) {
+    ASSERT_EQ(cluster.engine(0).send(1, src[i].data(), src[i].size(), i), Status::kOk);
+  }
+  cluster.run_until([] { return false; }, Duration::microseconds(100));  // all arrive first
+  EXPECT_EQ(cluster.engine(1).ses().stats().unexpected_messages, 5u);
+  for (size_t i = 0; i < src.size(); ++i) {
+    std::vector<uint8_t> dst(1000, 0xff);
+    ASSERT_EQ(cluster.engine(1).post_recv({dst.data(), dst.size(), 100 + i}), Status::kOk);
+    auto c = waiter.wait(1, 100 + i);
+    ASSERT_TRUE(c);
+    EXPECT_EQ(c->length, src[i].size());  // receives get messages in the order sent
+    EXPECT_TRUE(std::equal(src[i].begin(), src[i].end(), dst.begin()));
+  }
+}
+
+TEST_F(Features, zero_length__send_write_read_complete) {
+  uint8_t byte = 0;
+  std::vector<uint8_t> region(8);
+  ASSERT_EQ(cluster.engine(1).register_memory({region.data(), region.size(), 0, 1,
+                                               ses::access::kRemoteRead | ses::access::kRemoteWrite}),
+            Status::kOk);
+  ASSERT_EQ(cluster.engine(1).post_recv({&byte, 0, 1}), Status::kOk);
+  ASSERT_EQ(cluster.engine(0).send(1, nullptr, 0, 1), Status::kOk);
+  ASSERT_EQ(cluster.engine(0).write(1, nullptr, 0, 0, 1, 2), Status::kOk);
+  ASSERT_EQ(cluster.engine(0).read(1, nullptr, 0, 0, 1, 3), Status::kOk);
+  for (uint64_t ctx : {1, 2, 3}) {
+    auto c = waiter.wait(0, ctx);
+    ASSERT_TRUE(c) << ctx;
+    EXPECT_EQ(c->status, Status::kOk);
+  }
+  auto r = waiter.wait(1, 1);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->length, 0u);
+}
+
+TEST_F(Features, datagram__delivered_best_effort_in_one_packet) {
+  std::vector<uint8_t> src(500, 3), dst(500);
+  ASSERT_EQ(cluster.engine(1).post_recv({dst.data(), dst.size(), 1}), Status::kOk);
+  ASSERT_EQ(cluster.engine(0).send_datagram(1, src.data(), src.size(), 1), Status::kOk);
+  auto tx = waiter.wait(0, 1);
+  auto rx = waiter.wait(1, 1);
+  ASSERT_TRUE(tx && rx);
+  EXPECT_EQ(rx->length, 500u);
+  EXPECT_EQ(dst, src);
+  EXPECT_EQ(cluster.engine(0).pds().open_pdcs(), 0u);  // UUD uses no PDC
+}
+
+TEST_F(Features, close__frees_both_ends_and_traffic_reopens_a_pdc) {
+  std::vector<uint8_t> src(3000, 1), dst(3000);
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_EQ(cluster.engine(1).post_recv({dst.data(), dst.size(), 1}), Status::kOk);
+    ASSERT_EQ(cluster.engine(0).send(1, src.data(), src.size(), 1), Status::kOk);
+    ASSERT_TRUE(waiter.wait(0, 1) && waiter.wait(1, 1));
+    ASSERT_EQ(cluster.engine(0).close(1), Status::kOk);
+    ASSERT_TRUE(cluster.run_until(
+        [&] {
+          return cluster.engine(0).pds().open_pdcs() == 0 && cluster.engine(1).pds().open_pdcs() == 0;
+        },
+        Duration::milliseconds(10)));
+  }
+  EXPECT_EQ(cluster.engine(0).pds().stats().pdcs_closed, 3u);
+  EXPECT_EQ(cluster.engine(1).pds().stats().pdcs_closed, 3u);
+}
+
+TEST_F(Features, close__with_traffic_in_flight_is_refused) {
+  std::vector<uint8_t> src(100000, 1), dst(100000);
+  ASSERT_EQ(cluster.engine(1).post_recv({dst.data(), dst.size(), 1}), Status::kOk);
+  ASSERT_EQ(cluster.engine(0).send(1, src.data(), src.size(), 1), Status::kOk);
+  EXPECT_EQ(cluster.engine(0).close(1), Status::kAgain);
+  ASSERT_TRUE(waiter.wait(1, 1));
+}
+
+TEST_F(Features, send__one_gibibyte_message_arrives_intact) {
+  const uint64_t size = uint64_t{1} << 30;
+  std::vector<uint8_t> src(size), dst(size, 0);
+  for (uint64_t i = 0; i < size; i += 4096) src[i] = static_cast<uint8_t>(i >> 12);
+  src[size - 1] = 0x5a;
+  ASSERT_EQ(cluster.engine(1).post_recv({dst.data(), size, 1}), Status::kOk);
+  ASSERT_EQ(cluster.engine(0).send(1, src.data(), size, 1), Status::kOk);
+  auto rx = waiter.wait(1, 1, Duration::seconds(30));
+  ASSERT_TRUE(rx);
+  EXPECT_EQ(rx->status, Status::kOk);
+  EXPECT_EQ(rx->length, size);
+  EXPECT_TRUE(src == dst);
+  EXPECT_EQ(cluster.engine(0).ses().stats().rendezvous_sends, 1u);
+}
+
+}  // namespace
+}  // namespace spray
