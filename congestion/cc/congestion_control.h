@@ -6,6 +6,7 @@
 // chosen by name through make_congestion_control().
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string_view>
@@ -22,8 +23,9 @@ struct CcConfig {
   Duration target_delay = Duration::microseconds(5);
   uint32_t fixed_window_bytes = 0;  // fixed-window algorithm; 0: one BDP
 
+  // Bandwidth-delay product: Gbit/s x ps / 8000 = bytes, rounded to the nearest byte.
   uint32_t bdp_bytes() const {
-    const double b = line_rate_gbps * 1e9 / 8.0 * base_rtt.as_seconds();
+    const double b = std::round(line_rate_gbps * static_cast<double>(base_rtt.ps) / 8000.0);
     return b < mtu_bytes ? mtu_bytes : static_cast<uint32_t>(b);
   }
 };

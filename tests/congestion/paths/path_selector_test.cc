@@ -1,0 +1,81 @@
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "congestion/paths/ecmp.h"
+#include "congestion/paths/oblivious.h"
+#include "congestion/paths/reps.h"
+
+namespace spray::paths {
+namespace {
+
+TEST(Ecmp, next_entropy__is_one_value_per_flow) {
+  EcmpSelector a({256, 1}), b({256, 2});
+  const uint16_t ev = a.next_entropy();
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(a.next_entropy(), ev);
+  a.on_feedback(ev, Feedback::kTimeout);
+  EXPECT_EQ(a.next_entropy(), ev);  // ECMP does not react
+  std::set<uint16_t> flows;
+  for (uint64_t s = 0; s < 50; ++s) flows.insert(EcmpSelector({256, s}).next_entropy());
+  EXPECT_GT(flows.size(), 30u);  // different flows hash to different paths
+  (void)b;
+}
+
+TEST(Oblivious, next_entropy__covers_all_values_evenly) {
+  ObliviousSelector o({8, 3});
+  std::map<uint16_t, int> count;
+  for (int i = 0; i < 8000; ++i) ++count[o.next_entropy()];
+  ASSERT_EQ(count.size(), 8u);
+  for (const auto& [ev, n] : count) EXPECT_NEAR(n, 1000, 150) << ev;
+}
+
+TEST(Reps, explores_when_cache_is_empty_and_recycles_good_evs) {
+  RepsSelector r({256, 1});
+  EXPECT_EQ(r.cached(), 0u);
+  const uint16_t a = r.next_entropy();
+  const uint16_t b = r.next_entropy();
+  r.on_feedback(a, Feedback::kGood);
+  r.on_feedback(b, Feedback::kGood);
+  EXPECT_EQ(r.cached(), 2u);
+  EXPECT_EQ(r.next_entropy(), a);  // FIFO reuse of good EVs
+  EXPECT_EQ(r.next_entropy(), b);
+  EXPECT_EQ(r.cached(), 0u);
+}
+
+TEST(Reps, ecn_and_nack__are_not_recycled) {
+  RepsSelector r({256, 1});
+  r.on_feedback(10, Feedback::kEcn);
+  r.on_feedback(11, Feedback::kNack);
+  EXPECT_EQ(r.cached(), 0u);
+  r.on_feedback(12, Feedback::kGood);
+  EXPECT_EQ(r.next_entropy(), 12);
+}
+
+TEST(Reps, timeout__freezes_onto_recent_good_evs_and_evicts_the_bad_one) {
+  RepsSelector r({256, 1});
+  for (int ev = 1; ev <= 3; ++ev) r.on_feedback(static_cast<uint16_t>(ev), Feedback::kGood);
+  r.on_feedback(2, Feedback::kTimeout);
+  EXPECT_TRUE(r.frozen());
+  std::set<uint16_t> used;
+  for (int i = 0; i < 100; ++i) used.insert(r.next_entropy());
+  EXPECT_EQ(used, (std::set<uint16_t>{1, 3}));  // no exploration, never the suspect EV
+  for (uint32_t i = 0; i < RepsSelector::kFreezePackets; ++i) r.next_entropy();
+  EXPECT_FALSE(r.frozen());
+}
+
+TEST(Reps, cache__is_bounded) {
+  RepsSelector r({256, 1});
+  for (uint16_t ev = 0; ev < 100; ++ev) r.on_feedback(ev, Feedback::kGood);
+  EXPECT_EQ(r.cached(), RepsSelector::kCacheSize);
+}
+
+TEST(Factory, by_name) {
+  EXPECT_EQ(make_path_selector("reps", {})->name(), "reps");
+  EXPECT_EQ(make_path_selector("oblivious", {})->name(), "oblivious");
+  EXPECT_EQ(make_path_selector("ecmp", {})->name(), "ecmp");
+  EXPECT_EQ(make_path_selector("bogus", {}), nullptr);
+}
+
+}  // namespace
+}  // namespace spray::paths

@@ -1,0 +1,98 @@
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "transport/base/flat_map.h"
+#include "transport/base/rng.h"
+#include "transport/base/slot_pool.h"
+#include "transport/base/timer_wheel.h"
+
+namespace spray {
+namespace {
+
+TEST(FlatMap, insert_find_erase__agree_with_std_map_under_churn) {
+  FlatMap m(500);
+  std::map<uint64_t, uint32_t> ref;
+  Rng rng(3);
+  for (int i = 0; i < 200000; ++i) {
+    const uint64_t key = rng.below(2000) * 0x9e3779b97f4a7c15ULL;  // clustered hashes
+    if (rng.chance(0.5) && ref.size() < 500) {
+      const auto v = static_cast<uint32_t>(rng.next());
+      ASSERT_TRUE(m.insert(key, v));
+      ref[key] = v;
+    } else {
+      ASSERT_EQ(m.erase(key), ref.erase(key) == 1);
+    }
+    ASSERT_EQ(m.size(), ref.size());
+  }
+  for (const auto& [k, v] : ref) ASSERT_EQ(m.find(k), v);
+}
+
+TEST(FlatMap, insert__fails_only_when_full) {
+  FlatMap m(4);
+  for (uint64_t k = 0; k < 4; ++k) EXPECT_TRUE(m.insert(k, 1));
+  EXPECT_FALSE(m.insert(99, 1));
+  EXPECT_TRUE(m.insert(2, 7));  // overwrite is not growth
+  EXPECT_EQ(m.find(2), 7u);
+}
+
+TEST(SlotPool, acquire_release__reuses_and_reports_exhaustion) {
+  SlotPool<int> p(2);
+  auto a = p.acquire();
+  auto b = p.acquire();
+  ASSERT_TRUE(a && b);
+  EXPECT_FALSE(p.acquire());
+  p[*a] = 5;
+  p.release(*a);
+  EXPECT_FALSE(p.in_use(*a));
+  auto c = p.acquire();
+  ASSERT_TRUE(c);
+  EXPECT_EQ(p[*c], 0);  // fresh slots are value-initialized
+}
+
+TEST(TimerWheel, expire__fires_each_timer_once_at_or_after_its_deadline) {
+  TimerWheel w(Duration::microseconds(1), 64);
+  std::vector<TimerNode> nodes(100);
+  Rng rng(1);
+  std::vector<int64_t> deadline(100);
+  for (uint32_t i = 0; i < nodes.size(); ++i) {
+    nodes[i].owner = i;
+    deadline[i] = static_cast<int64_t>(rng.below(500)) * 1'000'000 + 17;
+    w.arm(nodes[i], Time{deadline[i]});  // some far beyond one revolution
+  }
+  w.cancel(nodes[5]);
+  std::set<uint32_t> fired;
+  for (int64_t t = 0; t <= 600'000'000; t += 3'000'000) {
+    w.expire(Time{t}, [&](uint32_t owner) {
+      EXPECT_LE(deadline[owner], t);
+      EXPECT_GT(deadline[owner], t - 3'000'000 - 1'000'000);  // not late by more than a step
+      EXPECT_TRUE(fired.insert(owner).second);
+    });
+  }
+  EXPECT_EQ(fired.size(), 99u);
+  EXPECT_FALSE(fired.count(5));
+  EXPECT_EQ(w.armed_count(), 0u);
+}
+
+TEST(TimerWheel, arm__in_the_past_fires_on_next_expire) {
+  TimerWheel w(Duration::microseconds(1), 8);
+  w.expire(Time{50'000'000}, [](uint32_t) {});
+  TimerNode n;
+  w.arm(n, Time{1'000'000});
+  int fired = 0;
+  w.expire(Time{50'000'001}, [&](uint32_t) { ++fired; });
+  EXPECT_EQ(fired, 1);
+}
+
+TEST(Rng, below__is_deterministic_and_in_range) {
+  Rng a(9), b(9);
+  for (int i = 0; i < 1000; ++i) {
+    const uint64_t x = a.below(7);
+    EXPECT_EQ(x, b.below(7));
+    EXPECT_LT(x, 7u);
+  }
+}
+
+}  // namespace
+}  // namespace spray

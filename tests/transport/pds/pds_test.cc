@@ -1,0 +1,235 @@
+// PDS driven directly: two Pds instances, headers carried by hand, time set by the test.
+#include "transport/pds/pds.h"
+
+#include <gtest/gtest.h>
+
+#include <variant>
+
+namespace spray::pds {
+namespace {
+
+constexpr PeerIndex kA = 0;  // how B names A
+constexpr PeerIndex kB = 1;  // how A names B
+
+PdsConfig config() {
+  PdsConfig c;
+  c.max_pdcs = 4;
+  c.window_packets = 64;
+  c.cc_name = "fixed";
+  c.cc.fixed_window_bytes = 1 << 20;
+  c.path_name = "oblivious";
+  c.initial_rto = Duration::microseconds(100);
+  c.max_retries = 3;
+  return c;
+}
+
+Time us(int64_t v) { return Time{Duration::microseconds(v).ps}; }
+
+struct Pair : ::testing::Test {
+  Pds a{config()}, b{config()};
+  std::vector<TxRun> runs = std::vector<TxRun>(8);
+
+  TxRun* run(uint32_t message, uint32_t packets) {
+    TxRun* r = &runs[message];
+    *r = TxRun{};
+    r->message = message;
+    r->packet_count = packets;
+    r->packet_bytes = 1000;
+    return r;
+  }
+  std::vector<TxPacket> drain_tx(Pds& p, Time now) {
+    std::vector<TxPacket> out;
+    uint32_t pdc = 0;
+    TxPacket pkt;
+    while (p.pop_ready(pdc)) {
+      while (p.next_tx(pdc, now, pkt)) out.push_back(pkt);
+    }
+    return out;
+  }
+  // Delivers a request to `to`; returns the verdict after committing new packets.
+  RxVerdict deliver(Pds& to, PeerIndex from, const TxPacket& pkt, uint64_t held = 0) {
+    RxClass c = to.classify_request(from, pkt.request, false, us(0));
+    if (c.verdict == RxVerdict::kDeliver || c.verdict == RxVerdict::kHold) {
+      to.commit_request(c, false, c.verdict == RxVerdict::kHold ? held : 0);
+    }
+    return c.verdict;
+  }
+  std::vector<ControlPacket> control(Pds& p) {
+    p.flush_acks();
+    auto out = p.control_out();
+    p.control_out().clear();
+    return out;
+  }
+};
+
+TEST_F(Pair, syn__establishes_without_an_extra_round_trip) {
+  ASSERT_EQ(a.enqueue(kB, Mode::kRud, run(0, 3), us(0)), Status::kOk);
+  auto tx = drain_tx(a, us(0));
+  ASSERT_EQ(tx.size(), 3u);
+  for (const auto& p : tx) {
+    EXPECT_TRUE(p.request.is_syn());  // every packet before the first ACK carries SYN
+    EXPECT_EQ(p.request.syn.psn_offset, p.request.psn - tx[0].request.psn);
+  }
+  // B delivers data from the very first packet: no handshake round trip.
+  for (const auto& p : tx) EXPECT_EQ(deliver(b, kA, p), RxVerdict::kDeliver);
+  auto acks = control(b);
+  ASSERT_EQ(acks.size(), 1u);
+  const auto& ack = std::get<wire::PdsAck>(acks[0].header);
+  EXPECT_EQ(ack.cack_psn, tx[2].request.psn);
+  EXPECT_EQ(ack.dpdcid, tx[0].request.spdcid);
+  a.on_ack(kB, ack, us(5));
+  EXPECT_EQ(a.acked().size(), 3u);
+  // The ACK named B's PDC; the next packet uses it and drops SYN.
+  ASSERT_EQ(a.enqueue(kB, Mode::kRud, run(1, 1), us(5)), Status::kOk);
+  auto next = drain_tx(a, us(5));
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_FALSE(next[0].request.is_syn());
+  EXPECT_EQ(next[0].request.dpdcid, ack.spdcid);
+  EXPECT_EQ(deliver(b, kA, next[0]), RxVerdict::kDeliver);
+}
+
+TEST_F(Pair, duplicates__are_suppressed_and_reacknowledged) {
+  a.enqueue(kB, Mode::kRud, run(0, 2), us(0));
+  auto tx = drain_tx(a, us(0));
+  EXPECT_EQ(deliver(b, kA, tx[0]), RxVerdict::kDeliver);
+  EXPECT_EQ(deliver(b, kA, tx[0]), RxVerdict::kDuplicate);
+  EXPECT_EQ(deliver(b, kA, tx[1]), RxVerdict::kDeliver);
+  EXPECT_EQ(deliver(b, kA, tx[1]), RxVerdict::kDuplicate);
+  EXPECT_EQ(b.stats().rx_duplicates, 2u);
+  EXPECT_EQ(control(b).size(), 1u);
+}
+
+TEST_F(Pair, sack__acknowledges_around_a_hole_and_rack_retransmits_it) {
+  a.enqueue(kB, Mode::kRud, run(0, 10), us(0));
+  auto tx = drain_tx(a, us(0));
+  ASSERT_EQ(tx.size(), 10u);
+  for (size_t i = 0; i < tx.size(); ++i) {
+    if (i != 2) deliver(b, kA, tx[i]);
+  }
+  auto acks = control(b);
+  ASSERT_FALSE(acks.empty());
+  const auto& ack = std::get<wire::PdsAck>(acks.back().header);
+  EXPECT_EQ(ack.cack_psn, tx[1].request.psn);
+  EXPECT_EQ(ack.sack_bitmap, 0x7fu << 1);  // PSNs 3..9 relative to the hole at bit 0
+  a.on_ack(kB, ack, us(40));
+  EXPECT_EQ(a.acked().size(), 9u);
+  // A later-sent packet was acknowledged long after: the hole is lost, not reordered.
+  // (RACK compares send times; all were sent at t=0 so nothing is inferred yet.)
+  EXPECT_TRUE(drain_tx(a, us(40)).empty());
+  a.on_timers(us(150));  // the RTO recovers it
+  auto rtx = drain_tx(a, us(150));
+  ASSERT_EQ(rtx.size(), 1u);
+  EXPECT_EQ(rtx[0].request.psn, tx[2].request.psn);
+  EXPECT_TRUE(rtx[0].request.flags & wire::request_flags::kRetransmit);
+  EXPECT_EQ(deliver(b, kA, rtx[0]), RxVerdict::kDeliver);
+  a.on_ack(kB, std::get<wire::PdsAck>(control(b).back().header), us(160));
+  EXPECT_EQ(a.acked().size(), 10u);
+}
+
+TEST_F(Pair, rack__infers_loss_from_a_later_sent_packet) {
+  a.enqueue(kB, Mode::kRud, run(0, 1), us(0));
+  auto first = drain_tx(a, us(0));
+  a.enqueue(kB, Mode::kRud, run(1, 1), us(50));
+  auto second = drain_tx(a, us(50));  // sent 50 us later, beyond the reorder window
+  deliver(b, kA, second[0]);
+  a.on_ack(kB, std::get<wire::PdsAck>(control(b).back().header), us(60));
+  auto rtx = drain_tx(a, us(60));
+  ASSERT_EQ(rtx.size(), 1u);
+  EXPECT_EQ(rtx[0].request.psn, first[0].request.psn);
+  EXPECT_EQ(a.stats().rack_retransmits, 1u);
+}
+
+TEST_F(Pair, trimmed__nack_triggers_immediate_retransmission) {
+  a.enqueue(kB, Mode::kRud, run(0, 2), us(0));
+  auto tx = drain_tx(a, us(0));
+  RxClass c = b.classify_request(kA, tx[0].request, /*trimmed=*/true, us(1));
+  EXPECT_EQ(c.verdict, RxVerdict::kReject);
+  auto nacks = control(b);
+  ASSERT_EQ(nacks.size(), 1u);
+  const auto& nack = std::get<wire::PdsNack>(nacks[0].header);
+  EXPECT_EQ(nack.code, wire::NackCode::kTrimmed);
+  a.on_nack(kB, nack, us(2));
+  auto rtx = drain_tx(a, us(2));
+  ASSERT_EQ(rtx.size(), 1u);
+  EXPECT_EQ(rtx[0].request.psn, tx[0].request.psn);
+  EXPECT_EQ(a.stats().trim_retransmits, 1u);
+}
+
+TEST_F(Pair, retries__exhausted_fail_the_messages_with_peer_unreachable) {
+  a.enqueue(kB, Mode::kRud, run(0, 2), us(0));
+  a.enqueue(kB, Mode::kRud, run(1, 5), us(0));
+  drain_tx(a, us(0));
+  int64_t t = 0;
+  for (int i = 0; i < 50 && a.failed().empty(); ++i) {
+    t += 25'000;
+    a.on_timers(us(t));
+    drain_tx(a, us(t));
+  }
+  ASSERT_FALSE(a.failed().empty());
+  for (const auto& f : a.failed()) EXPECT_EQ(f.status, Status::kPeerUnreachable);
+  EXPECT_EQ(a.open_pdcs(), 0u);
+  EXPECT_EQ(a.failed_peers(), std::vector<PeerIndex>{kB});
+  EXPECT_GE(a.stats().timeouts, 3u);
+}
+
+TEST_F(Pair, rod__holds_early_packets_and_releases_them_in_order) {
+  a.enqueue(kB, Mode::kRod, run(0, 3), us(0));
+  auto tx = drain_tx(a, us(0));
+  EXPECT_TRUE(tx[0].request.ordered);
+  EXPECT_EQ(deliver(b, kA, tx[2], 0xc), RxVerdict::kHold);  // before the PDC even exists
+  EXPECT_EQ(deliver(b, kA, tx[1], 0xb), RxVerdict::kHold);
+  uint64_t held = 0;
+  RxClass first = b.classify_request(kA, tx[0].request, false, us(0));
+  ASSERT_EQ(first.verdict, RxVerdict::kDeliver);
+  b.commit_request(first, false);
+  EXPECT_TRUE(b.pop_in_order(first.pdc, held));
+  EXPECT_EQ(held, 0xbu);
+  EXPECT_TRUE(b.pop_in_order(first.pdc, held));
+  EXPECT_EQ(held, 0xcu);
+  EXPECT_FALSE(b.pop_in_order(first.pdc, held));
+}
+
+TEST_F(Pair, window__rejects_psns_beyond_it) {
+  a.enqueue(kB, Mode::kRud, run(0, 1), us(0));
+  auto tx = drain_tx(a, us(0));
+  deliver(b, kA, tx[0]);
+  control(b);
+  wire::PdsRequest far = tx[0].request;
+  far.psn += 100000;
+  EXPECT_EQ(b.classify_request(kA, far, false, us(1)).verdict, RxVerdict::kReject);
+  auto nacks = control(b);
+  ASSERT_EQ(nacks.size(), 1u);
+  EXPECT_EQ(std::get<wire::PdsNack>(nacks[0].header).code, wire::NackCode::kPsnOutOfWindow);
+}
+
+TEST_F(Pair, pdc_table__full_on_target_nacks_no_pdc_available) {
+  PdsConfig small = config();
+  small.max_pdcs = 1;
+  Pds target(small);
+  a.enqueue(kB, Mode::kRud, run(0, 1), us(0));
+  a.enqueue(kB, Mode::kRod, run(1, 1), us(0));
+  auto tx = drain_tx(a, us(0));
+  ASSERT_EQ(tx.size(), 2u);
+  if (tx[0].request.ordered) std::swap(tx[0], tx[1]);  // RUD first, then the ROD SYN
+  EXPECT_EQ(deliver(target, kA, tx[0]), RxVerdict::kDeliver);
+  EXPECT_EQ(deliver(target, kA, tx[1]), RxVerdict::kReject);
+  target.flush_acks();
+  std::vector<ControlPacket> out = target.control_out();
+  const auto nack = std::find_if(out.begin(), out.end(), [](const ControlPacket& c) {
+    return std::holds_alternative<wire::PdsNack>(c.header);
+  });
+  ASSERT_NE(nack, out.end());
+  EXPECT_EQ(std::get<wire::PdsNack>(nack->header).code, wire::NackCode::kNoPdcAvailable);
+  a.on_nack(kB, std::get<wire::PdsNack>(nack->header), us(1));
+  ASSERT_EQ(a.failed().size(), 1u);
+  EXPECT_EQ(a.failed()[0].status, Status::kNoPdcAvailable);
+  EXPECT_EQ(a.failed()[0].message, 1u);
+}
+
+TEST_F(Pair, window__never_exceeds_the_configured_psn_count) {
+  a.enqueue(kB, Mode::kRud, run(0, 200), us(0));
+  EXPECT_EQ(drain_tx(a, us(0)).size(), 64u);
+}
+
+}  // namespace
+}  // namespace spray::pds
