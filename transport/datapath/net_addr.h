@@ -33,10 +33,15 @@ struct NetAddr {
     return (uint32_t{ip[0]} << 24) | (uint32_t{ip[1]} << 16) | (uint32_t{ip[2]} << 8) | ip[3];
   }
 
+  // Computed once per received packet (peer lookup): two word loads and a multiply-mix.
   uint64_t hash() const {
-    uint64_t h = 0xcbf29ce484222325ULL ^ static_cast<uint64_t>(family) ^ (uint64_t{port} << 8);
-    for (uint8_t b : ip) h = (h ^ b) * 0x100000001b3ULL;
-    return h;
+    uint64_t lo = 0, hi = 0;
+    std::memcpy(&lo, ip.data(), 8);
+    std::memcpy(&hi, ip.data() + 8, 8);
+    uint64_t h = lo * 0x9e3779b97f4a7c15ULL ^ (hi + (uint64_t{port} << 8 | static_cast<uint64_t>(family)));
+    h ^= h >> 29;
+    h *= 0xbf58476d1ce4e5b9ULL;
+    return h ^ (h >> 32);
   }
 
   std::string to_string() const;

@@ -177,6 +177,7 @@ class Pds {
   bool rx_received(const Pdc& p, uint32_t psn) const;
   void queue_ack(uint32_t index);
   void emit_ack(Pdc& p);
+  uint64_t sack_bitmap(const Pdc& p) const;
 
   static uint64_t pdc_key(PeerIndex peer, Mode mode) {
     return (uint64_t{peer} << 8) | static_cast<uint64_t>(mode);

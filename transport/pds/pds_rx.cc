@@ -156,6 +156,17 @@ void Pds::queue_ack(uint32_t index) {
   }
 }
 
+// The 64 receive bits starting at rcv_nxt, read a word at a time from the ring (whose
+// size is a multiple of 64). Bit 0, rcv_nxt itself, is missing by definition.
+uint64_t Pds::sack_bitmap(const Pdc& p) const {
+  const uint32_t start = p.rcv_nxt % window_;
+  const uint32_t word = start / 64, shift = start % 64;
+  const size_t words = p.rx_bitmap.size();
+  uint64_t bits = p.rx_bitmap[word] >> shift;
+  if (shift != 0) bits |= p.rx_bitmap[(word + 1) % words] << (64 - shift);
+  return bits & ~uint64_t{1};
+}
+
 void Pds::emit_ack(Pdc& p) {
   wire::PdsAck a;
   a.has_cc = true;
@@ -165,11 +176,7 @@ void Pds::emit_ack(Pdc& p) {
   a.spdcid = p.local_id;
   a.dpdcid = p.remote_id;
   a.sack_psn_offset = 1;  // bit i names PSN rcv_nxt + i
-  uint64_t bitmap = 0;
-  for (uint32_t i = 1; i < 64; ++i) {  // bit 0 (rcv_nxt itself) is missing by definition
-    if (rx_received(p, p.rcv_nxt + i)) bitmap |= uint64_t{1} << i;
-  }
-  a.sack_bitmap = bitmap;
+  a.sack_bitmap = sack_bitmap(p);
   push_control({p.peer, a});
   ++stats_.acks_sent;
   p.rx_since_ack = 0;

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <array>
+#include <bit>
+#include <cstring>
 #include <cstdint>
 #include <type_traits>
 
@@ -21,18 +23,41 @@ class BigEndian {
   constexpr explicit BigEndian(T v) { set(v); }
 
   constexpr T get() const {
-    T v = 0;
-    for (size_t i = 0; i < sizeof(T); ++i) v = static_cast<T>((v << 8) | bytes_[i]);
-    return v;
+    if (std::is_constant_evaluated()) {
+      T v = 0;
+      for (size_t i = 0; i < sizeof(T); ++i) v = static_cast<T>((v << 8) | bytes_[i]);
+      return v;
+    }
+    T v;
+    std::memcpy(&v, bytes_.data(), sizeof(T));  // one load and one bswap at run time
+    return to_big(v);
   }
   constexpr void set(T v) {
-    for (size_t i = sizeof(T); i-- > 0;) {
-      bytes_[i] = static_cast<uint8_t>(v & 0xff);
-      if constexpr (sizeof(T) > 1) v = static_cast<T>(v >> 8);
+    if (std::is_constant_evaluated()) {
+      for (size_t i = sizeof(T); i-- > 0;) {
+        bytes_[i] = static_cast<uint8_t>(v & 0xff);
+        if constexpr (sizeof(T) > 1) v = static_cast<T>(v >> 8);
+      }
+      return;
     }
+    const T be = to_big(v);
+    std::memcpy(bytes_.data(), &be, sizeof(T));
   }
 
  private:
+  // Host order <-> big-endian (the same swap both ways).
+  static T to_big(T v) {
+    if constexpr (std::endian::native == std::endian::big || sizeof(T) == 1) {
+      return v;
+    } else if constexpr (sizeof(T) == 2) {
+      return __builtin_bswap16(v);
+    } else if constexpr (sizeof(T) == 4) {
+      return __builtin_bswap32(v);
+    } else {
+      return __builtin_bswap64(v);
+    }
+  }
+
   std::array<uint8_t, sizeof(T)> bytes_{};
 };
 
