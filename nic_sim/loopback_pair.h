@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "nic_sim/packet_pool.h"
+#include "nic_sim/packet_ring.h"
 #include "transport/datapath/datapath.h"
 
 namespace spray::sim {
@@ -29,15 +30,7 @@ class LoopbackPort {
     }
     return n;
   }
-  size_t rx_burst(dp::PacketBuf** bufs, size_t n) {
-    size_t i = 0;
-    for (; i < n && count_ > 0; ++i) {
-      bufs[i] = ring_[head_];
-      head_ = (head_ + 1) % ring_.size();
-      --count_;
-    }
-    return i;
-  }
+  size_t rx_burst(dp::PacketBuf** bufs, size_t n) { return ring_.pop(bufs, n); }
   void free(dp::PacketBuf** bufs, size_t n) {
     for (size_t i = 0; i < n; ++i) pool_.release(bufs[i]);
   }
@@ -45,20 +38,13 @@ class LoopbackPort {
   dp::NetAddr local_address() const { return dp::NetAddr::sim_host(id_); }
 
  private:
-  bool push(dp::PacketBuf* b) {
-    if (count_ == ring_.size()) return false;
-    ring_[(head_ + count_) % ring_.size()] = b;
-    ++count_;
-    return true;
-  }
+  bool push(dp::PacketBuf* b) { return ring_.push(b); }
 
   PacketPool& pool_;
   uint32_t id_;
   uint32_t mtu_;
   LoopbackPort* other_ = nullptr;
-  std::vector<dp::PacketBuf*> ring_;
-  size_t head_ = 0;
-  size_t count_ = 0;
+  PacketRing ring_;
 };
 
 class LoopbackPair {

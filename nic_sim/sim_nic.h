@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "nic_sim/fabric.h"
+#include "nic_sim/packet_ring.h"
 #include "transport/datapath/datapath.h"
 
 namespace spray::sim {
@@ -31,37 +32,22 @@ class SimNic {
     fabric_.inject(host_, bufs, n);
     return n;
   }
-  size_t rx_burst(dp::PacketBuf** bufs, size_t n) {
-    size_t i = 0;
-    for (; i < n && count_ > 0; ++i) {
-      bufs[i] = ring_[head_];
-      head_ = (head_ + 1) % ring_.size();
-      --count_;
-    }
-    return i;
-  }
+  size_t rx_burst(dp::PacketBuf** bufs, size_t n) { return ring_.pop(bufs, n); }
   void free(dp::PacketBuf** bufs, size_t n) {
     for (size_t i = 0; i < n; ++i) fabric_.pool_.release(bufs[i]);
   }
   uint32_t mtu() const { return fabric_.cfg_.mtu_bytes; }
   dp::NetAddr local_address() const { return dp::NetAddr::sim_host(host_); }
   uint32_t host() const { return host_; }
-  size_t rx_pending() const { return count_; }
+  size_t rx_pending() const { return ring_.size(); }
 
   // Fabric side: a frame arrives. False if the ring is full (the frame is dropped).
-  bool deliver(dp::PacketBuf* buf) {
-    if (count_ == ring_.size()) return false;
-    ring_[(head_ + count_) % ring_.size()] = buf;
-    ++count_;
-    return true;
-  }
+  bool deliver(dp::PacketBuf* buf) { return ring_.push(buf); }
 
  private:
   Fabric& fabric_;
   uint32_t host_;
-  std::vector<dp::PacketBuf*> ring_;
-  size_t head_ = 0;
-  size_t count_ = 0;
+  PacketRing ring_;
 };
 
 static_assert(dp::Datapath<SimNic>);

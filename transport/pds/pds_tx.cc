@@ -45,6 +45,18 @@ bool Pds::next_tx(uint32_t index, Time now, TxPacket& out) {
     }
   };
 
+  auto fill_close = [&](uint32_t psn, uint8_t flags) {
+    out.pdc = index;
+    out.peer = p.peer;
+    out.is_close = true;
+    out.ctrl = wire::PdsCtrl{};
+    out.ctrl.type = wire::CtrlType::kClose;
+    out.ctrl.flags = flags;
+    out.ctrl.psn = psn;
+    out.ctrl.spdcid = p.local_id;
+    out.ctrl.dpdcid = p.remote_id;
+  };
+
   // 1. Retransmissions first: they hold the window's left edge.
   while (p.rtx_count > 0) {
     const uint32_t psn = p.rtx[p.rtx_head];
@@ -66,14 +78,7 @@ bool Pds::next_tx(uint32_t index, Time now, TxPacket& out) {
     ++stats_.retransmits;
     ++stats_.tx_packets;
     if (s.ref.message == kCloseMessage) {
-      fill_header(psn, 0);
-      out.is_close = true;
-      out.ctrl = wire::PdsCtrl{};
-      out.ctrl.type = wire::CtrlType::kClose;
-      out.ctrl.flags = wire::ctrl_flags::kRetransmit;
-      out.ctrl.psn = psn;
-      out.ctrl.spdcid = p.local_id;
-      out.ctrl.dpdcid = p.remote_id;
+      fill_close(psn, wire::ctrl_flags::kRetransmit);
       return true;
     }
     fill_header(psn, wire::request_flags::kRetransmit);
@@ -93,17 +98,9 @@ bool Pds::next_tx(uint32_t index, Time now, TxPacket& out) {
     s.in_flight = true;
     s.sent = now;
     s.entropy = p.paths->next_entropy();
-    out.pdc = index;
-    out.peer = p.peer;
     out.ref = s.ref;
     out.entropy = s.entropy;
-    out.is_close = true;
-    out.ctrl = wire::PdsCtrl{};
-    out.ctrl.type = wire::CtrlType::kClose;
-    out.ctrl.flags = wire::ctrl_flags::kAckRequested;
-    out.ctrl.psn = psn;
-    out.ctrl.spdcid = p.local_id;
-    out.ctrl.dpdcid = p.remote_id;
+    fill_close(psn, wire::ctrl_flags::kAckRequested);
     if (!p.rto_timer.armed()) arm_rto(p, now);
     ++stats_.tx_packets;
     return true;

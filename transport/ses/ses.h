@@ -200,6 +200,8 @@ class Ses {
   // ses_tx.cc
   Status start(uint32_t slot, pds::Mode mode, Time now);
   std::optional<uint32_t> new_tx(TxKind kind, PeerIndex peer, uint64_t len);
+  std::optional<uint32_t> new_read(PeerIndex peer, uint8_t* dst, uint64_t len, uint64_t remote_addr,
+                                   uint64_t key);
   uint16_t next_rma_id(PeerIndex peer);
   uint32_t packets_for(uint64_t len) const;
   void maybe_finish(uint32_t slot);
@@ -223,6 +225,7 @@ class Ses {
   void match_or_queue(uint32_t slot, Time now);
   void bind(uint32_t slot, const RecvSpec& recv, Time now);
   void try_deliver(uint32_t slot);
+  void complete_receive(const RxMessage& m, Status status, uint64_t placed);
   void start_rendezvous_read(uint32_t slot, Time now);
   void finish_rendezvous_receive(uint32_t rx_slot, Status status, Time now);
   void free_rx(uint32_t slot);

@@ -189,10 +189,17 @@ void Ses::try_deliver(uint32_t slot) {
   if (m.rendezvous || !m.matched || !m.som_seen || m.received != m.total) return;
   const uint64_t placed = std::min(m.total, m.recv.length);
   if (m.unexpected && placed > 0) std::memcpy(m.recv.buffer, m.unexpected.get(), placed);
+  complete_receive(m, Status::kOk, placed);
+  free_rx(slot);
+}
+
+// Reports a matched receive: truncated when the message was longer than the buffer.
+void Ses::complete_receive(const RxMessage& m, Status status, uint64_t placed) {
   Completion c;
   c.context = m.recv.context;
   c.op = m.tagged ? OpKind::kTaggedRecv : OpKind::kRecv;
-  c.status = m.total > m.recv.length ? Status::kTruncated : Status::kOk;
+  c.status = status != Status::kOk ? status
+                                   : (m.total > m.recv.length ? Status::kTruncated : Status::kOk);
   c.length = placed;
   c.tag = m.tag;
   c.data = m.data;
@@ -200,7 +207,6 @@ void Ses::try_deliver(uint32_t slot) {
   c.peer = m.peer;
   completions_.push(c);
   ++stats_.messages_received;
-  free_rx(slot);
 }
 
 Status Ses::post_recv(const RecvSpec& spec) {
@@ -278,21 +284,12 @@ void Ses::start_rendezvous_read(uint32_t slot, Time now) {
     finish_rendezvous_receive(slot, Status::kOk, now);
     return;
   }
-  const auto t = new_tx(TxKind::kRead, m.peer, len);
+  const auto t = new_read(m.peer, m.recv.buffer, len, m.read_offset, m.read_key);
   if (!t) {
     finish_rendezvous_receive(slot, Status::kAgain, now);
     return;
   }
-  TxMessage& r = tx_[*t];
-  r.op = OpKind::kRead;
-  r.dst = m.recv.buffer;
-  r.remote_addr = m.read_offset;
-  r.key_or_tag = m.read_key;
-  r.needs_response = true;
-  r.msg_id = next_rma_id(m.peer);
-  r.rendezvous_rx = slot;
-  r.run.packet_count = 1;
-  r.run.packet_bytes = static_cast<uint32_t>(16 + wire::kSesStandardBytes);
+  tx_[*t].rendezvous_rx = slot;
   if (start(*t, pds::Mode::kRud, now) != Status::kOk) {
     finish_rendezvous_receive(slot, Status::kPeerUnreachable, now);
   }
@@ -302,18 +299,7 @@ void Ses::finish_rendezvous_receive(uint32_t slot, Status status, Time now) {
   if (!rx_.in_use(slot)) return;
   RxMessage& m = rx_[slot];
   const uint64_t placed = status == Status::kOk ? std::min(m.total, m.recv.length) : 0;
-  Completion c;
-  c.context = m.recv.context;
-  c.op = m.tagged ? OpKind::kTaggedRecv : OpKind::kRecv;
-  c.status = status != Status::kOk ? status
-                                   : (m.total > m.recv.length ? Status::kTruncated : Status::kOk);
-  c.length = placed;
-  c.tag = m.tag;
-  c.data = m.data;
-  c.has_data = m.has_data;
-  c.peer = m.peer;
-  completions_.push(c);
-  ++stats_.messages_received;
+  complete_receive(m, status, placed);
   // Tell the sender it may release its buffer. Its send succeeded even if we truncated.
   const wire::ReturnCode rc = status == Status::kOk ? wire::ReturnCode::kOk
                                                      : return_code_from_status(status);

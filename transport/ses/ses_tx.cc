@@ -160,20 +160,28 @@ Status Ses::read(PeerIndex peer, void* local, uint64_t len, uint64_t remote_addr
                  UserContext ctx, Time now) {
   if (peer >= cfg_.max_peers || (local == nullptr && len != 0)) return Status::kInvalidArgument;
   if (len > kMaxMessageBytes) return Status::kTooLong;
-  const auto slot = new_tx(TxKind::kRead, peer, len);
+  const auto slot = new_read(peer, static_cast<uint8_t*>(local), len, remote_addr, key);
   if (!slot) return Status::kAgain;
+  tx_[*slot].user_op = true;
+  tx_[*slot].context = ctx;
+  return start(*slot, pds::Mode::kRud, now);
+}
+
+// A read request: one packet out, data (or an error response) back.
+std::optional<uint32_t> Ses::new_read(PeerIndex peer, uint8_t* dst, uint64_t len,
+                                      uint64_t remote_addr, uint64_t key) {
+  const auto slot = new_tx(TxKind::kRead, peer, len);
+  if (!slot) return std::nullopt;
   TxMessage& m = tx_[*slot];
   m.op = OpKind::kRead;
-  m.user_op = true;
-  m.dst = static_cast<uint8_t*>(local);
+  m.dst = dst;
   m.remote_addr = remote_addr;
   m.key_or_tag = key;
-  m.context = ctx;
   m.needs_response = true;
   m.msg_id = next_rma_id(peer);
   m.run.packet_count = 1;
   m.run.packet_bytes = static_cast<uint32_t>(16 + wire::kSesStandardBytes);
-  return start(*slot, pds::Mode::kRud, now);
+  return slot;
 }
 
 Status Ses::send_datagram(PeerIndex peer, const void* buf, uint64_t len, UserContext ctx,
