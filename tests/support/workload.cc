@@ -16,6 +16,9 @@ Workload::Workload(sim::Cluster& cluster, const WorkloadConfig& cfg)
   const uint32_t hosts = cluster.hosts();
   regions_.resize(hosts);
   std::vector<uint64_t> write_cursor(hosts, 0);
+  // RUDI writes get the second quarter of each region and never reuse it: a delayed
+  // duplicate of an idempotent write is only harmless if nothing newer went there.
+  std::vector<uint64_t> rudi_cursor(hosts, kRegionBytes / 4);
   // Reads come from the top half of each region, which writes never touch.
   for (uint32_t h = 0; h < hosts; ++h) {
     regions_[h].assign(kRegionBytes, 0);
@@ -40,7 +43,9 @@ Workload::Workload(sim::Cluster& cluster, const WorkloadConfig& cfg)
       op.bytes = rng.below(65537);
     }
     const uint64_t k = rng.below(100);
-    if (cfg.rma && k < 15) {
+    if (cfg.rma && k < 5) {
+      op.kind = Kind::kRudiWrite;
+    } else if (cfg.rma && k < 15) {
       op.kind = Kind::kWrite;
     } else if (cfg.rma && k < 30) {
       op.kind = Kind::kRead;
@@ -64,9 +69,14 @@ Workload::Workload(sim::Cluster& cluster, const WorkloadConfig& cfg)
     } else {
       op.posted_early = rng.chance(0.5);
     }
-    if (op.kind == Kind::kWrite) {
-      op.bytes = std::min<uint64_t>(op.bytes, kRegionBytes / 2 / 4);
-      if (write_cursor[op.dst] + op.bytes > kRegionBytes / 2) write_cursor[op.dst] = 0;
+    if (op.kind == Kind::kRudiWrite) {
+      op.bytes = std::min<uint64_t>(op.bytes, 16384);
+      if (rudi_cursor[op.dst] + op.bytes > kRegionBytes / 2) op.bytes = 0;  // quarter used up
+      op.remote_offset = rudi_cursor[op.dst];
+      rudi_cursor[op.dst] += op.bytes;
+    } else if (op.kind == Kind::kWrite) {
+      op.bytes = std::min<uint64_t>(op.bytes, kRegionBytes / 4 / 4);
+      if (write_cursor[op.dst] + op.bytes > kRegionBytes / 4) write_cursor[op.dst] = 0;
       op.remote_offset = write_cursor[op.dst];
       write_cursor[op.dst] += op.bytes;
     } else if (op.kind == Kind::kRead) {
@@ -89,7 +99,10 @@ Workload::Workload(sim::Cluster& cluster, const WorkloadConfig& cfg)
 
 void Workload::post_receive(uint32_t index) {
   Op& op = ops_[index];
-  if (op.recv_posted || op.kind == Kind::kWrite || op.kind == Kind::kRead) return;
+  if (op.recv_posted || op.kind == Kind::kWrite || op.kind == Kind::kRead ||
+      op.kind == Kind::kRudiWrite) {
+    return;
+  }
   op.recv_posted = true;
   op.recv_buffer.assign(op.bytes, 0xee);
   ses::RecvSpec r;
@@ -132,6 +145,9 @@ void Workload::issue(uint32_t index) {
       break;
     case Kind::kRead:
       s = e.read(op.dst, op.buffer.data(), op.bytes, op.remote_offset, kRegionKey, index);
+      break;
+    case Kind::kRudiWrite:
+      s = e.write_idempotent(op.dst, op.buffer.data(), op.bytes, op.remote_offset, kRegionKey, index);
       break;
   }
   if (s == Status::kOk) {
@@ -178,7 +194,7 @@ bool Workload::pump() {
 }
 
 std::string Workload::describe_pending(size_t max_lines) const {
-  static constexpr const char* kNames[] = {"send", "tsend", "rod", "write", "read"};
+  static constexpr const char* kNames[] = {"send", "tsend", "rod", "write", "read", "rudi"};
   std::string out;
   size_t lines = 0;
   for (uint32_t i = 0; i < ops_.size(); ++i) {
@@ -212,6 +228,12 @@ void Workload::verify(const std::string& label) const {
         ASSERT_EQ(op.rx_length, op.bytes);
         ASSERT_TRUE(op.recv_buffer == op.buffer);
         break;
+      case Kind::kRudiWrite: {
+        const auto& region = regions_[op.dst];
+        ASSERT_TRUE(std::equal(op.buffer.begin(), op.buffer.end(),
+                               region.begin() + static_cast<ptrdiff_t>(op.remote_offset)));
+        break;
+      }
       case Kind::kWrite: {
         // Later writes may reuse the area; only check those not overwritten since.
         bool overwritten = false;

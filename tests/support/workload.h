@@ -36,7 +36,7 @@ struct WorkloadConfig {
 
 class Workload {
  public:
-  enum class Kind : uint8_t { kSend, kTaggedSend, kRodSend, kWrite, kRead };
+  enum class Kind : uint8_t { kSend, kTaggedSend, kRodSend, kWrite, kRead, kRudiWrite };
 
   struct Op {
     Kind kind{};
@@ -86,7 +86,7 @@ class Workload {
   void post_receive(uint32_t index);
   void poll(uint32_t host);
   static bool complete(const Op& op) {
-    const bool needs_rx = op.kind != Kind::kWrite && op.kind != Kind::kRead;
+    const bool needs_rx = op.kind != Kind::kWrite && op.kind != Kind::kRead && op.kind != Kind::kRudiWrite;
     return op.tx_completions >= 1 && (!needs_rx || op.rx_completions >= 1);
   }
 

@@ -16,6 +16,7 @@
 #include "transport/datapath/datapath.h"
 #include "transport/engine/peer_table.h"
 #include "transport/pds/pds.h"
+#include "transport/pds/rudi.h"
 #include "transport/ses/ses.h"
 #include "transport/wire/pds_header.h"
 
@@ -23,6 +24,7 @@ namespace spray::engine {
 
 struct EngineConfig {
   pds::PdsConfig pds{};
+  pds::RudiConfig rudi{};
   ses::SesConfig ses{};
   uint32_t max_peers = 65536;
 };
@@ -47,7 +49,10 @@ class Engine {
         cfg_(adjust(std::move(config), datapath.mtu())),
         peers_(cfg_.max_peers),
         pds_(cfg_.pds),
-        ses_(cfg_.ses, pds_) {}
+        ses_(cfg_.ses, pds_),
+        rudi_(cfg_.rudi) {
+    rudi_retransmits_.reserve(cfg_.rudi.max_outstanding);
+  }
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
@@ -75,6 +80,11 @@ class Engine {
               ses::UserContext ctx) {
     if (!known(peer)) return Status::kInvalidArgument;
     return ses_.read(peer, local, len, remote_addr, key, ctx, now_);
+  }
+  Status write_idempotent(PeerIndex peer, const void* local, uint64_t len, uint64_t remote_addr,
+                          uint64_t key, ses::UserContext ctx) {
+    if (!known(peer)) return Status::kInvalidArgument;
+    return ses_.write_idempotent(peer, local, len, remote_addr, key, ctx);
   }
   Status send_datagram(PeerIndex peer, const void* buf, uint64_t len, ses::UserContext ctx,
                        const ses::SendSpec& spec = {}) {
@@ -118,6 +128,10 @@ class Engine {
   size_t send_control();
   size_t send_data(Time now);
   size_t send_datagrams();
+  size_t send_rudi(Time now);
+  void handle_rudi(PeerIndex peer, const wire::PdsRudi& h, std::span<const uint8_t> ses,
+                   const dp::PacketBuf& buf, Time now);
+  bool put_rudi_packet(const pds::RudiRetransmit& r, bool retransmit);
   void flush_tx();
   dp::PacketBuf* tx_buffer();
 
@@ -126,6 +140,19 @@ class Engine {
   PeerTable peers_;
   pds::Pds pds_;
   ses::Ses ses_;
+  pds::RudiTracker rudi_;
+  std::vector<pds::RudiRetransmit> rudi_retransmits_;
+  // RUDI answers to send: who, which packet id, the target's verdict and message id,
+  // or a TRIMMED NACK when the request arrived without its payload.
+  struct RudiReply {
+    PeerIndex peer;
+    uint32_t packet_id;
+    wire::ReturnCode rc;
+    uint16_t msg_id;
+    bool trimmed;
+    uint16_t entropy;  // the request's: each retransmission's answer takes a new path
+  };
+  std::vector<RudiReply> rudi_replies_;
   Time now_{};
   EngineStats stats_;
   std::array<dp::PacketBuf*, kBurst> rx_batch_{};
@@ -139,3 +166,4 @@ class Engine {
 
 #include "transport/engine/engine_rx.h"
 #include "transport/engine/engine_tx.h"
+#include "transport/engine/engine_rudi.h"

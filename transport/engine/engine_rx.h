@@ -16,9 +16,11 @@ size_t Engine<D>::progress(Time now) {
   stats_.rx_packets += received;
   pds_.flush_acks();
   pds_.on_timers(now);
+  rudi_.on_timers(now, rudi_retransmits_, pds_.failed());
   drain_reports();
   size_t sent = send_control();
   sent += send_data(now);
+  sent += send_rudi(now);
   sent += send_datagrams();
   sent += send_control();  // NACKs raised while sending (e.g. none) and ACKs from failures
   flush_tx();
@@ -78,7 +80,11 @@ bool Engine<D>::handle_packet(dp::PacketBuf* buf, Time now) {
     case wire::PdsType::kNack: {
       wire::PdsNack nack;
       ok = wire::decode(in, nack) == wire::DecodeError::kOk;
-      if (ok) pds_.on_nack(peer, nack, now);
+      if (ok && (nack.flags & wire::nack_flags::kRudi)) {
+        if (nack.code == wire::NackCode::kTrimmed) rudi_.on_nack(peer, nack.psn, now, rudi_retransmits_);
+      } else if (ok) {
+        pds_.on_nack(peer, nack, now);
+      }
       break;
     }
     case wire::PdsType::kCtrl: {
@@ -98,8 +104,18 @@ bool Engine<D>::handle_packet(dp::PacketBuf* buf, Time now) {
       }
       break;
     }
+    case wire::PdsType::kRudiRequest:
+    case wire::PdsType::kRudiResponse: {
+      wire::PdsRudi rudi;
+      size_t consumed = 0;
+      ok = wire::decode(in, rudi, &consumed) == wire::DecodeError::kOk;
+      if (ok) {
+        handle_rudi(peer, rudi, in.subspan(consumed), *buf, now);
+      }
+      break;
+    }
     default:
-      ok = false;  // TSS, RUDI and the CCX forms are not accepted by this engine yet
+      ok = false;  // TSS and the CCX forms are not accepted by this engine yet
       break;
   }
   if (!ok) ++stats_.rx_malformed;

@@ -11,6 +11,7 @@
 
 #include "congestion/cc/congestion_control.h"
 #include "congestion/paths/path_selector.h"
+#include "transport/base/status.h"
 #include "transport/base/time.h"
 #include "transport/base/timer_wheel.h"
 
@@ -28,6 +29,12 @@ struct PacketRef {
   uint32_t index = 0;    // packet number within the message
 };
 inline constexpr uint32_t kCloseMessage = 0xffffffff;  // the PDC's own CLOSE control packet
+
+// A message PDS gave up on (retries exhausted, the peer refused a PDC, ...).
+struct FailedMessage {
+  uint32_t message = 0;
+  Status status = Status::kOk;
+};
 
 // A run of packets SES wants sent in order on one PDC: the intrusive hook SES embeds in
 // each outgoing message. PDS links queued runs and advances next_packet.

@@ -68,11 +68,6 @@ struct RxClass {
   Mode mode = Mode::kRud;
 };
 
-struct FailedMessage {
-  uint32_t message = 0;
-  Status status = Status::kOk;
-};
-
 struct PdsStats {
   uint64_t tx_packets = 0;
   uint64_t retransmits = 0;

@@ -93,6 +93,11 @@ class Ses {
                UserContext ctx, const SendSpec& spec, Time now);
   Status read(PeerIndex peer, void* local, uint64_t len, uint64_t remote_addr, uint64_t key,
               UserContext ctx, Time now);
+  // An idempotent write over RUDI: no PDC, each packet acknowledged by its own
+  // response. Suits writes that are safe to repeat; immediate data is not carried
+  // (a re-executed packet would report it twice).
+  Status write_idempotent(PeerIndex peer, const void* local, uint64_t len, uint64_t remote_addr,
+                          uint64_t key, UserContext ctx);
   // Unreliable datagram (UUD): one packet, completes when handed to the datapath.
   Status send_datagram(PeerIndex peer, const void* buf, uint64_t len, UserContext ctx,
                        const SendSpec& spec);
@@ -117,6 +122,14 @@ class Ses {
   void on_acked(std::span<const pds::PacketRef> refs);
   void on_failed(std::span<const pds::FailedMessage> failed);
   void on_peer_failed(std::span<const PeerIndex> peers);
+
+  // RUDI: the next packet waiting to go out (peek, then advance once it is tracked);
+  // the target's side (execute, answer with a return code); the initiator's side.
+  bool peek_rudi(pds::PacketRef& ref, PeerIndex& peer) const;
+  void advance_rudi();
+  RxResult on_rudi_request(PeerIndex peer, wire::NextHeader next, std::span<const uint8_t> bytes,
+                           wire::ReturnCode& rc, uint16_t& msg_id);
+  void on_rudi_response(pds::PacketRef ref, wire::ReturnCode rc);
 
   // Datagrams waiting for the engine to transmit them (UUD bypasses PDS).
   bool pop_datagram(uint32_t& message) {
@@ -247,6 +260,8 @@ class Ses {
   uint32_t unexpected_head_ = kNone;  // FIFO of unmatched rx messages
   uint32_t unexpected_tail_ = kNone;
   std::vector<uint32_t> datagrams_;
+  std::vector<uint32_t> rudi_queue_;  // RUDI writes with packets not yet sent, FIFO
+  size_t rudi_head_ = 0;
   std::vector<uint32_t> finishing_;  // scratch for two-phase failure handling
   Time now_{};
   SesStats stats_;

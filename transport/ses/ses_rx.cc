@@ -395,6 +395,35 @@ RxResult Ses::on_read(PeerIndex peer, const wire::SesStandardRequest& h, Time no
   return RxResult::kAccepted;
 }
 
+// A RUDI packet is a self-contained write: full addressing in every packet, checked
+// and executed on its own. Nothing is remembered, so repeating it is harmless.
+RxResult Ses::on_rudi_request(PeerIndex peer, wire::NextHeader next, std::span<const uint8_t> bytes,
+                              wire::ReturnCode& rc, uint16_t& msg_id) {
+  (void)peer;
+  wire::SesStandardRequest h;
+  if (next != wire::NextHeader::kSesStandardRequest ||
+      wire::decode(bytes, h) != wire::DecodeError::kOk || h.common.opcode != wire::SesOpcode::kWrite) {
+    ++stats_.malformed_packets;
+    return RxResult::kMalformed;
+  }
+  const auto payload = bytes.subspan(wire::kSesStandardBytes);
+  const bool som = h.common.has(wire::ses_flags::kStartOfMessage);
+  const uint64_t offset = som ? 0 : h.message_offset;
+  if ((!som && h.payload_length != payload.size()) || offset > h.request_length ||
+      payload.size() > h.request_length - offset || h.buffer_offset < offset) {
+    ++stats_.malformed_packets;
+    return RxResult::kMalformed;
+  }
+  uint8_t* dst = nullptr;
+  const Status s = regions_.resolve(h.match_bits, h.buffer_offset - offset, h.request_length,
+                                    access::kRemoteWrite, dst);
+  if (s == Status::kOk && !payload.empty()) std::memcpy(dst + offset, payload.data(), payload.size());
+  if (s != Status::kOk) ++stats_.rma_errors;
+  rc = return_code_from_status(s);
+  msg_id = h.common.message_id;
+  return RxResult::kAccepted;
+}
+
 // --- what comes back to the initiator --------------------------------------------------
 
 RxResult Ses::on_response(PeerIndex peer, const wire::SesResponse& r) {

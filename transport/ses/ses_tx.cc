@@ -184,6 +184,50 @@ std::optional<uint32_t> Ses::new_read(PeerIndex peer, uint8_t* dst, uint64_t len
   return slot;
 }
 
+Status Ses::write_idempotent(PeerIndex peer, const void* local, uint64_t len, uint64_t remote_addr,
+                             uint64_t key, UserContext ctx) {
+  if (peer >= cfg_.max_peers || (local == nullptr && len != 0)) return Status::kInvalidArgument;
+  if (len > kMaxMessageBytes) return Status::kTooLong;
+  const auto slot = new_tx(TxKind::kWrite, peer, len);
+  if (!slot) return Status::kAgain;
+  TxMessage& m = tx_[*slot];
+  m.op = OpKind::kWrite;
+  m.user_op = true;
+  m.src = static_cast<const uint8_t*>(local);
+  m.remote_addr = remote_addr;
+  m.key_or_tag = key;
+  m.context = ctx;
+  m.msg_id = next_rma_id(peer);
+  m.packet_count = m.run.packet_count = packets_for(len);
+  rudi_queue_.push_back(*slot);
+  return Status::kOk;
+}
+
+bool Ses::peek_rudi(pds::PacketRef& ref, PeerIndex& peer) const {
+  if (rudi_head_ == rudi_queue_.size()) return false;
+  const TxMessage& m = tx_[rudi_queue_[rudi_head_]];
+  ref = {rudi_queue_[rudi_head_], m.run.next_packet};
+  peer = m.peer;
+  return true;
+}
+
+void Ses::advance_rudi() {
+  TxMessage& m = tx_[rudi_queue_[rudi_head_]];
+  if (++m.run.next_packet < m.packet_count) return;
+  if (++rudi_head_ == rudi_queue_.size()) {
+    rudi_queue_.clear();
+    rudi_head_ = 0;
+  }
+}
+
+void Ses::on_rudi_response(pds::PacketRef ref, wire::ReturnCode rc) {
+  if (!tx_.in_use(ref.message)) return;
+  TxMessage& m = tx_[ref.message];
+  if (rc != wire::ReturnCode::kOk && m.status == Status::kOk) m.status = status_from_return_code(rc);
+  ++m.packets_acked;
+  maybe_finish(ref.message);
+}
+
 Status Ses::send_datagram(PeerIndex peer, const void* buf, uint64_t len, UserContext ctx,
                           const SendSpec& spec) {
   if (peer >= cfg_.max_peers || (buf == nullptr && len != 0)) return Status::kInvalidArgument;

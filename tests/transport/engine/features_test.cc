@@ -125,6 +125,38 @@ TEST_F(Features, datagram__delivered_best_effort_in_one_packet) {
   EXPECT_EQ(cluster.engine(0).pds().open_pdcs(), 0u);  // UUD uses no PDC
 }
 
+TEST_F(Features, rudi__idempotent_write_needs_no_pdc_and_reports_errors) {
+  std::vector<uint8_t> region(100000, 0), src(70000);
+  std::iota(src.begin(), src.end(), 0);
+  ASSERT_EQ(cluster.engine(1).register_memory({region.data(), region.size(), 0, 8,
+                                               ses::access::kRemoteWrite}),
+            Status::kOk);
+  ASSERT_EQ(cluster.engine(0).write_idempotent(1, src.data(), src.size(), 1000, 8, 1), Status::kOk);
+  ASSERT_EQ(cluster.engine(0).write_idempotent(1, src.data(), 10, 0, 9, 2), Status::kOk);
+  ASSERT_EQ(cluster.engine(0).write_idempotent(1, src.data(), 10, region.size() - 5, 8, 3),
+            Status::kOk);
+  auto ok = waiter.wait(0, 1);
+  auto bad_key = waiter.wait(0, 2);
+  auto oob = waiter.wait(0, 3);
+  ASSERT_TRUE(ok && bad_key && oob);
+  EXPECT_EQ(ok->status, Status::kOk);
+  EXPECT_TRUE(std::equal(src.begin(), src.end(), region.begin() + 1000));
+  EXPECT_EQ(bad_key->status, Status::kBadKey);
+  EXPECT_EQ(oob->status, Status::kOutOfBounds);
+  EXPECT_EQ(cluster.engine(0).pds().open_pdcs(), 0u);
+  EXPECT_EQ(cluster.engine(1).pds().open_pdcs(), 0u);
+}
+
+TEST_F(Features, rudi__to_a_dead_peer_fails_after_retries) {
+  cluster.fabric().set_host_up(1, false);
+  std::vector<uint8_t> src(10000, 1);
+  ASSERT_EQ(cluster.engine(0).write_idempotent(1, src.data(), src.size(), 0, 8, 1), Status::kOk);
+  auto c = waiter.wait(0, 1, Duration::seconds(5));
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->status, Status::kPeerUnreachable);
+  EXPECT_EQ(cluster.engine(0).ses().tx_in_use(), 0u);
+}
+
 TEST_F(Features, close__frees_both_ends_and_traffic_reopens_a_pdc) {
   std::vector<uint8_t> src(3000, 1), dst(3000);
   for (int round = 0; round < 3; ++round) {
