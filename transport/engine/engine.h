@@ -52,6 +52,7 @@ class Engine {
         ses_(cfg_.ses, pds_),
         rudi_(cfg_.rudi) {
     rudi_retransmits_.reserve(cfg_.rudi.max_outstanding);
+    rudi_replies_.reserve(kBurst);  // one rx burst's worth; grows only under a flood
   }
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;

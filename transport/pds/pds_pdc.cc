@@ -25,6 +25,8 @@ Pds::Pds(const PdsConfig& config)
   ack_list_.reserve(config.max_pdcs);
   acked_.reserve(window_ * 2);
   control_.reserve(1024);
+  failed_.reserve(window_);
+  failed_peers_.reserve(16);
 }
 
 size_t Pds::memory_bytes() const {

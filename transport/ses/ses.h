@@ -260,8 +260,11 @@ class Ses {
   uint32_t unexpected_head_ = kNone;  // FIFO of unmatched rx messages
   uint32_t unexpected_tail_ = kNone;
   std::vector<uint32_t> datagrams_;
-  std::vector<uint32_t> rudi_queue_;  // RUDI writes with packets not yet sent, FIFO
+  // RUDI writes with packets not yet sent, a FIFO ring: each entry is a distinct tx
+  // slot, so max_tx_messages entries always suffice.
+  std::vector<uint32_t> rudi_queue_;
   size_t rudi_head_ = 0;
+  size_t rudi_count_ = 0;
   std::vector<uint32_t> finishing_;  // scratch for two-phase failure handling
   Time now_{};
   SesStats stats_;

@@ -53,7 +53,10 @@ Ses::Ses(const SesConfig& config, pds::Pds& pds)
       regions_(config.max_memory_regions),
       send_seq_(config.max_peers, 0),
       expect_seq_(config.max_peers, 0) {
+  // Queues hold message slots, so their reach is bounded by the pool: reserve it once
+  // and the fast path never grows them.
   datagrams_.reserve(config.max_tx_messages);
+  rudi_queue_.resize(config.max_tx_messages);
   finishing_.reserve(config.max_tx_messages);
 }
 
@@ -199,12 +202,12 @@ Status Ses::write_idempotent(PeerIndex peer, const void* local, uint64_t len, ui
   m.context = ctx;
   m.msg_id = next_rma_id(peer);
   m.packet_count = m.run.packet_count = packets_for(len);
-  rudi_queue_.push_back(*slot);
+  rudi_queue_[(rudi_head_ + rudi_count_++) % rudi_queue_.size()] = *slot;
   return Status::kOk;
 }
 
 bool Ses::peek_rudi(pds::PacketRef& ref, PeerIndex& peer) const {
-  if (rudi_head_ == rudi_queue_.size()) return false;
+  if (rudi_count_ == 0) return false;
   const TxMessage& m = tx_[rudi_queue_[rudi_head_]];
   ref = {rudi_queue_[rudi_head_], m.run.next_packet};
   peer = m.peer;
@@ -214,10 +217,8 @@ bool Ses::peek_rudi(pds::PacketRef& ref, PeerIndex& peer) const {
 void Ses::advance_rudi() {
   TxMessage& m = tx_[rudi_queue_[rudi_head_]];
   if (++m.run.next_packet < m.packet_count) return;
-  if (++rudi_head_ == rudi_queue_.size()) {
-    rudi_queue_.clear();
-    rudi_head_ = 0;
-  }
+  rudi_head_ = (rudi_head_ + 1) % rudi_queue_.size();
+  --rudi_count_;
 }
 
 void Ses::on_rudi_response(pds::PacketRef ref, wire::ReturnCode rc) {
