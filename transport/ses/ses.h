@@ -125,7 +125,7 @@ class Ses {
 
   // RUDI: the next packet waiting to go out (peek, then advance once it is tracked);
   // the target's side (execute, answer with a return code); the initiator's side.
-  bool peek_rudi(pds::PacketRef& ref, PeerIndex& peer) const;
+  bool peek_rudi(pds::PacketRef& ref, PeerIndex& peer);
   void advance_rudi();
   RxResult on_rudi_request(PeerIndex peer, wire::NextHeader next, std::span<const uint8_t> bytes,
                            wire::ReturnCode& rc, uint16_t& msg_id);
@@ -177,6 +177,7 @@ class Ses {
     bool needs_response = false;
     bool response_received = false;
     bool failing = false;
+    bool rudi_queued = false;  // RUDI: packets still to send; the queue refers to this slot
     uint64_t bytes_received = 0;  // read: data arrived so far
     Status status = Status::kOk;
     UserContext context = 0;

@@ -202,11 +202,20 @@ Status Ses::write_idempotent(PeerIndex peer, const void* local, uint64_t len, ui
   m.context = ctx;
   m.msg_id = next_rma_id(peer);
   m.packet_count = m.run.packet_count = packets_for(len);
+  m.rudi_queued = true;
   rudi_queue_[(rudi_head_ + rudi_count_++) % rudi_queue_.size()] = *slot;
   return Status::kOk;
 }
 
-bool Ses::peek_rudi(pds::PacketRef& ref, PeerIndex& peer) const {
+bool Ses::peek_rudi(pds::PacketRef& ref, PeerIndex& peer) {
+  // A message that failed while queued is finished here, once the queue lets go of it.
+  while (rudi_count_ > 0 && tx_[rudi_queue_[rudi_head_]].failing) {
+    const uint32_t slot = rudi_queue_[rudi_head_];
+    rudi_head_ = (rudi_head_ + 1) % rudi_queue_.size();
+    --rudi_count_;
+    tx_[slot].rudi_queued = false;
+    finish_tx(slot);
+  }
   if (rudi_count_ == 0) return false;
   const TxMessage& m = tx_[rudi_queue_[rudi_head_]];
   ref = {rudi_queue_[rudi_head_], m.run.next_packet};
@@ -217,12 +226,13 @@ bool Ses::peek_rudi(pds::PacketRef& ref, PeerIndex& peer) const {
 void Ses::advance_rudi() {
   TxMessage& m = tx_[rudi_queue_[rudi_head_]];
   if (++m.run.next_packet < m.packet_count) return;
+  m.rudi_queued = false;
   rudi_head_ = (rudi_head_ + 1) % rudi_queue_.size();
   --rudi_count_;
 }
 
 void Ses::on_rudi_response(pds::PacketRef ref, wire::ReturnCode rc) {
-  if (!tx_.in_use(ref.message)) return;
+  if (!tx_.in_use(ref.message) || tx_[ref.message].failing) return;
   TxMessage& m = tx_[ref.message];
   if (rc != wire::ReturnCode::kOk && m.status == Status::kOk) m.status = status_from_return_code(rc);
   ++m.packets_acked;
@@ -404,7 +414,9 @@ void Ses::on_failed(std::span<const pds::FailedMessage> failed) {
     tx_[f.message].status = f.status;
     finishing_.push_back(f.message);
   }
-  for (uint32_t slot : finishing_) finish_tx(slot);
+  for (uint32_t slot : finishing_) {
+    if (!tx_[slot].rudi_queued) finish_tx(slot);  // else peek_rudi finishes it
+  }
 }
 
 void Ses::on_peer_failed(std::span<const PeerIndex> peers) {

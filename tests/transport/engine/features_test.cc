@@ -157,6 +157,31 @@ TEST_F(Features, rudi__to_a_dead_peer_fails_after_retries) {
   EXPECT_EQ(cluster.engine(0).ses().tx_in_use(), 0u);
 }
 
+TEST(FeaturesSmallRudiWindow, rudi__message_failing_with_packets_still_queued_is_released_once) {
+  sim::FabricConfig f;
+  f.hosts = 3;
+  engine::EngineConfig e;
+  e.rudi.max_outstanding = 4;  // most of the message waits in the queue
+  e.rudi.max_retries = 3;
+  sim::Cluster cluster(f, e);
+  CompletionWaiter waiter(cluster);
+  std::vector<uint8_t> region(200000), src(100000, 5);
+  ASSERT_EQ(cluster.engine(2).register_memory({region.data(), region.size(), 0, 8,
+                                               ses::access::kRemoteWrite}),
+            Status::kOk);
+  cluster.fabric().set_host_up(1, false);
+  ASSERT_EQ(cluster.engine(0).write_idempotent(1, src.data(), src.size(), 0, 8, 1), Status::kOk);
+  ASSERT_EQ(cluster.engine(0).write_idempotent(2, src.data(), src.size(), 0, 8, 2), Status::kOk);
+  auto dead = waiter.wait(0, 1, Duration::seconds(5));
+  auto live = waiter.wait(0, 2, Duration::seconds(5));
+  ASSERT_TRUE(dead && live);
+  EXPECT_EQ(dead->status, Status::kPeerUnreachable);
+  EXPECT_EQ(live->status, Status::kOk);
+  EXPECT_TRUE(std::equal(src.begin(), src.end(), region.begin()));
+  EXPECT_EQ(waiter.pending(0), 0u);  // each completed exactly once
+  EXPECT_EQ(cluster.engine(0).ses().tx_in_use(), 0u);
+}
+
 TEST_F(Features, close__frees_both_ends_and_traffic_reopens_a_pdc) {
   std::vector<uint8_t> src(3000, 1), dst(3000);
   for (int round = 0; round < 3; ++round) {
