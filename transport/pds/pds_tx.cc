@@ -202,6 +202,7 @@ void Pds::on_ack(PeerIndex peer, const wire::PdsAck& ack, Time now) {
   }
 
   const uint32_t before = p.inflight_bytes;
+  const uint32_t una_before = p.snd_una;
   bool close_acked = false;
   while (p.snd_una != next_expected) {
     if (p.tx[p.snd_una % window_].ref.message == kCloseMessage &&
@@ -235,10 +236,13 @@ void Pds::on_ack(PeerIndex peer, const wire::PdsAck& ack, Time now) {
     return;
   }
   if (p.have_sacked && psn_diff(p.highest_sacked, p.snd_una) < 0) p.have_sacked = false;
-  if (acked_bytes > 0 || p.snd_una == next_expected) p.backoff = 0;
+  // Progress (the left edge moved or new PSNs were SACKed) resets the backoff and
+  // restarts the timer; a duplicate ACK does neither.
+  const bool progress = acked_bytes > 0 || p.snd_una != una_before;
+  if (progress) p.backoff = 0;
   if (p.snd_una == p.snd_nxt) {
     timers_.cancel(p.rto_timer);
-  } else if (acked_bytes > 0) {
+  } else if (progress) {
     arm_rto(p, now);
   }
   detect_losses(p);
