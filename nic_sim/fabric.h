@@ -33,12 +33,12 @@ struct QueueConfig {
 };
 
 struct FaultConfig {
-  double loss = 0;           // probability a packet vanishes
-  double duplicate = 0;      // probability a packet arrives twice
-  double corrupt = 0;        // probability one bit flips (the FCS check drops it)
-  double reorder = 0;        // probability a packet is held back
+  double loss = 0;       // probability a packet vanishes
+  double duplicate = 0;  // probability a packet arrives twice
+  double corrupt = 0;    // probability one bit flips (the FCS check drops it)
+  double reorder = 0;    // probability a packet is held back
   Duration reorder_delay = Duration::microseconds(20);  // max extra delay when held
-  double trim = 0;           // probability a switch trims it regardless of queue
+  double trim = 0;  // probability a switch trims it regardless of queue
 };
 
 struct FabricConfig {
@@ -48,20 +48,20 @@ struct FabricConfig {
   QueueConfig path_link{};  // spine paths
   FaultConfig faults{};
   uint32_t mtu_bytes = 4096;
-  uint32_t buffers = 32768;       // packet buffers shared by all NICs
-  uint32_t nic_rx_ring = 8192;    // per-NIC receive ring; overflow drops
+  uint32_t buffers = 32768;     // packet buffers shared by all NICs
+  uint32_t nic_rx_ring = 8192;  // per-NIC receive ring; overflow drops
   uint64_t seed = 1;
 };
 
 struct FabricStats {
   uint64_t injected = 0;
   uint64_t delivered = 0;
-  uint64_t lost = 0;             // random loss
+  uint64_t lost = 0;  // random loss
   uint64_t dropped_path_down = 0;
   uint64_t dropped_host_down = 0;
   uint64_t dropped_queue_full = 0;
   uint64_t dropped_rx_ring = 0;
-  uint64_t dropped_fcs = 0;      // corrupted, caught by the receiving NIC
+  uint64_t dropped_fcs = 0;  // corrupted, caught by the receiving NIC
   uint64_t duplicated = 0;
   uint64_t reordered = 0;
   uint64_t trimmed = 0;

@@ -15,7 +15,9 @@ namespace spray::sim {
 class PacketPool {
  public:
   PacketPool(uint32_t count, uint32_t buffer_bytes)
-      : buffer_bytes_(buffer_bytes), arena_(new uint8_t[size_t{count} * buffer_bytes]), bufs_(count) {
+      : buffer_bytes_(buffer_bytes),
+        arena_(new uint8_t[size_t{count} * buffer_bytes]),
+        bufs_(count) {
     free_.reserve(count);
     for (uint32_t i = count; i-- > 0;) {
       bufs_[i].data = arena_.get() + size_t{i} * buffer_bytes;

@@ -33,9 +33,9 @@ struct CcConfig {
 // What an ACK tells the sender, for the newly acknowledged bytes it covers.
 struct AckSignal {
   Time now{};
-  uint32_t acked_bytes = 0;   // bytes newly acknowledged by this ACK
-  Duration rtt{};             // sample from the packet that triggered the ACK; 0 if none
-  bool ecn_marked = false;    // that packet crossed a congested queue
+  uint32_t acked_bytes = 0;  // bytes newly acknowledged by this ACK
+  Duration rtt{};            // sample from the packet that triggered the ACK; 0 if none
+  bool ecn_marked = false;   // that packet crossed a congested queue
 };
 
 enum class NackKind : uint8_t {

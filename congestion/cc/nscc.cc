@@ -10,7 +10,9 @@ Nscc::Nscc(const CcConfig& c)
       min_cwnd_(static_cast<double>(c.mtu_bytes)),
       max_cwnd_(1.5 * static_cast<double>(c.bdp_bytes())) {}
 
-void Nscc::clamp() { cwnd_ = std::clamp(cwnd_, min_cwnd_, max_cwnd_); }
+void Nscc::clamp() {
+  cwnd_ = std::clamp(cwnd_, min_cwnd_, max_cwnd_);
+}
 
 void Nscc::on_ack(const AckSignal& s) {
   // Epochs of one base RTT measure the delivered rate quick_adapt falls back to.
@@ -57,7 +59,11 @@ void Nscc::quick_adapt(Time now, bool timeout) {
   clamp();
 }
 
-void Nscc::on_nack(NackKind, Time now) { quick_adapt(now, false); }
-void Nscc::on_timeout(Time now) { quick_adapt(now, true); }
+void Nscc::on_nack(NackKind, Time now) {
+  quick_adapt(now, false);
+}
+void Nscc::on_timeout(Time now) {
+  quick_adapt(now, true);
+}
 
 }  // namespace spray::cc

@@ -63,17 +63,24 @@ void BM_SmallMessagePacketRate(benchmark::State& state) {
     while (p.a.poll_completion(c)) p.a.send(p.a_to_b, src.data(), size, c.context);
   }
   const uint64_t data_packets = p.a.pds().stats().tx_packets;
-  state.counters["messages/s"] = benchmark::Counter(static_cast<double>(delivered), benchmark::Counter::kIsRate);
+  state.counters["messages/s"] =
+      benchmark::Counter(static_cast<double>(delivered), benchmark::Counter::kIsRate);
   state.counters["data_packets/s"] =
       benchmark::Counter(static_cast<double>(data_packets), benchmark::Counter::kIsRate);
   // Every data packet is handled twice (sent by one engine, received by the other) and
   // ACKs once each way; both engines share this core.
-  const uint64_t events = 2 * data_packets + p.a.pds().stats().acks_received + p.b.pds().stats().acks_sent;
-  state.counters["packet_events/s"] = benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
-  state.counters["acks_per_data_packet"] =
-      static_cast<double>(p.b.pds().stats().acks_sent) / static_cast<double>(data_packets ? data_packets : 1);
+  const uint64_t events =
+      2 * data_packets + p.a.pds().stats().acks_received + p.b.pds().stats().acks_sent;
+  state.counters["packet_events/s"] =
+      benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
+  state.counters["acks_per_data_packet"] = static_cast<double>(p.b.pds().stats().acks_sent) /
+                                           static_cast<double>(data_packets ? data_packets : 1);
 }
-BENCHMARK(BM_SmallMessagePacketRate)->Arg(64)->Arg(1024)->Unit(benchmark::kMicrosecond)->MinTime(1.0);
+BENCHMARK(BM_SmallMessagePacketRate)
+    ->Arg(64)
+    ->Arg(1024)
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(1.0);
 
 // Large messages through the whole engine (rendezvous: the receiver reads the data),
 // reported with memcpy bandwidth measured in the same run for the ratio.
@@ -101,7 +108,8 @@ void BM_LargeMessageVsMemcpy(benchmark::State& state) {
     std::memcpy(dst.data(), src.data(), size);
     benchmark::ClobberMemory();
   }
-  const double memcpy_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double memcpy_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   state.counters["memcpy_bytes_per_second"] = static_cast<double>(moved) / memcpy_s;
   state.counters["memcpy_seconds"] = memcpy_s;
 }

@@ -18,11 +18,12 @@ struct Target {
   Target() : cluster(config(), engine_config()) {
     region.assign(4096, 0);
     guard.assign(64, 0xab);
-    (void)cluster.engine(0).register_memory(
-        {region.data(), region.size(), 0, 42, ses::access::kRemoteRead | ses::access::kRemoteWrite});
+    (void)cluster.engine(0).register_memory({region.data(), region.size(), 0, 42,
+                                             ses::access::kRemoteRead | ses::access::kRemoteWrite});
     for (int i = 0; i < 4; ++i) {
       recv[i].assign(8192, 0);
-      (void)cluster.engine(0).post_recv({recv[i].data(), recv[i].size(), uint64_t(i), i % 2 == 1, 0, ~0ULL});
+      (void)cluster.engine(0).post_recv(
+          {recv[i].data(), recv[i].size(), uint64_t(i), i % 2 == 1, 0, ~0ULL});
     }
   }
   static sim::FabricConfig config() {
@@ -57,7 +58,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   size_t at = 0;
   int packets = 0;
   while (at + 3 <= size && packets < 64) {
-    const size_t len = std::min<size_t>((size_t{data[at]} << 8 | data[at + 1]) % 4097, size - at - 3);
+    const size_t len =
+        std::min<size_t>((size_t{data[at]} << 8 | data[at + 1]) % 4097, size - at - 3);
     const uint8_t meta = data[at + 2];
     at += 3;
     dp::PacketBuf* b = t.cluster.fabric().pool().alloc();

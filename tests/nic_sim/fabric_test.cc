@@ -100,7 +100,8 @@ TEST(Fabric, faults__are_deterministic_for_a_seed) {
     Fabric f(c);
     send(f, 200, 300, 0, 7);
     receive_all(f, Time{Duration::milliseconds(1).ps});
-    return std::make_tuple(f.stats().lost, f.stats().duplicated, f.stats().reordered, f.stats().delivered);
+    return std::make_tuple(f.stats().lost, f.stats().duplicated, f.stats().reordered,
+                           f.stats().delivered);
   };
   EXPECT_EQ(run(5), run(5));
   EXPECT_NE(run(5), run(6));

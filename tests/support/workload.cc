@@ -147,7 +147,8 @@ void Workload::issue(uint32_t index) {
       s = e.read(op.dst, op.buffer.data(), op.bytes, op.remote_offset, kRegionKey, index);
       break;
     case Kind::kRudiWrite:
-      s = e.write_idempotent(op.dst, op.buffer.data(), op.bytes, op.remote_offset, kRegionKey, index);
+      s = e.write_idempotent(op.dst, op.buffer.data(), op.bytes, op.remote_offset, kRegionKey,
+                             index);
       break;
   }
   if (s == Status::kOk) {
@@ -205,8 +206,8 @@ std::string Workload::describe_pending(size_t max_lines) const {
       break;
     }
     out += "  op " + std::to_string(i) + " " + kNames[static_cast<int>(op.kind)] + " " +
-           std::to_string(op.src) + "->" + std::to_string(op.dst) + " bytes=" +
-           std::to_string(op.bytes) + " issued=" + std::to_string(op.issued) +
+           std::to_string(op.src) + "->" + std::to_string(op.dst) +
+           " bytes=" + std::to_string(op.bytes) + " issued=" + std::to_string(op.issued) +
            " tx=" + std::to_string(op.tx_completions) + " rx=" + std::to_string(op.rx_completions) +
            " recv_posted=" + std::to_string(op.recv_posted) + "\n";
   }
@@ -261,8 +262,10 @@ void Workload::verify(const std::string& label) const {
     // ROD receives complete in the order their sends were issued, per sender.
     for (uint32_t src = 0; src < rod_order_.size(); ++src) {
       std::vector<uint32_t> want, got;
-      for (uint32_t i : rod_order_[h]) if (ops_[i].src == src) want.push_back(i);
-      for (uint32_t i : rod_seen_[h]) if (ops_[i].src == src) got.push_back(i);
+      for (uint32_t i : rod_order_[h])
+        if (ops_[i].src == src) want.push_back(i);
+      for (uint32_t i : rod_seen_[h])
+        if (ops_[i].src == src) got.push_back(i);
       EXPECT_EQ(got, want) << label << " ROD order to host " << h << " from " << src;
     }
   }

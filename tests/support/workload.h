@@ -20,7 +20,9 @@
 
 namespace spray {
 // Lets gtest print a Status by name.
-inline void PrintTo(Status s, std::ostream* os) { *os << to_string(s); }
+inline void PrintTo(Status s, std::ostream* os) {
+  *os << to_string(s);
+}
 }  // namespace spray
 
 namespace spray::test_support {
@@ -46,7 +48,7 @@ class Workload {
     uint64_t tag = 0;
     uint64_t remote_offset = 0;  // RMA: offset in the target's region
     bool any_source = false;
-    bool posted_early = false;   // receive posted before the send starts
+    bool posted_early = false;  // receive posted before the send starts
     bool issued = false;
     bool recv_posted = false;
     int tx_completions = 0;
@@ -86,14 +88,15 @@ class Workload {
   void post_receive(uint32_t index);
   void poll(uint32_t host);
   static bool complete(const Op& op) {
-    const bool needs_rx = op.kind != Kind::kWrite && op.kind != Kind::kRead && op.kind != Kind::kRudiWrite;
+    const bool needs_rx =
+        op.kind != Kind::kWrite && op.kind != Kind::kRead && op.kind != Kind::kRudiWrite;
     return op.tx_completions >= 1 && (!needs_rx || op.rx_completions >= 1);
   }
 
   sim::Cluster& cluster_;
   WorkloadConfig cfg_;
   std::vector<Op> ops_;
-  std::vector<std::vector<uint8_t>> regions_;  // per host, registered for RMA
+  std::vector<std::vector<uint8_t>> regions_;     // per host, registered for RMA
   std::vector<std::vector<uint32_t>> rod_order_;  // per (dst): ROD ops in send order
   std::vector<std::vector<uint32_t>> rod_seen_;   // per (dst): ROD receives as completed
   uint32_t next_issue_ = 0;

@@ -5,8 +5,8 @@
 // prints delivered bytes, retransmissions, fabric events and throughput (virtual-time
 // goodput, and wall-clock rate of the simulation itself). Exit status 0 only if every
 // message arrived intact.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
@@ -37,23 +37,30 @@ struct Options {
   bool json = false;
 };
 
-uint8_t pattern(uint64_t msg, uint64_t i) { return static_cast<uint8_t>(msg * 31 + i * 7 + (i >> 11)); }
+uint8_t pattern(uint64_t msg, uint64_t i) {
+  return static_cast<uint8_t>(msg * 31 + i * 7 + (i >> 11));
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o;
   CLI::App app{"spray-transfer: Spray engines over an emulated lossy multipath fabric"};
-  app.add_option("--hosts", o.hosts, "hosts in a ring, each sending to the next")->check(CLI::Range(2, 64));
+  app.add_option("--hosts", o.hosts, "hosts in a ring, each sending to the next")
+      ->check(CLI::Range(2, 64));
   app.add_option("--paths", o.paths, "equal-cost paths between hosts")->check(CLI::Range(1, 256));
-  app.add_option("--bytes", o.bytes, "bytes per message")->check(CLI::Range(uint64_t{0}, uint64_t{1} << 30));
+  app.add_option("--bytes", o.bytes, "bytes per message")
+      ->check(CLI::Range(uint64_t{0}, uint64_t{1} << 30));
   app.add_option("--messages", o.messages, "messages per host");
   app.add_option("--loss", o.loss, "packet loss probability")->check(CLI::Range(0.0, 0.9));
-  app.add_option("--reorder", o.reorder, "probability a packet is delayed")->check(CLI::Range(0.0, 1.0));
-  app.add_option("--duplicate", o.duplicate, "duplication probability")->check(CLI::Range(0.0, 1.0));
+  app.add_option("--reorder", o.reorder, "probability a packet is delayed")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--duplicate", o.duplicate, "duplication probability")
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--corrupt", o.corrupt, "bit-corruption probability")->check(CLI::Range(0.0, 1.0));
   app.add_option("--trim", o.trim, "random trimming probability")->check(CLI::Range(0.0, 1.0));
-  app.add_flag("--path-down", o.path_down, "take path 0 down once a quarter of the messages arrived");
+  app.add_flag("--path-down", o.path_down,
+               "take path 0 down once a quarter of the messages arrived");
   app.add_option("--cc", o.cc, "congestion control: nscc | fixed");
   app.add_option("--path-selection", o.path_selection, "reps | oblivious | ecmp");
   app.add_option("--seed", o.seed, "seed for faults, PSNs and path choices");
@@ -67,8 +74,11 @@ int main(int argc, char** argv) {
   f.seed = o.seed;
   f.host_link.gbps = o.link_gbps;
   f.path_link.gbps = o.link_gbps / 2;  // spraying needs several paths to fill a host link
-  f.faults = {.loss = o.loss, .duplicate = o.duplicate, .corrupt = o.corrupt,
-              .reorder = o.reorder, .trim = o.trim};
+  f.faults = {.loss = o.loss,
+              .duplicate = o.duplicate,
+              .corrupt = o.corrupt,
+              .reorder = o.reorder,
+              .trim = o.trim};
   engine::EngineConfig e;
   e.pds.cc_name = o.cc;
   e.pds.path_name = o.path_selection;
@@ -114,7 +124,8 @@ int main(int argc, char** argv) {
           while (cluster.engine(h).poll_completion(c)) {
             if (c.status != Status::kOk) {
               ++errors;
-              fmt::print(stderr, "host {}: operation {} failed: {}\n", h, c.context, to_string(c.status));
+              fmt::print(stderr, "host {}: operation {} failed: {}\n", h, c.context,
+                         to_string(c.status));
             } else if (c.op == ses::OpKind::kTaggedRecv) {
               received_ok += c.length == o.bytes && dst[c.context] == src[c.context];
             } else {
@@ -125,7 +136,8 @@ int main(int argc, char** argv) {
         return sent_ok + errors >= total_messages && received_ok + errors >= total_messages;
       },
       Duration::seconds(60));
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
 
   uint64_t tx = 0, rtx = 0, timeouts = 0;
   for (uint32_t h = 0; h < o.hosts; ++h) {
@@ -137,32 +149,48 @@ int main(int argc, char** argv) {
   const auto& fs = cluster.fabric().stats();
   const uint64_t delivered = received_ok * o.bytes;
   const double virtual_s = (cluster.now() - Time{}).as_seconds();
-  const double goodput_gbps = virtual_s > 0 ? static_cast<double>(delivered) * 8.0 / virtual_s / 1e9 : 0;
+  const double goodput_gbps =
+      virtual_s > 0 ? static_cast<double>(delivered) * 8.0 / virtual_s / 1e9 : 0;
   const bool ok = finished && errors == 0 && received_ok == total_messages;
 
   if (o.json) {
-    nlohmann::json j = {{"ok", ok}, {"messages", total_messages}, {"bytes_per_message", o.bytes},
-                        {"delivered_bytes", delivered}, {"data_packets_sent", tx},
-                        {"retransmissions", rtx}, {"timeouts", timeouts},
-                        {"fabric", {{"lost", fs.lost}, {"duplicated", fs.duplicated},
-                                    {"fcs_drops", fs.dropped_fcs}, {"trimmed", fs.trimmed},
-                                    {"ecn_marked", fs.ecn_marked}, {"path_down_drops", fs.dropped_path_down},
-                                    {"path_packets", fs.path_packets}}},
-                        {"virtual_seconds", virtual_s}, {"goodput_gbps", goodput_gbps},
+    nlohmann::json j = {{"ok", ok},
+                        {"messages", total_messages},
+                        {"bytes_per_message", o.bytes},
+                        {"delivered_bytes", delivered},
+                        {"data_packets_sent", tx},
+                        {"retransmissions", rtx},
+                        {"timeouts", timeouts},
+                        {"fabric",
+                         {{"lost", fs.lost},
+                          {"duplicated", fs.duplicated},
+                          {"fcs_drops", fs.dropped_fcs},
+                          {"trimmed", fs.trimmed},
+                          {"ecn_marked", fs.ecn_marked},
+                          {"path_down_drops", fs.dropped_path_down},
+                          {"path_packets", fs.path_packets}}},
+                        {"virtual_seconds", virtual_s},
+                        {"goodput_gbps", goodput_gbps},
                         {"wall_seconds", wall}};
     fmt::print("{}\n", j.dump(2));
   } else {
     fmt::print("spray-transfer: {} hosts, {} paths, {} x {} B per host, cc={} paths={} seed={}\n",
                o.hosts, o.paths, o.messages, o.bytes, o.cc, o.path_selection, o.seed);
-    fmt::print("  delivered      {} of {} messages intact, {} bytes\n", received_ok, total_messages, delivered);
+    fmt::print("  delivered      {} of {} messages intact, {} bytes\n", received_ok, total_messages,
+               delivered);
     fmt::print("  data packets   {} sent, {} retransmitted ({:.2f}%), {} timeouts\n", tx, rtx,
                tx ? 100.0 * static_cast<double>(rtx) / static_cast<double>(tx) : 0.0, timeouts);
-    fmt::print("  fabric         lost {}, duplicated {}, corrupted(FCS) {}, trimmed {}, ECN {}, path-down {}\n",
-               fs.lost, fs.duplicated, fs.dropped_fcs, fs.trimmed, fs.ecn_marked, fs.dropped_path_down);
+    fmt::print(
+        "  fabric         lost {}, duplicated {}, corrupted(FCS) {}, trimmed {}, ECN {}, path-down "
+        "{}\n",
+        fs.lost, fs.duplicated, fs.dropped_fcs, fs.trimmed, fs.ecn_marked, fs.dropped_path_down);
     fmt::print("  per path       {}\n", fmt::join(fs.path_packets, " "));
-    fmt::print("  throughput     {:.2f} Gbit/s goodput in {:.3f} ms virtual time; simulated in {:.2f} s wall\n",
-               goodput_gbps, virtual_s * 1e3, wall);
-    fmt::print("  result         {}\n", ok ? "OK: every byte delivered exactly once, intact" : "FAILED");
+    fmt::print(
+        "  throughput     {:.2f} Gbit/s goodput in {:.3f} ms virtual time; simulated in {:.2f} s "
+        "wall\n",
+        goodput_gbps, virtual_s * 1e3, wall);
+    fmt::print("  result         {}\n",
+               ok ? "OK: every byte delivered exactly once, intact" : "FAILED");
   }
   return ok ? 0 : 1;
 }

@@ -26,18 +26,30 @@ enum class Status : uint8_t {
 
 constexpr std::string_view to_string(Status s) {
   switch (s) {
-    case Status::kOk: return "ok";
-    case Status::kTruncated: return "truncated";
-    case Status::kBadKey: return "bad memory key";
-    case Status::kOutOfBounds: return "out of bounds";
-    case Status::kAccessDenied: return "access denied";
-    case Status::kPeerUnreachable: return "peer unreachable";
-    case Status::kNoPdcAvailable: return "no PDC available at peer";
-    case Status::kCanceled: return "canceled";
-    case Status::kTooLong: return "too long";
-    case Status::kAgain: return "try again";
-    case Status::kInvalidArgument: return "invalid argument";
-    case Status::kProtocolError: return "protocol error";
+    case Status::kOk:
+      return "ok";
+    case Status::kTruncated:
+      return "truncated";
+    case Status::kBadKey:
+      return "bad memory key";
+    case Status::kOutOfBounds:
+      return "out of bounds";
+    case Status::kAccessDenied:
+      return "access denied";
+    case Status::kPeerUnreachable:
+      return "peer unreachable";
+    case Status::kNoPdcAvailable:
+      return "no PDC available at peer";
+    case Status::kCanceled:
+      return "canceled";
+    case Status::kTooLong:
+      return "too long";
+    case Status::kAgain:
+      return "try again";
+    case Status::kInvalidArgument:
+      return "invalid argument";
+    case Status::kProtocolError:
+      return "protocol error";
   }
   return "unknown";
 }

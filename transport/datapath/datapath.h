@@ -22,11 +22,11 @@ namespace spray::dp {
 // UDP framing are the datapath's business.
 struct PacketBuf {
   uint8_t* data = nullptr;
-  uint32_t len = 0;       // valid bytes at data
-  uint32_t capacity = 0;  // bytes available at data
-  NetAddr peer;           // tx: destination; rx: source
-  uint16_t entropy = 0;   // tx: the EV to send on (UDP source port); rx: as received
-  uint8_t flags = 0;      // rx flags below
+  uint32_t len = 0;        // valid bytes at data
+  uint32_t capacity = 0;   // bytes available at data
+  NetAddr peer;            // tx: destination; rx: source
+  uint16_t entropy = 0;    // tx: the EV to send on (UDP source port); rx: as received
+  uint8_t flags = 0;       // rx flags below
   uint32_t owner_tag = 0;  // reserved for the datapath (pool index, mbuf slot, ...)
 
   static constexpr uint8_t kTrimmed = 0x01;  // a switch cut the payload (UET trimming)
@@ -39,7 +39,7 @@ concept Datapath = requires(D& d, const D& cd, PacketBuf** bufs, size_t n) {
   { d.tx_burst(bufs, n) } -> std::same_as<size_t>;  // takes all; returns how many left
   { d.rx_burst(bufs, n) } -> std::same_as<size_t>;
   { d.free(bufs, n) } -> std::same_as<void>;
-  { cd.mtu() } -> std::same_as<uint32_t>;           // max bytes at PacketBuf::data
+  { cd.mtu() } -> std::same_as<uint32_t>;  // max bytes at PacketBuf::data
   { cd.local_address() } -> std::same_as<NetAddr>;
 };
 

@@ -32,11 +32,11 @@ struct EngineConfig {
 struct EngineStats {
   uint64_t rx_packets = 0;
   uint64_t tx_packets = 0;
-  uint64_t rx_malformed = 0;      // failed a PDS decode or SES validation
-  uint64_t rx_unknown_peer = 0;   // the peer table was full
-  uint64_t rx_refused = 0;        // SES had no room; NACKed for a later retry
-  uint64_t rx_rod_dropped = 0;    // ROD packet refused by SES at in-order delivery
-  uint64_t tx_no_buffer = 0;      // the datapath had no buffer; retried next progress
+  uint64_t rx_malformed = 0;     // failed a PDS decode or SES validation
+  uint64_t rx_unknown_peer = 0;  // the peer table was full
+  uint64_t rx_refused = 0;       // SES had no room; NACKed for a later retry
+  uint64_t rx_rod_dropped = 0;   // ROD packet refused by SES at in-order delivery
+  uint64_t tx_no_buffer = 0;     // the datapath had no buffer; retried next progress
 };
 
 inline constexpr size_t kBurst = 32;
@@ -110,7 +110,9 @@ class Engine {
   pds::Pds& pds() { return pds_; }
   ses::Ses& ses() { return ses_; }
   const PeerTable& peers() const { return peers_; }
-  size_t memory_bytes() const { return sizeof(*this) + pds_.memory_bytes() + peers_.memory_bytes(); }
+  size_t memory_bytes() const {
+    return sizeof(*this) + pds_.memory_bytes() + peers_.memory_bytes();
+  }
 
  private:
   static EngineConfig adjust(EngineConfig c, uint32_t mtu) {
@@ -165,6 +167,6 @@ class Engine {
 
 }  // namespace spray::engine
 
+#include "transport/engine/engine_rudi.h"
 #include "transport/engine/engine_rx.h"
 #include "transport/engine/engine_tx.h"
-#include "transport/engine/engine_rudi.h"

@@ -57,7 +57,8 @@ size_t Engine<D>::send_rudi(Time now) {
     r.common.opcode = wire::SesResponseOpcode::kResponse;
     r.common.return_code = reply.rc;
     r.common.message_id = reply.msg_id;
-    buf->len = static_cast<uint32_t>(wire::kRudiBytes + wire::encode(r, out.subspan(wire::kRudiBytes)));
+    buf->len =
+        static_cast<uint32_t>(wire::kRudiBytes + wire::encode(r, out.subspan(wire::kRudiBytes)));
   }
   rudi_replies_.clear();
   return sent;

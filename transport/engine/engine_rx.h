@@ -81,7 +81,8 @@ bool Engine<D>::handle_packet(dp::PacketBuf* buf, Time now) {
       wire::PdsNack nack;
       ok = wire::decode(in, nack) == wire::DecodeError::kOk;
       if (ok && (nack.flags & wire::nack_flags::kRudi)) {
-        if (nack.code == wire::NackCode::kTrimmed) rudi_.on_nack(peer, nack.psn, now, rudi_retransmits_);
+        if (nack.code == wire::NackCode::kTrimmed)
+          rudi_.on_nack(peer, nack.psn, now, rudi_retransmits_);
       } else if (ok) {
         pds_.on_nack(peer, nack, now);
       }

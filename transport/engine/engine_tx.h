@@ -34,8 +34,8 @@ size_t Engine<D>::send_control() {
     dp::PacketBuf* buf = tx_buffer();
     if (buf == nullptr) break;  // control packets are loss-tolerant: ACKs come again
     const std::span<uint8_t> out(buf->data, buf->capacity);
-    buf->len = static_cast<uint32_t>(std::visit([&](const auto& h) { return wire::encode(h, out); },
-                                                c.header));
+    buf->len = static_cast<uint32_t>(
+        std::visit([&](const auto& h) { return wire::encode(h, out); }, c.header));
     buf->peer = peers_.address(c.peer);
     // Control packets are sprayed too, so one dead path cannot swallow every ACK.
     buf->entropy = control_entropy_++;

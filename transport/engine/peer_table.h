@@ -41,7 +41,9 @@ class PeerTable {
 
   const dp::NetAddr& address(PeerIndex p) const { return addrs_[p]; }
   uint32_t size() const { return static_cast<uint32_t>(addrs_.size()); }
-  size_t memory_bytes() const { return addrs_.capacity() * sizeof(dp::NetAddr) + by_addr_.memory_bytes(); }
+  size_t memory_bytes() const {
+    return addrs_.capacity() * sizeof(dp::NetAddr) + by_addr_.memory_bytes();
+  }
 
  private:
   uint32_t capacity_;

@@ -48,9 +48,9 @@ struct TxRun {
 
 enum class PdcState : uint8_t {
   kFree,
-  kSynSent,      // initiator: SYN on every packet until the first ACK names the target PDC
+  kSynSent,  // initiator: SYN on every packet until the first ACK names the target PDC
   kEstablished,
-  kClosing,      // initiator: CLOSE sent, waiting for its ACK; no new data
+  kClosing,  // initiator: CLOSE sent, waiting for its ACK; no new data
 };
 
 struct TxSlot {
@@ -77,30 +77,30 @@ struct Pdc {
   uint32_t start_psn = 0;
 
   // --- transmit side (PSNs this engine sends) ----------------------------------
-  uint32_t snd_una = 0;        // oldest PSN not cumulatively acknowledged
-  uint32_t snd_nxt = 0;        // next new PSN
-  std::vector<TxSlot> tx;      // window_packets slots, indexed by psn % size
-  std::vector<uint32_t> rtx;   // FIFO of PSNs to retransmit (ring, same size)
+  uint32_t snd_una = 0;       // oldest PSN not cumulatively acknowledged
+  uint32_t snd_nxt = 0;       // next new PSN
+  std::vector<TxSlot> tx;     // window_packets slots, indexed by psn % size
+  std::vector<uint32_t> rtx;  // FIFO of PSNs to retransmit (ring, same size)
   uint32_t rtx_head = 0;
   uint32_t rtx_count = 0;
-  TxRun* run_head = nullptr;   // queued SES runs, sent in order
+  TxRun* run_head = nullptr;  // queued SES runs, sent in order
   TxRun* run_tail = nullptr;
   uint32_t inflight_bytes = 0;
   uint32_t highest_sacked = 0;  // highest PSN known received (valid when have_sacked)
   bool have_sacked = false;
-  Time latest_acked_sent{};     // RACK: send time of the most recently sent acked packet
-  uint32_t backoff = 0;         // RTO doublings since the last progress
+  Time latest_acked_sent{};  // RACK: send time of the most recently sent acked packet
+  uint32_t backoff = 0;      // RTO doublings since the last progress
   TimerNode rto_timer;
   std::unique_ptr<cc::CongestionControl> cc;
   std::unique_ptr<paths::PathSelector> paths;
   bool in_ready_list = false;
-  bool close_sent = false;      // kClosing: the CLOSE has a PSN
+  bool close_sent = false;  // kClosing: the CLOSE has a PSN
 
   // --- receive side (PSNs the peer sends) -------------------------------------
-  uint32_t rcv_nxt = 0;              // next PSN expected in order
-  std::vector<uint64_t> rx_bitmap;   // bit psn % window: received, beyond rcv_nxt
-  std::vector<uint64_t> rod_held;    // ROD: buffer handle per held PSN (0: none)
-  uint32_t rod_pop = 0;              // ROD: next PSN whose held buffer goes up in order
+  uint32_t rcv_nxt = 0;             // next PSN expected in order
+  std::vector<uint64_t> rx_bitmap;  // bit psn % window: received, beyond rcv_nxt
+  std::vector<uint64_t> rod_held;   // ROD: buffer handle per held PSN (0: none)
+  uint32_t rod_pop = 0;             // ROD: next PSN whose held buffer goes up in order
   uint32_t rx_since_ack = 0;
   uint32_t last_rx_psn = 0;
   bool last_rx_ecn = false;
@@ -111,6 +111,8 @@ struct Pdc {
 };
 
 // Signed distance a - b in PSN space (handles 32-bit wrap).
-inline int32_t psn_diff(uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b); }
+inline int32_t psn_diff(uint32_t a, uint32_t b) {
+  return static_cast<int32_t>(a - b);
+}
 
 }  // namespace spray::pds

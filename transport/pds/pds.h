@@ -71,7 +71,7 @@ struct RxClass {
 struct PdsStats {
   uint64_t tx_packets = 0;
   uint64_t retransmits = 0;
-  uint64_t rack_retransmits = 0;    // loss inferred from SACKs
+  uint64_t rack_retransmits = 0;  // loss inferred from SACKs
   uint64_t timeout_retransmits = 0;
   uint64_t trim_retransmits = 0;
   uint64_t timeouts = 0;

@@ -11,18 +11,18 @@
 namespace spray::pds {
 
 struct PdsConfig {
-  uint32_t max_pdcs = 1024;          // PDCs this engine can hold at once (both roles)
-  uint32_t window_packets = 512;     // max PSNs in flight per PDC; a power of two
+  uint32_t max_pdcs = 1024;       // PDCs this engine can hold at once (both roles)
+  uint32_t window_packets = 512;  // max PSNs in flight per PDC; a power of two
   Duration initial_rto = Duration::microseconds(200);
   Duration max_rto = Duration::milliseconds(20);
-  uint32_t max_retries = 12;         // transmissions of one PSN beyond the first
+  uint32_t max_retries = 12;  // transmissions of one PSN beyond the first
   Duration reorder_window = Duration::microseconds(20);  // RACK: tolerated reordering
-  uint32_t ack_every_packets = 16;   // coalescing: ACK at least this often
+  uint32_t ack_every_packets = 16;                       // coalescing: ACK at least this often
   std::string cc_name = "nscc";
   std::string path_name = "reps";
   cc::CcConfig cc{};
   uint16_t entropy_count = 256;
-  uint64_t seed = 1;                 // seeds start PSNs and path exploration
+  uint64_t seed = 1;  // seeds start PSNs and path exploration
 };
 
 }  // namespace spray::pds

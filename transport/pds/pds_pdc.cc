@@ -8,7 +8,7 @@ namespace spray::pds {
 namespace {
 constexpr size_t kClosedRingSize = 256;
 constexpr size_t kMaxControlQueue = 65536;  // beyond this, control packets are dropped
-}
+}  // namespace
 
 Pds::Pds(const PdsConfig& config)
     : cfg_(config),
@@ -70,8 +70,8 @@ bool Pds::open_pdc(PeerIndex peer, Mode mode, bool initiator, uint32_t& index) {
   p.rto_timer.owner = index;
   p.cc = cc::make_congestion_control(cfg_.cc_name, cfg_.cc);
   if (!p.cc) p.cc = cc::make_congestion_control("nscc", cfg_.cc);
-  p.paths = paths::make_path_selector(cfg_.path_name,
-                                      paths::PathConfig{cfg_.entropy_count, rng_.next()});
+  p.paths =
+      paths::make_path_selector(cfg_.path_name, paths::PathConfig{cfg_.entropy_count, rng_.next()});
   if (!p.paths) p.paths = paths::make_path_selector("reps", {cfg_.entropy_count, rng_.next()});
   if (initiator) {
     p.start_psn = static_cast<uint32_t>(rng_.next());

@@ -43,8 +43,8 @@ RxClass Pds::classify_request(PeerIndex peer, const wire::PdsRequest& h, bool tr
       c.remote_id = h.spdcid;
       c.start_psn = h.psn - h.syn.psn_offset;
       c.mode = mode;
-      c.verdict = (mode == Mode::kRod && h.psn != c.start_psn) ? RxVerdict::kHold
-                                                                : RxVerdict::kDeliver;
+      c.verdict =
+          (mode == Mode::kRod && h.psn != c.start_psn) ? RxVerdict::kHold : RxVerdict::kDeliver;
       return c;
     }
   } else {
@@ -171,7 +171,8 @@ void Pds::emit_ack(Pdc& p) {
   wire::PdsAck a;
   a.has_cc = true;
   a.cack_psn = p.rcv_nxt - 1;
-  a.ack_psn_offset = static_cast<int16_t>(std::clamp(psn_diff(p.last_rx_psn, a.cack_psn), -32768, 32767));
+  a.ack_psn_offset =
+      static_cast<int16_t>(std::clamp(psn_diff(p.last_rx_psn, a.cack_psn), -32768, 32767));
   if (p.last_rx_ecn) a.flags |= wire::ack_flags::kEcnMarked;
   a.spdcid = p.local_id;
   a.dpdcid = p.remote_id;

@@ -35,8 +35,7 @@ bool Pds::next_tx(uint32_t index, Time now, TxPacket& out) {
     r.flags = flags;
     r.psn = psn;
     r.spdcid = p.local_id;
-    r.clear_psn_offset =
-        static_cast<int16_t>(std::clamp(psn_diff(p.snd_una, psn), -32768, 0));
+    r.clear_psn_offset = static_cast<int16_t>(std::clamp(psn_diff(p.snd_una, psn), -32768, 0));
     if (p.state == PdcState::kSynSent) {
       r.flags |= wire::request_flags::kSyn;
       r.syn.psn_offset = static_cast<uint16_t>(psn - p.start_psn);
@@ -187,7 +186,8 @@ void Pds::on_ack(PeerIndex peer, const wire::PdsAck& ack, Time now) {
   if (p.state == PdcState::kSynSent) p.state = PdcState::kEstablished;
 
   // The packet that triggered this ACK: its ECN mark and (if sent once) an RTT sample.
-  const uint32_t trigger = ack.cack_psn + static_cast<uint32_t>(static_cast<int32_t>(ack.ack_psn_offset));
+  const uint32_t trigger =
+      ack.cack_psn + static_cast<uint32_t>(static_cast<int32_t>(ack.ack_psn_offset));
   const bool ecn = (ack.flags & wire::ack_flags::kEcnMarked) != 0;
   Duration rtt{};
   uint16_t trigger_entropy = 0;
@@ -213,7 +213,8 @@ void Pds::on_ack(PeerIndex peer, const wire::PdsAck& ack, Time now) {
     ++p.snd_una;
   }
   if (ack.has_cc && ack.sack_bitmap != 0) {
-    const uint32_t base = ack.cack_psn + static_cast<uint32_t>(static_cast<int32_t>(ack.sack_psn_offset));
+    const uint32_t base =
+        ack.cack_psn + static_cast<uint32_t>(static_cast<int32_t>(ack.sack_psn_offset));
     for (uint32_t i = 0; i < 64; ++i) {
       if (((ack.sack_bitmap >> i) & 1) == 0) continue;
       const uint32_t psn = base + i;

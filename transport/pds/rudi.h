@@ -27,7 +27,9 @@ struct RudiRetransmit {
 
   // Every transmission of a packet takes a different path: a retransmission must be
   // able to leave a path that has failed.
-  uint16_t entropy() const { return static_cast<uint16_t>((packet_id + attempt * 40503u) * 2654435761u >> 16); }
+  uint16_t entropy() const {
+    return static_cast<uint16_t>((packet_id + attempt * 40503u) * 2654435761u >> 16);
+  }
 };
 
 struct RudiConfig {
@@ -45,10 +47,11 @@ class RudiTracker {
   // A response arrived: true (and the packet) if it answers a packet still tracked.
   bool on_response(PeerIndex peer, uint32_t packet_id, PacketRef& ref);
   // A NACK (trimmed) for a tracked packet: retransmit it now, without waiting.
-  void on_nack(PeerIndex peer, uint32_t packet_id, Time now, std::vector<RudiRetransmit>& retransmit);
-  // Packets overdue at `now` (the timeout doubles with each retry) are rearmed and listed in `retransmit`; a packet out of
-  // retries fails its message (reported once in `failed`), and the message's other
-  // packets are forgotten with it.
+  void on_nack(PeerIndex peer, uint32_t packet_id, Time now,
+               std::vector<RudiRetransmit>& retransmit);
+  // Packets overdue at `now` (the timeout doubles with each retry) are rearmed and listed in
+  // `retransmit`; a packet out of retries fails its message (reported once in `failed`), and the
+  // message's other packets are forgotten with it.
   void on_timers(Time now, std::vector<RudiRetransmit>& retransmit,
                  std::vector<FailedMessage>& failed);
   uint32_t outstanding() const { return entries_.used(); }

@@ -29,9 +29,9 @@ struct Completion {
   UserContext context = 0;
   OpKind op = OpKind::kSend;
   Status status = Status::kOk;
-  uint64_t length = 0;     // bytes placed (receive) or transferred (send, RMA)
-  uint64_t tag = 0;        // tagged receive: the sender's tag
-  uint64_t data = 0;       // immediate data, when has_data
+  uint64_t length = 0;  // bytes placed (receive) or transferred (send, RMA)
+  uint64_t tag = 0;     // tagged receive: the sender's tag
+  uint64_t data = 0;    // immediate data, when has_data
   bool has_data = false;
   PeerIndex peer = pds::kNoPeer;  // receive: the source
 };

@@ -21,7 +21,7 @@ struct RecvSpec {
   UserContext context = 0;
   bool tagged = false;
   uint64_t tag = 0;
-  uint64_t ignore = 0;             // tag bits that do not take part in matching
+  uint64_t ignore = 0;              // tag bits that do not take part in matching
   PeerIndex source = pds::kNoPeer;  // kNoPeer: any source
 
   bool accepts(bool msg_tagged, PeerIndex from, uint64_t msg_tag) const {

@@ -40,7 +40,7 @@
 namespace spray::ses {
 
 struct SesConfig {
-  uint32_t mtu_bytes = 4096;       // max UET packet (PDS header on) the datapath carries
+  uint32_t mtu_bytes = 4096;  // max UET packet (PDS header on) the datapath carries
   uint32_t max_peers = 65536;
   uint32_t max_tx_messages = 8192;
   uint32_t max_rx_messages = 8192;
@@ -177,12 +177,12 @@ class Ses {
     bool needs_response = false;
     bool response_received = false;
     bool failing = false;
-    bool rudi_queued = false;  // RUDI: packets still to send; the queue refers to this slot
+    bool rudi_queued = false;     // RUDI: packets still to send; the queue refers to this slot
     uint64_t bytes_received = 0;  // read: data arrived so far
     Status status = Status::kOk;
     UserContext context = 0;
     wire::ReturnCode return_code = wire::ReturnCode::kOk;  // kResponse
-    uint64_t rendezvous_key = 0;  // kRendezvous: the internal region exposing src
+    uint64_t rendezvous_key = 0;     // kRendezvous: the internal region exposing src
     uint32_t rendezvous_rx = kNone;  // internal kRead: the receive it fills
   };
 

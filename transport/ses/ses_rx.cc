@@ -49,7 +49,8 @@ RxResult Ses::on_request(PeerIndex peer, std::span<const uint8_t> bytes, bool da
     case wire::SesOpcode::kRendezvousSend:
     case wire::SesOpcode::kRendezvousTaggedSend: {
       wire::RendezvousExtension x;
-      if (datagram || wire::decode(payload, x) != wire::DecodeError::kOk) return RxResult::kMalformed;
+      if (datagram || wire::decode(payload, x) != wire::DecodeError::kOk)
+        return RxResult::kMalformed;
       return on_rendezvous(peer, h, x, now);
     }
     case wire::SesOpcode::kWrite:
@@ -198,8 +199,8 @@ void Ses::complete_receive(const RxMessage& m, Status status, uint64_t placed) {
   Completion c;
   c.context = m.recv.context;
   c.op = m.tagged ? OpKind::kTaggedRecv : OpKind::kRecv;
-  c.status = status != Status::kOk ? status
-                                   : (m.total > m.recv.length ? Status::kTruncated : Status::kOk);
+  c.status =
+      status != Status::kOk ? status : (m.total > m.recv.length ? Status::kTruncated : Status::kOk);
   c.length = placed;
   c.tag = m.tag;
   c.data = m.data;
@@ -301,8 +302,8 @@ void Ses::finish_rendezvous_receive(uint32_t slot, Status status, Time now) {
   const uint64_t placed = status == Status::kOk ? std::min(m.total, m.recv.length) : 0;
   complete_receive(m, status, placed);
   // Tell the sender it may release its buffer. Its send succeeded even if we truncated.
-  const wire::ReturnCode rc = status == Status::kOk ? wire::ReturnCode::kOk
-                                                     : return_code_from_status(status);
+  const wire::ReturnCode rc =
+      status == Status::kOk ? wire::ReturnCode::kOk : return_code_from_status(status);
   (void)queue_response(m.peer, m.msg_id, rc, placed, now);
   free_rx(slot);
 }
@@ -402,7 +403,8 @@ RxResult Ses::on_rudi_request(PeerIndex peer, wire::NextHeader next, std::span<c
   (void)peer;
   wire::SesStandardRequest h;
   if (next != wire::NextHeader::kSesStandardRequest ||
-      wire::decode(bytes, h) != wire::DecodeError::kOk || h.common.opcode != wire::SesOpcode::kWrite) {
+      wire::decode(bytes, h) != wire::DecodeError::kOk ||
+      h.common.opcode != wire::SesOpcode::kWrite) {
     ++stats_.malformed_packets;
     return RxResult::kMalformed;
   }
@@ -417,7 +419,8 @@ RxResult Ses::on_rudi_request(PeerIndex peer, wire::NextHeader next, std::span<c
   uint8_t* dst = nullptr;
   const Status s = regions_.resolve(h.match_bits, h.buffer_offset - offset, h.request_length,
                                     access::kRemoteWrite, dst);
-  if (s == Status::kOk && !payload.empty()) std::memcpy(dst + offset, payload.data(), payload.size());
+  if (s == Status::kOk && !payload.empty())
+    std::memcpy(dst + offset, payload.data(), payload.size());
   if (s != Status::kOk) ++stats_.rma_errors;
   rc = return_code_from_status(s);
   msg_id = h.common.message_id;

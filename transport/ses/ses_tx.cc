@@ -16,35 +16,50 @@ constexpr uint64_t kRendezvousKeyBase = 0xfffe000000000000ULL;  // internal keys
 
 Status status_from_return_code(wire::ReturnCode rc) {
   switch (rc) {
-    case wire::ReturnCode::kOk: return Status::kOk;
-    case wire::ReturnCode::kBadMemoryKey: return Status::kBadKey;
+    case wire::ReturnCode::kOk:
+      return Status::kOk;
+    case wire::ReturnCode::kBadMemoryKey:
+      return Status::kBadKey;
     case wire::ReturnCode::kBadAddress:
-    case wire::ReturnCode::kAtOutOfRange: return Status::kOutOfBounds;
-    case wire::ReturnCode::kPermissionViolation: return Status::kAccessDenied;
-    case wire::ReturnCode::kTooLong: return Status::kTooLong;
-    case wire::ReturnCode::kCancelled: return Status::kCanceled;
-    case wire::ReturnCode::kUndeliverable: return Status::kPeerUnreachable;
-    default: return Status::kProtocolError;
+    case wire::ReturnCode::kAtOutOfRange:
+      return Status::kOutOfBounds;
+    case wire::ReturnCode::kPermissionViolation:
+      return Status::kAccessDenied;
+    case wire::ReturnCode::kTooLong:
+      return Status::kTooLong;
+    case wire::ReturnCode::kCancelled:
+      return Status::kCanceled;
+    case wire::ReturnCode::kUndeliverable:
+      return Status::kPeerUnreachable;
+    default:
+      return Status::kProtocolError;
   }
 }
 
 wire::ReturnCode return_code_from_status(Status s) {
   switch (s) {
-    case Status::kOk: return wire::ReturnCode::kOk;
-    case Status::kBadKey: return wire::ReturnCode::kBadMemoryKey;
-    case Status::kOutOfBounds: return wire::ReturnCode::kBadAddress;
-    case Status::kAccessDenied: return wire::ReturnCode::kPermissionViolation;
-    case Status::kTooLong: return wire::ReturnCode::kTooLong;
-    case Status::kCanceled: return wire::ReturnCode::kCancelled;
-    default: return wire::ReturnCode::kUndeliverable;
+    case Status::kOk:
+      return wire::ReturnCode::kOk;
+    case Status::kBadKey:
+      return wire::ReturnCode::kBadMemoryKey;
+    case Status::kOutOfBounds:
+      return wire::ReturnCode::kBadAddress;
+    case Status::kAccessDenied:
+      return wire::ReturnCode::kPermissionViolation;
+    case Status::kTooLong:
+      return wire::ReturnCode::kTooLong;
+    case Status::kCanceled:
+      return wire::ReturnCode::kCancelled;
+    default:
+      return wire::ReturnCode::kUndeliverable;
   }
 }
 
 Ses::Ses(const SesConfig& config, pds::Pds& pds)
     : cfg_(config),
       pds_(pds),
-      payload_per_packet_(std::min<uint32_t>(config.mtu_bytes - kHeaderReserveBytes,
-                                             wire::kMaxSesPayloadLength)),
+      payload_per_packet_(
+          std::min<uint32_t>(config.mtu_bytes - kHeaderReserveBytes, wire::kMaxSesPayloadLength)),
       tx_(config.max_tx_messages),
       rx_(config.max_rx_messages),
       tx_by_id_(config.max_tx_messages),
@@ -61,7 +76,8 @@ Ses::Ses(const SesConfig& config, pds::Pds& pds)
 }
 
 uint32_t Ses::packets_for(uint64_t len) const {
-  return len == 0 ? 1 : static_cast<uint32_t>((len + payload_per_packet_ - 1) / payload_per_packet_);
+  return len == 0 ? 1
+                  : static_cast<uint32_t>((len + payload_per_packet_ - 1) / payload_per_packet_);
 }
 
 std::optional<uint32_t> Ses::new_tx(TxKind kind, PeerIndex peer, uint64_t len) {
@@ -234,7 +250,8 @@ void Ses::advance_rudi() {
 void Ses::on_rudi_response(pds::PacketRef ref, wire::ReturnCode rc) {
   if (!tx_.in_use(ref.message) || tx_[ref.message].failing) return;
   TxMessage& m = tx_[ref.message];
-  if (rc != wire::ReturnCode::kOk && m.status == Status::kOk) m.status = status_from_return_code(rc);
+  if (rc != wire::ReturnCode::kOk && m.status == Status::kOk)
+    m.status = status_from_return_code(rc);
   ++m.packets_acked;
   maybe_finish(ref.message);
 }
@@ -280,10 +297,10 @@ Status Ses::queue_response(PeerIndex peer, uint16_t msg_id, wire::ReturnCode rc,
 size_t Ses::build_packet(pds::PacketRef ref, std::span<uint8_t> out, wire::NextHeader& next) const {
   const TxMessage& m = tx_[ref.message];
   const uint64_t offset = uint64_t{ref.index} * payload_per_packet_;
-  const uint64_t payload = m.kind == TxKind::kRead || m.kind == TxKind::kRendezvous ||
-                                   m.kind == TxKind::kResponse
-                               ? 0
-                               : std::min<uint64_t>(payload_per_packet_, m.length - offset);
+  const uint64_t payload =
+      m.kind == TxKind::kRead || m.kind == TxKind::kRendezvous || m.kind == TxKind::kResponse
+          ? 0
+          : std::min<uint64_t>(payload_per_packet_, m.length - offset);
   const bool som = ref.index == 0;
   const bool eom = ref.index + 1 == m.packet_count;
 
@@ -336,8 +353,8 @@ size_t Ses::build_packet(pds::PacketRef ref, std::span<uint8_t> out, wire::NextH
       s.buffer_offset = offset;
       break;
     case TxKind::kRendezvous:
-      s.common.opcode = m.spec.tagged ? wire::SesOpcode::kRendezvousTaggedSend
-                                      : wire::SesOpcode::kRendezvousSend;
+      s.common.opcode =
+          m.spec.tagged ? wire::SesOpcode::kRendezvousTaggedSend : wire::SesOpcode::kRendezvousSend;
       break;
     case TxKind::kWrite:
       s.common.opcode = wire::SesOpcode::kWrite;

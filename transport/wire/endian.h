@@ -8,8 +8,8 @@
 
 #include <array>
 #include <bit>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 namespace spray::wire {

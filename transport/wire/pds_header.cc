@@ -120,7 +120,9 @@ DecodeError decode(ConstByteSpan in, PdsRequest& out, size_t* consumed) {
 
 // --- ACK / ACK_CC ------------------------------------------------------------------
 
-size_t encoded_size(const PdsAck& h) { return h.has_cc ? kAckCcBytes : kAckBytes; }
+size_t encoded_size(const PdsAck& h) {
+  return h.has_cc ? kAckCcBytes : kAckBytes;
+}
 
 size_t encode(const PdsAck& h, ByteSpan out) {
   const size_t n = encoded_size(h);

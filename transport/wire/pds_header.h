@@ -159,12 +159,12 @@ inline constexpr uint16_t kMaxSynPsnOffset = 0x0fff;
 struct PdsRequest {
   bool ordered = false;  // ROD
   NextHeader next = NextHeader::kSesStandardRequest;
-  uint8_t flags = 0;     // request_flags
+  uint8_t flags = 0;  // request_flags
   int16_t clear_psn_offset = 0;
   uint32_t psn = 0;
   uint16_t spdcid = 0;
-  uint16_t dpdcid = 0;   // meaningful when SYN is clear
-  SynInfo syn{};         // meaningful when SYN is set
+  uint16_t dpdcid = 0;  // meaningful when SYN is clear
+  SynInfo syn{};        // meaningful when SYN is set
   bool has_cc_state = false;
   uint32_t cc_state = 0;
 
@@ -173,15 +173,15 @@ struct PdsRequest {
 
 // ACK (type 0x07) or ACK_CC (0x08) when has_cc is set.
 struct PdsAck {
-  uint8_t flags = 0;  // ack_flags
+  uint8_t flags = 0;           // ack_flags
   int16_t ack_psn_offset = 0;  // PSN that triggered this ACK, relative to cack_psn
   uint32_t cack_psn = 0;       // cumulative: every PSN <= this was received
   uint16_t spdcid = 0;
   uint16_t dpdcid = 0;
   bool has_cc = false;
-  uint8_t cc_type = 0;   // 4 bits
-  uint8_t cc_flags = 0;  // 4 bits
-  uint8_t mpr = 0;       // maximum PDCs requested
+  uint8_t cc_type = 0;          // 4 bits
+  uint8_t cc_flags = 0;         // 4 bits
+  uint8_t mpr = 0;              // maximum PDCs requested
   int16_t sack_psn_offset = 0;  // SACK base relative to cack_psn
   uint64_t sack_bitmap = 0;     // bit i: PSN (cack_psn + sack_psn_offset + i) received
   uint64_t cc_state = 0;
@@ -288,10 +288,18 @@ DecodeError decode_prologue(ConstByteSpan in, Prologue& out);
 // count, or 0 when `out` is too small (nothing is written then).
 size_t encoded_size(const PdsRequest& h);
 size_t encoded_size(const PdsAck& h);
-inline constexpr size_t encoded_size(const PdsNack&) { return kNackBytes; }
-inline constexpr size_t encoded_size(const PdsCtrl&) { return kCtrlBytes; }
-inline constexpr size_t encoded_size(const PdsRudi&) { return kRudiBytes; }
-inline constexpr size_t encoded_size(const PdsUud&) { return kUudBytes; }
+inline constexpr size_t encoded_size(const PdsNack&) {
+  return kNackBytes;
+}
+inline constexpr size_t encoded_size(const PdsCtrl&) {
+  return kCtrlBytes;
+}
+inline constexpr size_t encoded_size(const PdsRudi&) {
+  return kRudiBytes;
+}
+inline constexpr size_t encoded_size(const PdsUud&) {
+  return kUudBytes;
+}
 
 size_t encode(const PdsRequest& h, ByteSpan out);
 size_t encode(const PdsAck& h, ByteSpan out);

@@ -101,8 +101,7 @@ size_t encode(const SesStandardRequest& h, ByteSpan out) {
   l.initiator.set(h.initiator);
   l.match_bits.set(h.match_bits);
   l.header_data_or_length_offset.set(
-      som ? h.header_data
-          : (static_cast<uint64_t>(h.payload_length) << 32) | h.message_offset);
+      som ? h.header_data : (static_cast<uint64_t>(h.payload_length) << 32) | h.message_offset);
   l.request_length.set(h.request_length);
   store(l, out);
   return kSesStandardBytes;

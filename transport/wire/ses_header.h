@@ -112,11 +112,11 @@ inline constexpr uint16_t kMaxSesPayloadLength = 0x3fff;  // 14-bit payload/requ
 // Fields shared by every request header.
 struct SesRequestCommon {
   SesOpcode opcode = SesOpcode::kNoOp;
-  uint8_t flags = 0;          // ses_flags
-  uint16_t message_id = 0;    // standard header: message id; small/medium: request length
-  uint8_t ri_generation = 0;  // resource-index generation (8 bits)
-  uint32_t job_id = 0;        // 24 bits
-  uint16_t pid_on_fep = 0;    // 12 bits
+  uint8_t flags = 0;            // ses_flags
+  uint16_t message_id = 0;      // standard header: message id; small/medium: request length
+  uint8_t ri_generation = 0;    // resource-index generation (8 bits)
+  uint32_t job_id = 0;          // 24 bits
+  uint16_t pid_on_fep = 0;      // 12 bits
   uint16_t resource_index = 0;  // 12 bits
 
   bool has(uint8_t f) const { return (flags & f) != 0; }
@@ -129,7 +129,7 @@ struct SesStandardRequest {
   SesRequestCommon common;
   uint64_t buffer_offset = 0;
   uint32_t initiator = 0;
-  uint64_t match_bits = 0;  // or memory key for RMA
+  uint64_t match_bits = 0;      // or memory key for RMA
   uint64_t header_data = 0;     // SOM only
   uint16_t payload_length = 0;  // non-SOM only (14 bits)
   uint32_t message_offset = 0;  // non-SOM only

@@ -52,7 +52,7 @@ TEST(Nscc, on_ack__ecn_with_high_delay_cuts_once_per_base_rtt) {
   n.on_ack(ack(100, 4096, 40, true));
   const uint32_t cut = n.window_bytes();
   EXPECT_LT(cut, w);
-  EXPECT_GE(cut, w / 2);  // the multiplicative gain is bounded by one half
+  EXPECT_GE(cut, w / 2);               // the multiplicative gain is bounded by one half
   n.on_ack(ack(105, 4096, 40, true));  // within the same base RTT: no second cut
   EXPECT_EQ(n.window_bytes(), cut);
   n.on_ack(ack(111, 4096, 40, true));

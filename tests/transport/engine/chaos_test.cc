@@ -49,7 +49,8 @@ TEST_P(Chaos, every_byte_arrives_exactly_once) {
     bool path_is_down = false;
     const bool finished = cluster.run_until(
         [&] {
-          if (param.path_down && !path_is_down && cluster.now() > Time{Duration::microseconds(200).ps}) {
+          if (param.path_down && !path_is_down &&
+              cluster.now() > Time{Duration::microseconds(200).ps}) {
             cluster.fabric().set_path_up(1, false);  // one of four paths dies mid-transfer
             path_is_down = true;
           }
@@ -57,7 +58,8 @@ TEST_P(Chaos, every_byte_arrives_exactly_once) {
         },
         Duration::seconds(30));
     ASSERT_TRUE(finished) << label << ": not every operation completed by t=" << cluster.now().ps
-                          << " ps; pending:\n" << load.describe_pending();
+                          << " ps; pending:\n"
+                          << load.describe_pending();
     load.verify(label);
     if (param.path_down) {
       EXPECT_GT(cluster.fabric().stats().dropped_path_down, 0u);
@@ -86,18 +88,14 @@ sim::FaultConfig loss(double p) {
 INSTANTIATE_TEST_SUITE_P(
     Matrix, Chaos,
     ::testing::Values(
-        ChaosCase{"clean", {}},
-        ChaosCase{"loss1", loss(0.01)},
-        ChaosCase{"loss5", loss(0.05)},
-        ChaosCase{"loss20", loss(0.20), false, "reps", 300},
-        ChaosCase{"reorder", {.reorder = 0.3}},
-        ChaosCase{"duplicate", {.duplicate = 0.1}},
-        ChaosCase{"corrupt", {.corrupt = 0.05}},
-        ChaosCase{"trim", {.trim = 0.05}},
-        ChaosCase{"path_down_reps", {}, true, "reps"},
+        ChaosCase{"clean", {}}, ChaosCase{"loss1", loss(0.01)}, ChaosCase{"loss5", loss(0.05)},
+        ChaosCase{"loss20", loss(0.20), false, "reps", 300}, ChaosCase{"reorder", {.reorder = 0.3}},
+        ChaosCase{"duplicate", {.duplicate = 0.1}}, ChaosCase{"corrupt", {.corrupt = 0.05}},
+        ChaosCase{"trim", {.trim = 0.05}}, ChaosCase{"path_down_reps", {}, true, "reps"},
         ChaosCase{"path_down_oblivious", {}, true, "oblivious"},
-        ChaosCase{"everything", {.loss = 0.02, .duplicate = 0.02, .corrupt = 0.02,
-                                 .reorder = 0.1, .trim = 0.02}, true}),
+        ChaosCase{"everything",
+                  {.loss = 0.02, .duplicate = 0.02, .corrupt = 0.02, .reorder = 0.1, .trim = 0.02},
+                  true}),
     [](const auto& test_info) { return test_info.param.name; });
 
 }  // namespace

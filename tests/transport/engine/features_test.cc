@@ -28,8 +28,9 @@ class Features : public ::testing::Test {
 TEST_F(Features, send__carries_immediate_data_to_the_receive_completion) {
   std::vector<uint8_t> src(10, 1), dst(10);
   ASSERT_EQ(cluster.engine(1).post_recv({dst.data(), dst.size(), 1}), Status::kOk);
-  ASSERT_EQ(cluster.engine(0).send(1, src.data(), src.size(), 1, {.has_data = true, .data = 0xabcd1234}),
-            Status::kOk);
+  ASSERT_EQ(
+      cluster.engine(0).send(1, src.data(), src.size(), 1, {.has_data = true, .data = 0xabcd1234}),
+      Status::kOk);
   auto c = waiter.wait(1, 1);
   ASSERT_TRUE(c);
   EXPECT_TRUE(c->has_data);
@@ -39,8 +40,8 @@ TEST_F(Features, send__carries_immediate_data_to_the_receive_completion) {
 
 TEST_F(Features, write__with_immediate_data_notifies_the_target) {
   std::vector<uint8_t> region(100, 0), src(40, 9);
-  ASSERT_EQ(cluster.engine(1).register_memory({region.data(), region.size(), 0x1000, 3,
-                                               ses::access::kRemoteWrite}),
+  ASSERT_EQ(cluster.engine(1).register_memory(
+                {region.data(), region.size(), 0x1000, 3, ses::access::kRemoteWrite}),
             Status::kOk);
   // Virtual addressing: the region's base address is 0x1000.
   ASSERT_EQ(cluster.engine(0).write(1, src.data(), src.size(), 0x1010, 3, 1,
@@ -63,8 +64,10 @@ TEST_F(Features, tagged__ignore_bits_and_any_source_match) {
   ses::RecvSpec exact{rb.data(), rb.size(), 2, true, 0x5555, 0, 2};
   ASSERT_EQ(cluster.engine(1).post_recv(exact), Status::kOk);
   ASSERT_EQ(cluster.engine(1).post_recv(wildcard), Status::kOk);
-  ASSERT_EQ(cluster.engine(0).send(1, a.data(), 8, 10, {.tagged = true, .tag = 0x12ab}), Status::kOk);
-  ASSERT_EQ(cluster.engine(2).send(1, b.data(), 8, 20, {.tagged = true, .tag = 0x5555}), Status::kOk);
+  ASSERT_EQ(cluster.engine(0).send(1, a.data(), 8, 10, {.tagged = true, .tag = 0x12ab}),
+            Status::kOk);
+  ASSERT_EQ(cluster.engine(2).send(1, b.data(), 8, 20, {.tagged = true, .tag = 0x5555}),
+            Status::kOk);
   auto ca = waiter.wait(1, 1);
   auto cb = waiter.wait(1, 2);
   ASSERT_TRUE(ca && cb);
@@ -96,9 +99,10 @@ TEST_F(Features, unexpected__messages_wait_for_their_receive_in_send_order) {
 TEST_F(Features, zero_length__send_write_read_complete) {
   uint8_t byte = 0;
   std::vector<uint8_t> region(8);
-  ASSERT_EQ(cluster.engine(1).register_memory({region.data(), region.size(), 0, 1,
-                                               ses::access::kRemoteRead | ses::access::kRemoteWrite}),
-            Status::kOk);
+  ASSERT_EQ(
+      cluster.engine(1).register_memory({region.data(), region.size(), 0, 1,
+                                         ses::access::kRemoteRead | ses::access::kRemoteWrite}),
+      Status::kOk);
   ASSERT_EQ(cluster.engine(1).post_recv({&byte, 0, 1}), Status::kOk);
   ASSERT_EQ(cluster.engine(0).send(1, nullptr, 0, 1), Status::kOk);
   ASSERT_EQ(cluster.engine(0).write(1, nullptr, 0, 0, 1, 2), Status::kOk);
@@ -128,8 +132,8 @@ TEST_F(Features, datagram__delivered_best_effort_in_one_packet) {
 TEST_F(Features, rudi__idempotent_write_needs_no_pdc_and_reports_errors) {
   std::vector<uint8_t> region(100000, 0), src(70000);
   std::iota(src.begin(), src.end(), 0);
-  ASSERT_EQ(cluster.engine(1).register_memory({region.data(), region.size(), 0, 8,
-                                               ses::access::kRemoteWrite}),
+  ASSERT_EQ(cluster.engine(1).register_memory(
+                {region.data(), region.size(), 0, 8, ses::access::kRemoteWrite}),
             Status::kOk);
   ASSERT_EQ(cluster.engine(0).write_idempotent(1, src.data(), src.size(), 1000, 8, 1), Status::kOk);
   ASSERT_EQ(cluster.engine(0).write_idempotent(1, src.data(), 10, 0, 9, 2), Status::kOk);
@@ -166,8 +170,8 @@ TEST(FeaturesSmallRudiWindow, rudi__message_failing_with_packets_still_queued_is
   sim::Cluster cluster(f, e);
   CompletionWaiter waiter(cluster);
   std::vector<uint8_t> region(200000), src(100000, 5);
-  ASSERT_EQ(cluster.engine(2).register_memory({region.data(), region.size(), 0, 8,
-                                               ses::access::kRemoteWrite}),
+  ASSERT_EQ(cluster.engine(2).register_memory(
+                {region.data(), region.size(), 0, 8, ses::access::kRemoteWrite}),
             Status::kOk);
   cluster.fabric().set_host_up(1, false);
   ASSERT_EQ(cluster.engine(0).write_idempotent(1, src.data(), src.size(), 0, 8, 1), Status::kOk);
@@ -191,7 +195,8 @@ TEST_F(Features, close__frees_both_ends_and_traffic_reopens_a_pdc) {
     ASSERT_EQ(cluster.engine(0).close(1), Status::kOk);
     ASSERT_TRUE(cluster.run_until(
         [&] {
-          return cluster.engine(0).pds().open_pdcs() == 0 && cluster.engine(1).pds().open_pdcs() == 0;
+          return cluster.engine(0).pds().open_pdcs() == 0 &&
+                 cluster.engine(1).pds().open_pdcs() == 0;
         },
         Duration::milliseconds(10)));
   }

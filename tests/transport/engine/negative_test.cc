@@ -21,10 +21,10 @@ class Negative : public ::testing::Test {
   Negative() : Negative(sim::FabricConfig{}, engine::EngineConfig{}) {}
   Negative(sim::FabricConfig f, engine::EngineConfig e) : cluster(f, e), waiter(cluster) {
     region.assign(64 * 1024, 0x11);
-    EXPECT_EQ(cluster.engine(1).register_memory(
-                  {region.data(), region.size(), 0, kKey,
-                   ses::access::kRemoteRead | ses::access::kRemoteWrite}),
-              Status::kOk);
+    EXPECT_EQ(
+        cluster.engine(1).register_memory({region.data(), region.size(), 0, kKey,
+                                           ses::access::kRemoteRead | ses::access::kRemoteWrite}),
+        Status::kOk);
   }
 
   // A send from 0 to 1 that must succeed: proves the engines still work.
@@ -90,8 +90,9 @@ TEST_F(Negative, read__out_of_bounds_and_bad_key_leave_local_buffer_untouched) {
 
 TEST_F(Negative, write__to_read_only_region_is_denied) {
   std::vector<uint8_t> ro(1000, 0x33), src(100, 0x44);
-  ASSERT_EQ(cluster.engine(1).register_memory({ro.data(), ro.size(), 0, 5, ses::access::kRemoteRead}),
-            Status::kOk);
+  ASSERT_EQ(
+      cluster.engine(1).register_memory({ro.data(), ro.size(), 0, 5, ses::access::kRemoteRead}),
+      Status::kOk);
   ASSERT_EQ(cluster.engine(0).write(1, src.data(), src.size(), 0, 5, 1), Status::kOk);
   auto c = waiter.wait(0, 1);
   ASSERT_TRUE(c);
@@ -144,8 +145,9 @@ TEST_F(Negative, malformed__every_header_type_is_dropped_and_counted) {
   const uint64_t before = cluster.engine(1).stats().rx_malformed;
   for (const auto& p : bad) inject(cluster, 0, 1, p);
   cluster.run_until([] { return false; }, Duration::microseconds(50));
-  EXPECT_GE(cluster.engine(1).stats().rx_malformed + cluster.engine(1).ses().stats().malformed_packets,
-            before + bad.size() - 4);
+  EXPECT_GE(
+      cluster.engine(1).stats().rx_malformed + cluster.engine(1).ses().stats().malformed_packets,
+      before + bad.size() - 4);
   EXPECT_EQ(waiter.pending(1), 0u);
   expect_still_working(1);
 }

@@ -23,7 +23,9 @@ PdsConfig config() {
   return c;
 }
 
-Time us(int64_t v) { return Time{Duration::microseconds(v).ps}; }
+Time us(int64_t v) {
+  return Time{Duration::microseconds(v).ps};
+}
 
 struct Pair : ::testing::Test {
   Pds a{config()}, b{config()};

@@ -12,7 +12,7 @@ TEST(PostedReceives, take_match__fifo_per_list_with_source_and_tag_rules) {
   ASSERT_EQ(p.post({nullptr, 0, 2, true, 0xab12, 0, 3}), Status::kOk);
   ASSERT_EQ(p.post({nullptr, 0, 3, false, 0, 0, 5}), Status::kOk);
   ASSERT_EQ(p.post({nullptr, 0, 4, false, 0, 0, pds::kNoPeer}), Status::kOk);
-  EXPECT_FALSE(p.take_match(true, 1, 0xac12));  // tag differs outside ignore bits
+  EXPECT_FALSE(p.take_match(true, 1, 0xac12));            // tag differs outside ignore bits
   EXPECT_EQ(p.take_match(true, 3, 0xab12)->context, 1u);  // first posted wins
   EXPECT_EQ(p.take_match(true, 3, 0xab12)->context, 2u);
   EXPECT_EQ(p.take_match(false, 9, 0)->context, 4u);  // directed one skipped for source 9

@@ -42,13 +42,13 @@ SesStandardRequest standard_som() {
   return s;
 }
 
-const Bytes kStandardSom = {
-    0x09, 0x07, 0x12, 0x34, 0x05, 0x0a, 0x0b, 0x0c, 0x01, 0x23, 0x04, 0x56,  // common
-    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x10, 0x00,                          // buffer offset
-    0x00, 0x00, 0x00, 0x07,                                                  // initiator
-    0xfe, 0xed, 0xfa, 0xce, 0xca, 0xfe, 0xf0, 0x0d,                          // match bits
-    0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,                          // header data
-    0x00, 0x01, 0x00, 0x00};                                                 // request length
+const Bytes kStandardSom = {0x09, 0x07, 0x12, 0x34, 0x05, 0x0a, 0x0b, 0x0c,
+                            0x01, 0x23, 0x04, 0x56,                          // common
+                            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x10, 0x00,  // buffer offset
+                            0x00, 0x00, 0x00, 0x07,                          // initiator
+                            0xfe, 0xed, 0xfa, 0xce, 0xca, 0xfe, 0xf0, 0x0d,  // match bits
+                            0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,  // header data
+                            0x00, 0x01, 0x00, 0x00};                         // request length
 
 TEST(SesStandardRequest, encode__start_of_message_golden) {
   EXPECT_EQ(encoded(standard_som(), kSesStandardBytes), kStandardSom);
@@ -119,8 +119,7 @@ TEST(SesSmallRequest, encode__golden) {
   s.common.flags = ses_flags::kStartOfMessage | ses_flags::kEndOfMessage;
   s.common.message_id = 64;  // request length on small requests
   s.buffer_offset = 0x20;
-  const Bytes golden = {0x01, 0x03, 0x00, 0x40, 0, 0, 0, 0, 0, 0, 0, 0,
-                        0,    0,    0,    0,    0, 0, 0, 0x20};
+  const Bytes golden = {0x01, 0x03, 0x00, 0x40, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x20};
   EXPECT_EQ(encoded(s, kSesSmallBytes), golden);
   SesSmallRequest d;
   ASSERT_EQ(decode(golden, d), DecodeError::kOk);
@@ -156,8 +155,8 @@ TEST(RendezvousExtension, encode__golden) {
   x.resource_index = 3;
   x.read_offset = 0x10;
   x.read_key = 0xabc;
-  const Bytes golden = {0, 0, 0, 0, 0x01, 0x00, 0x20, 0x03, 0, 0, 0, 0,
-                        0, 0, 0, 0x10, 0, 0, 0, 0, 0, 0, 0x0a, 0xbc};
+  const Bytes golden = {0, 0, 0, 0,    0x01, 0x00, 0x20, 0x03, 0, 0, 0,    0,
+                        0, 0, 0, 0x10, 0,    0,    0,    0,    0, 0, 0x0a, 0xbc};
   EXPECT_EQ(encoded(x, kRendezvousExtensionBytes), golden);
   RendezvousExtension d;
   ASSERT_EQ(decode(golden, d), DecodeError::kOk);
@@ -208,8 +207,8 @@ TEST(SesResponseWithData, encode__golden_and_payload_bound) {
   Bytes b(kSesResponseWithDataBytes + 16, 0);
   ASSERT_EQ(encode(r, b), kSesResponseWithDataBytes);
   const Bytes header(b.begin(), b.begin() + kSesResponseWithDataBytes);
-  EXPECT_EQ(header, (Bytes{0x02, 0x01, 0x80, 0x02, 0, 0, 0, 0, 0x80, 0x02, 0x00, 0x10, 0, 0, 0,
-                           0x20, 0, 0, 0, 0x10}));
+  EXPECT_EQ(header, (Bytes{0x02, 0x01, 0x80, 0x02, 0, 0,    0, 0, 0x80, 0x02,
+                           0x00, 0x10, 0,    0,    0, 0x20, 0, 0, 0,    0x10}));
   SesResponseWithData d;
   ASSERT_EQ(decode(b, d), DecodeError::kOk);
   EXPECT_EQ(d.payload_length, 16);
