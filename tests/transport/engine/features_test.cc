@@ -186,6 +186,33 @@ TEST(FeaturesSmallRudiWindow, rudi__message_failing_with_packets_still_queued_is
   EXPECT_EQ(cluster.engine(0).ses().tx_in_use(), 0u);
 }
 
+// A path dies under load and comes back: traffic leaves it while it is down (REPS stops
+// using it) and returns to it after (exploration finds it again).
+TEST_F(Features, path__down_then_up_is_abandoned_and_then_reused) {
+  std::vector<uint8_t> src(1 << 20, 9), dst(1 << 20);
+  auto transfer = [&](uint64_t ctx) {
+    ASSERT_EQ(cluster.engine(1).post_recv({dst.data(), dst.size(), ctx}), Status::kOk);
+    ASSERT_EQ(cluster.engine(0).send(1, src.data(), src.size(), ctx), Status::kOk);
+    auto rx = waiter.wait(1, ctx, Duration::seconds(5));
+    ASSERT_TRUE(rx);
+    EXPECT_EQ(rx->status, Status::kOk);
+    EXPECT_EQ(dst, src);
+  };
+  auto& stats = cluster.fabric().stats();
+  transfer(1);
+  cluster.fabric().set_path_up(2, false);
+  transfer(2);
+  transfer(3);
+  const uint64_t drops_while_down = stats.dropped_path_down;
+  EXPECT_GT(drops_while_down, 0u);
+  const uint64_t before = stats.path_packets[2];
+  cluster.fabric().set_path_up(2, true);
+  transfer(4);
+  transfer(5);
+  EXPECT_EQ(stats.dropped_path_down, drops_while_down);
+  EXPECT_GT(stats.path_packets[2], before + 10);  // the path carries traffic again
+}
+
 TEST_F(Features, close__frees_both_ends_and_traffic_reopens_a_pdc) {
   std::vector<uint8_t> src(3000, 1), dst(3000);
   for (int round = 0; round < 3; ++round) {
