@@ -63,6 +63,7 @@ void BM_SmallMessagePacketRate(benchmark::State& state) {
     while (p.a.poll_completion(c)) p.a.send(p.a_to_b, src.data(), size, c.context);
   }
   const uint64_t data_packets = p.a.pds().stats().tx_packets;
+  state.counters["messages"] = static_cast<double>(delivered);
   state.counters["messages/s"] =
       benchmark::Counter(static_cast<double>(delivered), benchmark::Counter::kIsRate);
   state.counters["data_packets/s"] =
@@ -81,6 +82,9 @@ BENCHMARK(BM_SmallMessagePacketRate)
     ->Arg(1024)
     ->Unit(benchmark::kMicrosecond)
     ->MinTime(1.0);
+// The same with a fixed amount of work, for instruction counting under callgrind
+// (scripts/instructions-per-message.sh): one run, so totals divide cleanly.
+BENCHMARK(BM_SmallMessagePacketRate)->Name("FixedWork64")->Arg(64)->Iterations(4000);
 
 // Large messages through the whole engine (rendezvous: the receiver reads the data),
 // reported with memcpy bandwidth measured in the same run for the ratio.

@@ -236,6 +236,7 @@ class Ses {
   RxResult on_read_data(PeerIndex peer, const wire::SesResponseWithData& r,
                         std::span<const uint8_t> payload);
   void admit_in_order(PeerIndex peer, uint32_t slot, Time now);
+  void release_in_order(PeerIndex peer);
   void match_or_queue(uint32_t slot, Time now);
   void bind(uint32_t slot, const RecvSpec& recv, Time now);
   void try_deliver(uint32_t slot);

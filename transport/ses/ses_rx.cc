@@ -79,6 +79,29 @@ RxResult Ses::on_eager(PeerIndex peer, const wire::SesStandardRequest& h,
   const bool tagged = h.common.opcode == wire::SesOpcode::kTaggedSend;
   const uint16_t id = datagram ? 0 : h.common.message_id;
 
+  // Fast path: a whole message in one packet, next in its sender's order, with a
+  // receive waiting. Delivered straight away, with no reassembly state at all.
+  if (!datagram && som && payload.size() == total && h.common.message_id == expect_seq_[peer] &&
+      !(h.common.message_id & 0x8000)) {
+    if (auto recv = posted_.take_match(tagged, peer, h.match_bits)) {
+      const uint64_t placed = std::min<uint64_t>(total, recv->length);
+      if (placed > 0) std::memcpy(recv->buffer, payload.data(), placed);
+      Completion c;
+      c.context = recv->context;
+      c.op = tagged ? OpKind::kTaggedRecv : OpKind::kRecv;
+      c.status = total > recv->length ? Status::kTruncated : Status::kOk;
+      c.length = placed;
+      c.tag = h.match_bits;
+      c.has_data = h.common.has(wire::ses_flags::kHeaderData);
+      c.data = h.header_data;
+      c.peer = peer;
+      completions_.push(c);
+      ++stats_.messages_received;
+      release_in_order(peer);
+      return RxResult::kAccepted;
+    }
+  }
+
   uint32_t slot = kNone;
   bool created = false;
   if (!datagram) {
@@ -145,13 +168,18 @@ void Ses::admit_in_order(PeerIndex peer, uint32_t slot, Time now) {
     return;
   }
   match_or_queue(slot, now);
+  release_in_order(peer);
+}
+
+// The message with id expect_seq_[peer] has been matched: move on, and match the ones
+// that arrived early and were waiting behind it.
+void Ses::release_in_order(PeerIndex peer) {
   expect_seq_[peer] = static_cast<uint16_t>((expect_seq_[peer] + 1) & 0x7fff);
-  // Release the ones that were waiting behind it.
   while (auto next = rx_by_id_.find(id_key(peer, expect_seq_[peer]))) {
     RxMessage& w = rx_[*next];
     if (!w.awaiting_order) break;
     w.awaiting_order = false;
-    match_or_queue(*next, now);
+    match_or_queue(*next, now_);
     expect_seq_[peer] = static_cast<uint16_t>((expect_seq_[peer] + 1) & 0x7fff);
     try_deliver(*next);
   }
