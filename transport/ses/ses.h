@@ -20,6 +20,8 @@
 // - SES responses travel as reliable PDS requests on the PDC back to the initiator
 //   rather than piggybacked on ACKs as UET allows; it keeps ACKs stateless and lost
 //   responses are retransmitted by PDS like any packet.
+// - A send that fails (the PDC gave up) still consumed its id. Before the next send to
+//   that peer, SES sends a MSG_ERR carrying the id, and the target skips it.
 // - Unexpected eager messages are buffered on the heap, sized by the request length and
 //   bounded by the rendezvous threshold; this is the slow path of a mismatch.
 #pragma once
@@ -155,6 +157,7 @@ class Ses {
     kReadResponse,
     kResponse,
     kDatagram,
+    kSkip,  // MSG_ERR: tells the target a send id will never arrive
   };
   static constexpr uint32_t kNone = 0xffffffff;
 
@@ -200,6 +203,7 @@ class Ses {
     bool has_data = false;
     uint64_t data = 0;
     bool awaiting_order = false;  // arrived before an earlier send from this peer
+    bool skip = false;            // a MSG_ERR marker: the id is consumed with no message
     bool matched = false;
     RecvSpec recv;
     std::unique_ptr<uint8_t[]> unexpected;  // eager data that arrived before a match
@@ -237,6 +241,9 @@ class Ses {
                         std::span<const uint8_t> payload);
   void admit_in_order(PeerIndex peer, uint32_t slot, Time now);
   void release_in_order(PeerIndex peer);
+  RxResult on_skip(PeerIndex peer, uint16_t id);
+  void unlink_unexpected(uint32_t slot);
+  void queue_skips(PeerIndex peer, Time now);
   void match_or_queue(uint32_t slot, Time now);
   void bind(uint32_t slot, const RecvSpec& recv, Time now);
   void try_deliver(uint32_t slot);
@@ -268,6 +275,10 @@ class Ses {
   size_t rudi_head_ = 0;
   size_t rudi_count_ = 0;
   std::vector<uint32_t> finishing_;  // scratch for two-phase failure handling
+  // Send ids whose message failed (peer, id): the target must be told to skip them, or
+  // it would wait for them forever before matching anything newer from us. Sent as
+  // MSG_ERR ahead of the next send to that peer. Slow path: empty in normal operation.
+  std::vector<std::pair<PeerIndex, uint16_t>> skips_;
   Time now_{};
   SesStats stats_;
 };

@@ -57,6 +57,8 @@ RxResult Ses::on_request(PeerIndex peer, std::span<const uint8_t> bytes, bool da
       return datagram ? RxResult::kMalformed : on_write(peer, h, payload, now);
     case wire::SesOpcode::kRead:
       return datagram ? RxResult::kMalformed : on_read(peer, h, now);
+    case wire::SesOpcode::kMessageError:
+      return datagram ? RxResult::kMalformed : on_skip(peer, h.common.message_id);
     default:
       return RxResult::kMalformed;
   }
@@ -179,6 +181,11 @@ void Ses::release_in_order(PeerIndex peer) {
     RxMessage& w = rx_[*next];
     if (!w.awaiting_order) break;
     w.awaiting_order = false;
+    if (w.skip) {
+      free_rx(*next);
+      expect_seq_[peer] = static_cast<uint16_t>((expect_seq_[peer] + 1) & 0x7fff);
+      continue;
+    }
     match_or_queue(*next, now_);
     expect_seq_[peer] = static_cast<uint16_t>((expect_seq_[peer] + 1) & 0x7fff);
     try_deliver(*next);
@@ -236,6 +243,56 @@ void Ses::complete_receive(const RxMessage& m, Status status, uint64_t placed) {
   c.peer = m.peer;
   completions_.push(c);
   ++stats_.messages_received;
+}
+
+// MSG_ERR: the sender gave up on send `id`. Whatever arrived of it is dropped (a
+// matched receive completes with kPeerUnreachable) and the id no longer holds back
+// later messages from this peer.
+RxResult Ses::on_skip(PeerIndex peer, uint16_t id) {
+  if (id & 0x8000) return RxResult::kMalformed;
+  const auto ahead = static_cast<uint16_t>((id - expect_seq_[peer]) & 0x7fff);
+  if (ahead >= 0x4000) return RxResult::kAccepted;  // behind us: it was delivered after all
+  if (const auto found = rx_by_id_.find(id_key(peer, id))) {
+    RxMessage& m = rx_[*found];
+    if (m.skip) return RxResult::kAccepted;  // duplicate MSG_ERR
+    if (m.rendezvous && m.matched) return RxResult::kAccepted;  // its read settles it
+    const bool waiting = m.awaiting_order;
+    if (m.matched) {
+      complete_receive(m, Status::kPeerUnreachable, 0);
+    } else if (!waiting) {
+      unlink_unexpected(*found);
+    }
+    free_rx(*found);
+    if (!waiting) return RxResult::kAccepted;  // its id was already consumed in order
+  }
+  if (id == expect_seq_[peer]) {
+    release_in_order(peer);
+    return RxResult::kAccepted;
+  }
+  const auto slot = rx_.acquire();
+  if (!slot) return RxResult::kNoResource;
+  RxMessage& marker = rx_[*slot];
+  marker.peer = peer;
+  marker.msg_id = id;
+  marker.skip = true;
+  marker.awaiting_order = true;
+  rx_by_id_.insert(id_key(peer, id), *slot);
+  return RxResult::kAccepted;
+}
+
+void Ses::unlink_unexpected(uint32_t slot) {
+  uint32_t prev = kNone;
+  for (uint32_t i = unexpected_head_; i != kNone; prev = i, i = rx_[i].next_unexpected) {
+    if (i != slot) continue;
+    if (prev == kNone) {
+      unexpected_head_ = rx_[i].next_unexpected;
+    } else {
+      rx_[prev].next_unexpected = rx_[i].next_unexpected;
+    }
+    if (unexpected_tail_ == i) unexpected_tail_ = prev;
+    rx_[i].next_unexpected = kNone;
+    return;
+  }
 }
 
 Status Ses::post_recv(const RecvSpec& spec) {

@@ -119,6 +119,7 @@ Status Ses::send(PeerIndex peer, const void* buf, uint64_t len, UserContext ctx,
                  const SendSpec& spec, Time now) {
   if (peer >= cfg_.max_peers || (buf == nullptr && len != 0)) return Status::kInvalidArgument;
   if (len > kMaxMessageBytes) return Status::kTooLong;
+  if (!skips_.empty()) queue_skips(peer, now);
   const bool rendezvous = len > cfg_.rendezvous_threshold_bytes;
   const auto slot = new_tx(rendezvous ? TxKind::kRendezvous : TxKind::kEager, peer, len);
   if (!slot) return Status::kAgain;
@@ -152,6 +153,26 @@ Status Ses::send(PeerIndex peer, const void* buf, uint64_t len, UserContext ctx,
   ++stats_.messages_sent;
   if (rendezvous) ++stats_.rendezvous_sends;
   return Status::kOk;
+}
+
+// Sends MSG_ERR for this peer's failed send ids (those that fit in the pool now; the
+// rest wait for the next send).
+void Ses::queue_skips(PeerIndex peer, Time now) {
+  auto keep = skips_.begin();
+  for (auto it = skips_.begin(); it != skips_.end(); ++it) {
+    bool sent = false;
+    if (it->first == peer) {
+      if (const auto slot = new_tx(TxKind::kSkip, peer, 0)) {
+        TxMessage& m = tx_[*slot];
+        m.msg_id = it->second;
+        m.run.packet_count = 1;
+        m.run.packet_bytes = static_cast<uint32_t>(16 + wire::kSesStandardBytes);
+        sent = start(*slot, pds::Mode::kRud, now) == Status::kOk;
+      }
+    }
+    if (!sent) *keep++ = *it;
+  }
+  skips_.erase(keep, skips_.end());
 }
 
 Status Ses::write(PeerIndex peer, const void* local, uint64_t len, uint64_t remote_addr,
@@ -364,6 +385,9 @@ size_t Ses::build_packet(pds::PacketRef ref, std::span<uint8_t> out, wire::NextH
       s.common.opcode = wire::SesOpcode::kRead;
       s.buffer_offset = m.remote_addr;
       break;
+    case TxKind::kSkip:
+      s.common.opcode = wire::SesOpcode::kMessageError;
+      break;
     default:
       return 0;
   }
@@ -427,9 +451,13 @@ void Ses::on_failed(std::span<const pds::FailedMessage> failed) {
   finishing_.clear();
   for (const pds::FailedMessage& f : failed) {
     if (!tx_.in_use(f.message) || tx_[f.message].failing) continue;
-    tx_[f.message].failing = true;
-    tx_[f.message].status = f.status;
+    TxMessage& m = tx_[f.message];
+    m.failing = true;
+    m.status = f.status;
     finishing_.push_back(f.message);
+    const bool send_id = m.kind == TxKind::kEager || m.kind == TxKind::kRendezvous ||
+                         m.kind == TxKind::kSkip;
+    if (send_id) skips_.emplace_back(m.peer, m.msg_id);
   }
   for (uint32_t slot : finishing_) {
     if (!tx_[slot].rudi_queued) finish_tx(slot);  // else peek_rudi finishes it

@@ -215,6 +215,33 @@ TEST_F(Negative, dead_peer__operations_fail_with_peer_unreachable_not_hang) {
   EXPECT_EQ(cluster.engine(0).ses().tx_in_use(), 0u);  // nothing leaked
 }
 
+// Sends that failed while the peer was away consumed send ids; MSG_ERR tells the peer
+// to skip them, so messages sent after it returns are matched instead of waiting forever.
+TEST_F(Negative, dead_peer__that_returns_receives_new_messages_in_order) {
+  cluster.fabric().set_host_up(1, false);
+  std::vector<uint8_t> lost(9000, 1);
+  for (uint64_t ctx = 1; ctx <= 4; ++ctx) {
+    ASSERT_EQ(cluster.engine(0).send(1, lost.data(), lost.size(), ctx), Status::kOk);
+  }
+  for (uint64_t ctx = 1; ctx <= 4; ++ctx) {
+    auto c = waiter.wait(0, ctx, Duration::seconds(5));
+    ASSERT_TRUE(c);
+    EXPECT_EQ(c->status, Status::kPeerUnreachable);
+  }
+  cluster.fabric().set_host_up(1, true);
+  std::vector<uint8_t> a(3000, 0xa), b(70000, 0xb), ra(3000), rb(70000);
+  ASSERT_EQ(cluster.engine(1).post_recv({ra.data(), ra.size(), 10}), Status::kOk);
+  ASSERT_EQ(cluster.engine(1).post_recv({rb.data(), rb.size(), 11}), Status::kOk);
+  ASSERT_EQ(cluster.engine(0).send(1, a.data(), a.size(), 10), Status::kOk);
+  ASSERT_EQ(cluster.engine(0).send(1, b.data(), b.size(), 11), Status::kOk);
+  auto got_a = waiter.wait(1, 10);
+  auto got_b = waiter.wait(1, 11);
+  ASSERT_TRUE(got_a && got_b);
+  EXPECT_EQ(ra, a);  // matched in send order: the skipped ids held nothing back
+  EXPECT_EQ(rb, b);
+  EXPECT_EQ(cluster.engine(1).ses().rx_in_use(), 0u);
+}
+
 TEST_F(Negative, misuse__is_rejected_with_invalid_argument) {
   std::vector<uint8_t> buf(16);
   EXPECT_EQ(cluster.engine(0).send(99, buf.data(), buf.size(), 1), Status::kInvalidArgument);
