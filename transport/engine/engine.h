@@ -8,6 +8,7 @@
 // datapath does its own I/O once per burst.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 
@@ -35,7 +36,7 @@ struct EngineStats {
   uint64_t rx_malformed = 0;     // failed a PDS decode or SES validation
   uint64_t rx_unknown_peer = 0;  // the peer table was full
   uint64_t rx_refused = 0;       // SES had no room; NACKed for a later retry
-  uint64_t rx_rod_dropped = 0;   // ROD packet refused by SES at in-order delivery
+  uint64_t rx_rod_dropped = 0;   // held ROD packet SES found malformed at delivery
   uint64_t tx_no_buffer = 0;     // the datapath had no buffer; retried next progress
 };
 
@@ -156,6 +157,7 @@ class Engine {
     uint16_t entropy;  // the request's: each retransmission's answer takes a new path
   };
   std::vector<RudiReply> rudi_replies_;
+  std::vector<uint32_t> stalled_rod_;  // ROD PDCs whose in-order delivery SES refused
   Time now_{};
   EngineStats stats_;
   std::array<dp::PacketBuf*, kBurst> rx_batch_{};

@@ -7,6 +7,14 @@ namespace spray::engine {
 template <dp::Datapath D>
 size_t Engine<D>::progress(Time now) {
   now_ = now;
+  if (!stalled_rod_.empty()) {
+    // Retry ROD lines that SES could not take last time (it may have room now).
+    std::vector<uint32_t> retry;
+    retry.swap(stalled_rod_);
+    for (uint32_t pdc : retry) {
+      if (pds_.pdc(pdc) != nullptr) deliver_in_order(pdc, now);
+    }
+  }
   const size_t received = dp_.rx_burst(rx_batch_.data(), rx_batch_.size());
   size_t to_free = 0;
   for (size_t i = 0; i < received; ++i) {
@@ -41,6 +49,11 @@ void Engine<D>::drain_reports() {
     ses_.on_peer_failed(pds_.failed_peers());
     pds_.failed_peers().clear();
   }
+  for (uint64_t handle : pds_.orphaned_buffers()) {
+    auto* buf = reinterpret_cast<dp::PacketBuf*>(handle);
+    dp_.free(&buf, 1);
+  }
+  pds_.orphaned_buffers().clear();
 }
 
 template <dp::Datapath D>
@@ -154,6 +167,7 @@ bool Engine<D>::handle_request(PeerIndex peer, dp::PacketBuf* buf, std::span<con
       return false;
     case pds::RxVerdict::kHold:
       pds_.commit_request(c, ecn, reinterpret_cast<uint64_t>(buf));
+      deliver_in_order(c.pdc, now);  // a held line may be unblocked by this packet
       return true;
     case pds::RxVerdict::kDuplicate:
     case pds::RxVerdict::kReject:
@@ -163,6 +177,8 @@ bool Engine<D>::handle_request(PeerIndex peer, dp::PacketBuf* buf, std::span<con
 }
 
 // ROD: hands SES every held packet that the last commit made contiguous, in PSN order.
+// If SES has no room, the packet goes back to the head of the line and the PDC is
+// retried on the next progress: ordered delivery stalls, it never drops.
 template <dp::Datapath D>
 void Engine<D>::deliver_in_order(uint32_t pdc, Time now) {
   uint64_t handle = 0;
@@ -173,10 +189,15 @@ void Engine<D>::deliver_in_order(uint32_t pdc, Time now) {
     size_t consumed = 0;
     (void)wire::decode(in, h, &consumed);  // decoded once already when it arrived
     const PeerIndex peer = pds_.pdc(pdc)->peer;
-    if (ses_.on_packet(peer, h.next, in.subspan(consumed), false, now) !=
-        ses::RxResult::kAccepted) {
-      ++stats_.rx_rod_dropped;
+    const ses::RxResult r = ses_.on_packet(peer, h.next, in.subspan(consumed), false, now);
+    if (r == ses::RxResult::kNoResource) {
+      pds_.unpop_in_order(pdc, handle);
+      if (std::find(stalled_rod_.begin(), stalled_rod_.end(), pdc) == stalled_rod_.end()) {
+        stalled_rod_.push_back(pdc);
+      }
+      return;
     }
+    if (r == ses::RxResult::kMalformed) ++stats_.rx_rod_dropped;
     dp_.free(&held, 1);
   }
 }

@@ -127,6 +127,9 @@ class Pds {
   void refuse_request(PeerIndex peer, const wire::PdsRequest& h, wire::NackCode code);
   // ROD: buffer handles that became deliverable in order; each returned once.
   bool pop_in_order(uint32_t pdc, uint64_t& held);
+  // ROD: the layer above could not take the handle just popped; it goes back to the
+  // head of the line and every later packet on this PDC waits behind it.
+  void unpop_in_order(uint32_t pdc, uint64_t held);
 
   void on_ack(PeerIndex peer, const wire::PdsAck& ack, Time now);
   void on_nack(PeerIndex peer, const wire::PdsNack& nack, Time now);
@@ -143,6 +146,8 @@ class Pds {
   std::vector<ControlPacket>& control_out() { return control_; }
   // Peers whose PDC failed (retries exhausted); SES fails what waits on them.
   std::vector<PeerIndex>& failed_peers() { return failed_peers_; }
+  // ROD buffer handles still held by a PDC that was freed: the owner releases them.
+  std::vector<uint64_t>& orphaned_buffers() { return orphaned_; }
 
   // For tests and benchmarks.
   const Pdc* pdc(uint32_t index) const { return pdcs_.in_use(index) ? &pdcs_[index] : nullptr; }
@@ -200,6 +205,7 @@ class Pds {
   std::vector<FailedMessage> failed_;
   std::vector<ControlPacket> control_;
   std::vector<PeerIndex> failed_peers_;
+  std::vector<uint64_t> orphaned_;
   PdsStats stats_;
 };
 

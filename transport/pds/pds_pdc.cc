@@ -98,6 +98,9 @@ void Pds::free_pdc(uint32_t index) {
     closed_syn_.insert(key, 1);
     closed_next_ = (closed_next_ + 1) % closed_ring_.size();
   }
+  for (uint64_t held : p.rod_held) {
+    if (held != 0) orphaned_.push_back(held);
+  }
   p.state = PdcState::kFree;
   ready_.erase(std::remove(ready_.begin(), ready_.end(), index), ready_.end());
   ack_list_.erase(std::remove(ack_list_.begin(), ack_list_.end(), index), ack_list_.end());

@@ -88,7 +88,10 @@ RxClass Pds::classify_request(PeerIndex peer, const wire::PdsRequest& h, bool tr
     send_nack(peer, wire::NackCode::kTrimmed, h.psn, p.local_id, p.remote_id);
     return c;
   }
-  c.verdict = (p.mode == Mode::kRod && d != 0) ? RxVerdict::kHold : RxVerdict::kDeliver;
+  // ROD delivers straight through only when nothing is waiting ahead of it: an early
+  // packet (d != 0) or a stalled line of held packets (rod_pop behind rcv_nxt) holds.
+  const bool hold = p.mode == Mode::kRod && (d != 0 || p.rod_pop != p.rcv_nxt);
+  c.verdict = hold ? RxVerdict::kHold : RxVerdict::kDeliver;
   return c;
 }
 
@@ -138,6 +141,12 @@ bool Pds::pop_in_order(uint32_t index, uint64_t& held) {
     }
   }
   return false;
+}
+
+void Pds::unpop_in_order(uint32_t index, uint64_t held) {
+  Pdc& p = pdcs_[index];
+  --p.rod_pop;
+  p.rod_held[p.rod_pop % window_] = held;
 }
 
 void Pds::refuse_request(PeerIndex peer, const wire::PdsRequest& h, wire::NackCode code) {
