@@ -218,6 +218,9 @@ class Ses {
   // ses_tx.cc
   Status start(uint32_t slot, pds::Mode mode, Time now);
   std::optional<uint32_t> new_tx(TxKind kind, PeerIndex peer, uint64_t len);
+  Status check_operation(PeerIndex peer, const void* buf, uint64_t len) const;
+  std::optional<uint32_t> new_write(PeerIndex peer, const void* local, uint64_t len,
+                                    uint64_t remote_addr, uint64_t key, UserContext ctx);
   std::optional<uint32_t> new_read(PeerIndex peer, uint8_t* dst, uint64_t len, uint64_t remote_addr,
                                    uint64_t key);
   uint16_t next_rma_id(PeerIndex peer);

@@ -254,7 +254,7 @@ RxResult Ses::on_skip(PeerIndex peer, uint16_t id) {
   if (ahead >= 0x4000) return RxResult::kAccepted;  // behind us: it was delivered after all
   if (const auto found = rx_by_id_.find(id_key(peer, id))) {
     RxMessage& m = rx_[*found];
-    if (m.skip) return RxResult::kAccepted;  // duplicate MSG_ERR
+    if (m.skip) return RxResult::kAccepted;                     // duplicate MSG_ERR
     if (m.rendezvous && m.matched) return RxResult::kAccepted;  // its read settles it
     const bool waiting = m.awaiting_order;
     if (m.matched) {

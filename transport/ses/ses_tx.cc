@@ -117,8 +117,7 @@ Status Ses::start(uint32_t slot, pds::Mode mode, Time now) {
 
 Status Ses::send(PeerIndex peer, const void* buf, uint64_t len, UserContext ctx,
                  const SendSpec& spec, Time now) {
-  if (peer >= cfg_.max_peers || (buf == nullptr && len != 0)) return Status::kInvalidArgument;
-  if (len > kMaxMessageBytes) return Status::kTooLong;
+  if (const Status s = check_operation(peer, buf, len); s != Status::kOk) return s;
   if (!skips_.empty()) queue_skips(peer, now);
   const bool rendezvous = len > cfg_.rendezvous_threshold_bytes;
   const auto slot = new_tx(rendezvous ? TxKind::kRendezvous : TxKind::kEager, peer, len);
@@ -175,31 +174,43 @@ void Ses::queue_skips(PeerIndex peer, Time now) {
   skips_.erase(keep, skips_.end());
 }
 
-Status Ses::write(PeerIndex peer, const void* local, uint64_t len, uint64_t remote_addr,
-                  uint64_t key, UserContext ctx, const SendSpec& spec, Time now) {
-  if (peer >= cfg_.max_peers || (local == nullptr && len != 0)) return Status::kInvalidArgument;
+Status Ses::check_operation(PeerIndex peer, const void* buf, uint64_t len) const {
+  if (peer >= cfg_.max_peers || (buf == nullptr && len != 0)) return Status::kInvalidArgument;
   if (len > kMaxMessageBytes) return Status::kTooLong;
+  return Status::kOk;
+}
+
+// A user's RMA write, over a PDC (write) or RUDI (write_idempotent).
+std::optional<uint32_t> Ses::new_write(PeerIndex peer, const void* local, uint64_t len,
+                                       uint64_t remote_addr, uint64_t key, UserContext ctx) {
   const auto slot = new_tx(TxKind::kWrite, peer, len);
-  if (!slot) return Status::kAgain;
+  if (!slot) return std::nullopt;
   TxMessage& m = tx_[*slot];
   m.op = OpKind::kWrite;
   m.user_op = true;
   m.src = static_cast<const uint8_t*>(local);
   m.remote_addr = remote_addr;
   m.key_or_tag = key;
-  m.spec = spec;
   m.context = ctx;
-  m.needs_response = true;
   m.msg_id = next_rma_id(peer);
   m.run.packet_count = packets_for(len);
   m.run.packet_bytes = cfg_.mtu_bytes;
+  return slot;
+}
+
+Status Ses::write(PeerIndex peer, const void* local, uint64_t len, uint64_t remote_addr,
+                  uint64_t key, UserContext ctx, const SendSpec& spec, Time now) {
+  if (const Status s = check_operation(peer, local, len); s != Status::kOk) return s;
+  const auto slot = new_write(peer, local, len, remote_addr, key, ctx);
+  if (!slot) return Status::kAgain;
+  tx_[*slot].spec = spec;
+  tx_[*slot].needs_response = true;  // only the target knows if key and bounds were good
   return start(*slot, spec.mode, now);
 }
 
 Status Ses::read(PeerIndex peer, void* local, uint64_t len, uint64_t remote_addr, uint64_t key,
                  UserContext ctx, Time now) {
-  if (peer >= cfg_.max_peers || (local == nullptr && len != 0)) return Status::kInvalidArgument;
-  if (len > kMaxMessageBytes) return Status::kTooLong;
+  if (const Status s = check_operation(peer, local, len); s != Status::kOk) return s;
   const auto slot = new_read(peer, static_cast<uint8_t*>(local), len, remote_addr, key);
   if (!slot) return Status::kAgain;
   tx_[*slot].user_op = true;
@@ -226,19 +237,11 @@ std::optional<uint32_t> Ses::new_read(PeerIndex peer, uint8_t* dst, uint64_t len
 
 Status Ses::write_idempotent(PeerIndex peer, const void* local, uint64_t len, uint64_t remote_addr,
                              uint64_t key, UserContext ctx) {
-  if (peer >= cfg_.max_peers || (local == nullptr && len != 0)) return Status::kInvalidArgument;
-  if (len > kMaxMessageBytes) return Status::kTooLong;
-  const auto slot = new_tx(TxKind::kWrite, peer, len);
+  if (const Status s = check_operation(peer, local, len); s != Status::kOk) return s;
+  const auto slot = new_write(peer, local, len, remote_addr, key, ctx);
   if (!slot) return Status::kAgain;
   TxMessage& m = tx_[*slot];
-  m.op = OpKind::kWrite;
-  m.user_op = true;
-  m.src = static_cast<const uint8_t*>(local);
-  m.remote_addr = remote_addr;
-  m.key_or_tag = key;
-  m.context = ctx;
-  m.msg_id = next_rma_id(peer);
-  m.packet_count = m.run.packet_count = packets_for(len);
+  m.packet_count = m.run.packet_count;  // RUDI: no PDS; each response counts a packet
   m.rudi_queued = true;
   rudi_queue_[(rudi_head_ + rudi_count_++) % rudi_queue_.size()] = *slot;
   return Status::kOk;
@@ -279,7 +282,7 @@ void Ses::on_rudi_response(pds::PacketRef ref, wire::ReturnCode rc) {
 
 Status Ses::send_datagram(PeerIndex peer, const void* buf, uint64_t len, UserContext ctx,
                           const SendSpec& spec) {
-  if (peer >= cfg_.max_peers || (buf == nullptr && len != 0)) return Status::kInvalidArgument;
+  if (const Status s = check_operation(peer, buf, len); s != Status::kOk) return s;
   if (len > payload_per_packet_) return Status::kTooLong;
   const auto slot = new_tx(TxKind::kDatagram, peer, len);
   if (!slot) return Status::kAgain;
@@ -455,8 +458,8 @@ void Ses::on_failed(std::span<const pds::FailedMessage> failed) {
     m.failing = true;
     m.status = f.status;
     finishing_.push_back(f.message);
-    const bool send_id = m.kind == TxKind::kEager || m.kind == TxKind::kRendezvous ||
-                         m.kind == TxKind::kSkip;
+    const bool send_id =
+        m.kind == TxKind::kEager || m.kind == TxKind::kRendezvous || m.kind == TxKind::kSkip;
     if (send_id) skips_.emplace_back(m.peer, m.msg_id);
   }
   for (uint32_t slot : finishing_) {

@@ -235,8 +235,8 @@ TEST(FeaturesTinyReceiveTable, rod__stalls_instead_of_dropping_when_ses_is_full)
   // Two unexpected messages fill the table; the rest arrive, some early and held.
   cluster.run_until([] { return false; }, Duration::microseconds(300));
   for (int i = 0; i < kMessages; ++i) {
-    ASSERT_EQ(cluster.engine(1).post_recv({dst[i].data(), dst[i].size(), uint64_t(i), true,
-                                           uint64_t(i), 0}),
+    ASSERT_EQ(cluster.engine(1).post_recv(
+                  {dst[i].data(), dst[i].size(), uint64_t(i), true, uint64_t(i), 0}),
               Status::kOk);
   }
   for (int i = 0; i < kMessages; ++i) {
