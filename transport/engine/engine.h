@@ -24,6 +24,8 @@
 namespace spray::engine {
 
 struct EngineConfig {
+  // How often peers that owe us a response are probed for liveness.
+  Duration probe_interval = Duration::milliseconds(1);
   pds::PdsConfig pds{};
   pds::RudiConfig rudi{};
   ses::SesConfig ses{};
@@ -157,7 +159,9 @@ class Engine {
     uint16_t entropy;  // the request's: each retransmission's answer takes a new path
   };
   std::vector<RudiReply> rudi_replies_;
-  std::vector<uint32_t> stalled_rod_;  // ROD PDCs whose in-order delivery SES refused
+  std::vector<uint32_t> stalled_rod_;   // ROD PDCs whose in-order delivery SES refused
+  std::vector<PeerIndex> probe_peers_;  // scratch: peers to probe this round
+  Time next_probe_{};
   Time now_{};
   EngineStats stats_;
   std::array<dp::PacketBuf*, kBurst> rx_batch_{};

@@ -25,6 +25,11 @@ size_t Engine<D>::progress(Time now) {
   pds_.flush_acks();
   pds_.on_timers(now);
   rudi_.on_timers(now, rudi_retransmits_, pds_.failed());
+  if (now >= next_probe_) {
+    next_probe_ = now + cfg_.probe_interval;
+    ses_.peers_awaiting_response(probe_peers_);
+    for (PeerIndex peer : probe_peers_) (void)pds_.probe(peer, pds::Mode::kRud, now);
+  }
   drain_reports();
   size_t sent = send_control();
   sent += send_data(now);

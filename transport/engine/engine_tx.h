@@ -61,7 +61,7 @@ size_t Engine<D>::send_data(Time now) {
       }
       const std::span<uint8_t> out(buf->data, buf->capacity);
       size_t len = 0;
-      if (pkt.is_close) {
+      if (pkt.is_ctrl) {
         len = wire::encode(pkt.ctrl, out);
       } else {
         const size_t pds_bytes = wire::encoded_size(pkt.request);

@@ -28,7 +28,12 @@ struct PacketRef {
   uint32_t message = 0;  // SES message slot
   uint32_t index = 0;    // packet number within the message
 };
-inline constexpr uint32_t kCloseMessage = 0xffffffff;  // the PDC's own CLOSE control packet
+// PDS's own sequenced control packets use these message values in their PacketRef.
+inline constexpr uint32_t kCloseMessage = 0xffffffff;  // CTRL CLOSE
+inline constexpr uint32_t kProbeMessage = 0xfffffffe;  // CTRL ACK_REQ: is the peer alive?
+inline bool is_control_ref(const PacketRef& r) {
+  return r.message >= kProbeMessage;
+}
 
 // A message PDS gave up on (retries exhausted, the peer refused a PDC, ...).
 struct FailedMessage {
@@ -94,7 +99,8 @@ struct Pdc {
   std::unique_ptr<cc::CongestionControl> cc;
   std::unique_ptr<paths::PathSelector> paths;
   bool in_ready_list = false;
-  bool close_sent = false;  // kClosing: the CLOSE has a PSN
+  bool close_sent = false;     // kClosing: the CLOSE has a PSN
+  bool probe_pending = false;  // send an ACK_REQ when the PDC is idle
 
   // --- receive side (PSNs the peer sends) -------------------------------------
   uint32_t rcv_nxt = 0;             // next PSN expected in order

@@ -43,7 +43,7 @@ struct TxPacket {
   PeerIndex peer = kNoPeer;
   PacketRef ref;
   uint16_t entropy = 0;
-  bool is_close = false;  // a CTRL CLOSE, not SES data: use `ctrl`
+  bool is_ctrl = false;  // a sequenced CTRL (CLOSE, ACK_REQ), not SES data: use `ctrl`
   wire::PdsRequest request;
   wire::PdsCtrl ctrl;
 };
@@ -114,6 +114,10 @@ class Pds {
   // Starts closing the PDC to `peer` (CTRL CLOSE). kAgain while it still has traffic.
   Status close(PeerIndex peer, Mode mode, Time now);
   bool has_pdc(PeerIndex peer, Mode mode) const;
+  // Asks whether `peer` is alive: if its PDC is idle, sends a sequenced CTRL ACK_REQ
+  // that is retransmitted like data, so a dead peer exhausts the retries and fails the
+  // PDC (reported in failed_peers). A busy PDC needs no probe: its traffic is one.
+  Status probe(PeerIndex peer, Mode mode, Time now);
 
   // --- receiving --------------------------------------------------------------------
 

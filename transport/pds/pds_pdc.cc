@@ -112,7 +112,7 @@ void Pds::fail_pdc(uint32_t index, Status why) {
   Pdc& p = pdcs_[index];
   for (uint32_t psn = p.snd_una; psn != p.snd_nxt; ++psn) {
     const TxSlot& s = p.tx[psn % window_];
-    if (s.in_flight && s.ref.message != kCloseMessage) failed_.push_back({s.ref.message, why});
+    if (s.in_flight && !is_control_ref(s.ref)) failed_.push_back({s.ref.message, why});
   }
   for (TxRun* r = p.run_head; r != nullptr;) {
     TxRun* following = r->next;
@@ -146,6 +146,19 @@ Status Pds::enqueue(PeerIndex peer, Mode mode, TxRun* run, Time now) {
   }
   p.run_tail = run;
   (void)now;
+  mark_ready(index);
+  return Status::kOk;
+}
+
+Status Pds::probe(PeerIndex peer, Mode mode, Time now) {
+  uint32_t index = 0;
+  if (auto found = by_peer_.find(pdc_key(peer, mode))) {
+    index = *found;
+  } else if (!open_pdc(peer, mode, true, index)) {
+    return Status::kNoPdcAvailable;
+  }
+  (void)now;
+  pdcs_[index].probe_pending = true;
   mark_ready(index);
   return Status::kOk;
 }

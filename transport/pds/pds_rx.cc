@@ -205,13 +205,12 @@ void Pds::flush_acks() {
 }
 
 void Pds::on_ctrl(PeerIndex peer, const wire::PdsCtrl& ctrl, Time now) {
-  (void)now;
-  ++stats_.rx_packets;
   Pdc* p = pdc_by_local_id(ctrl.dpdcid);
   const bool ours = p != nullptr && p->peer == peer && p->remote_known &&
                     p->remote_id == ctrl.spdcid && (ctrl.flags & wire::ctrl_flags::kSyn) == 0;
   switch (ctrl.type) {
     case wire::CtrlType::kClose: {
+      ++stats_.rx_packets;
       if (!ours) {
         // Already closed (our ACK was lost) or never ours: a stateless ACK lets a
         // retransmitted CLOSE finish; the initiator checks the ids.
@@ -234,9 +233,23 @@ void Pds::on_ctrl(PeerIndex peer, const wire::PdsCtrl& ctrl, Time now) {
       free_pdc(p->rto_timer.owner);
       return;
     }
-    case wire::CtrlType::kAckRequest:
-      if (ours) emit_ack(*p);
+    case wire::CtrlType::kAckRequest: {
+      // A sequenced probe: it takes a PSN like data (so it is retransmitted, and its
+      // ACK proves we are alive), but carries nothing for SES.
+      wire::PdsRequest r;
+      r.ordered = (ctrl.flags & wire::ctrl_flags::kRod) != 0;
+      r.next = wire::NextHeader::kNone;
+      r.flags = static_cast<uint8_t>(ctrl.flags & wire::request_flags::kDefined);
+      r.psn = ctrl.psn;
+      r.spdcid = ctrl.spdcid;
+      r.dpdcid = ctrl.dpdcid;
+      r.syn = ctrl.syn;
+      RxClass c = classify_request(peer, r, false, now);
+      if (c.verdict == RxVerdict::kDeliver || c.verdict == RxVerdict::kHold) {
+        commit_request(c, false, 0);
+      }
       return;
+    }
     default:
       return;  // NOP, CLEAR, PROBE, CREDIT...: not used by this implementation yet
   }

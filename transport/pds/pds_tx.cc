@@ -28,7 +28,7 @@ bool Pds::next_tx(uint32_t index, Time now, TxPacket& out) {
   auto fill_header = [&](uint32_t psn, uint8_t flags) {
     out.pdc = index;
     out.peer = p.peer;
-    out.is_close = false;
+    out.is_ctrl = false;
     wire::PdsRequest& r = out.request;
     r = wire::PdsRequest{};
     r.ordered = p.mode == Mode::kRod;
@@ -44,16 +44,39 @@ bool Pds::next_tx(uint32_t index, Time now, TxPacket& out) {
     }
   };
 
-  auto fill_close = [&](uint32_t psn, uint8_t flags) {
+  // A sequenced control packet: CLOSE or a liveness ACK_REQ, by the slot's ref.
+  auto fill_ctrl = [&](uint32_t psn, const PacketRef& ref, uint8_t flags) {
     out.pdc = index;
     out.peer = p.peer;
-    out.is_close = true;
+    out.is_ctrl = true;
     out.ctrl = wire::PdsCtrl{};
-    out.ctrl.type = wire::CtrlType::kClose;
-    out.ctrl.flags = flags;
+    out.ctrl.type =
+        ref.message == kCloseMessage ? wire::CtrlType::kClose : wire::CtrlType::kAckRequest;
+    out.ctrl.flags =
+        static_cast<uint8_t>(flags | (p.mode == Mode::kRod ? wire::ctrl_flags::kRod : 0));
     out.ctrl.psn = psn;
     out.ctrl.spdcid = p.local_id;
-    out.ctrl.dpdcid = p.remote_id;
+    if (p.state == PdcState::kSynSent) {
+      out.ctrl.flags |= wire::ctrl_flags::kSyn;
+      out.ctrl.syn.psn_offset = static_cast<uint16_t>(psn - p.start_psn);
+    } else {
+      out.ctrl.dpdcid = p.remote_id;
+    }
+  };
+  // Takes the next PSN for a control packet of PDS's own.
+  auto start_ctrl = [&](uint32_t message) {
+    const uint32_t psn = p.snd_nxt++;
+    TxSlot& s = p.tx[psn % window_];
+    s = TxSlot{};
+    s.ref = PacketRef{message, 0};
+    s.in_flight = true;
+    s.sent = now;
+    s.entropy = p.paths->next_entropy();
+    out.ref = s.ref;
+    out.entropy = s.entropy;
+    fill_ctrl(psn, s.ref, wire::ctrl_flags::kAckRequested);
+    if (!p.rto_timer.armed()) arm_rto(p, now);
+    ++stats_.tx_packets;
   };
 
   // 1. Retransmissions first: they hold the window's left edge.
@@ -76,8 +99,8 @@ bool Pds::next_tx(uint32_t index, Time now, TxPacket& out) {
     out.entropy = s.entropy;
     ++stats_.retransmits;
     ++stats_.tx_packets;
-    if (s.ref.message == kCloseMessage) {
-      fill_close(psn, wire::ctrl_flags::kRetransmit);
+    if (is_control_ref(s.ref)) {
+      fill_ctrl(psn, s.ref, wire::ctrl_flags::kRetransmit | wire::ctrl_flags::kAckRequested);
       return true;
     }
     fill_header(psn, wire::request_flags::kRetransmit);
@@ -90,22 +113,20 @@ bool Pds::next_tx(uint32_t index, Time now, TxPacket& out) {
   if (p.state == PdcState::kClosing) {
     if (p.close_sent || !window_open || p.snd_una != p.snd_nxt) return false;
     p.close_sent = true;
-    const uint32_t psn = p.snd_nxt++;
-    TxSlot& s = p.tx[psn % window_];
-    s = TxSlot{};
-    s.ref = PacketRef{kCloseMessage, 0};
-    s.in_flight = true;
-    s.sent = now;
-    s.entropy = p.paths->next_entropy();
-    out.ref = s.ref;
-    out.entropy = s.entropy;
-    fill_close(psn, wire::ctrl_flags::kAckRequested);
-    if (!p.rto_timer.armed()) arm_rto(p, now);
-    ++stats_.tx_packets;
+    start_ctrl(kCloseMessage);
     return true;
   }
 
-  // 3. New packets, within the PSN window and the congestion window.
+  // 3. A liveness probe, if one was asked for and the PDC is still idle.
+  if (p.probe_pending) {
+    p.probe_pending = false;
+    if (window_open && p.snd_una == p.snd_nxt && p.run_head == nullptr) {
+      start_ctrl(kProbeMessage);
+      return true;
+    }
+  }
+
+  // 4. New packets, within the PSN window and the congestion window.
   TxRun* run = p.run_head;
   if (run == nullptr || !window_open) return false;
   if (p.state == PdcState::kSynSent &&
@@ -145,7 +166,7 @@ void Pds::ack_psn(Pdc& p, uint32_t psn, bool cumulative) {
   if (!s.sacked) {
     p.inflight_bytes -= std::min(p.inflight_bytes, s.bytes);
     p.latest_acked_sent = std::max(p.latest_acked_sent, s.sent);
-    if (s.ref.message != kCloseMessage) acked_.push_back(s.ref);
+    if (!is_control_ref(s.ref)) acked_.push_back(s.ref);
     p.paths->on_feedback(s.entropy, paths::Feedback::kGood);
   }
   if (cumulative) {

@@ -124,6 +124,9 @@ class Ses {
   void on_acked(std::span<const pds::PacketRef> refs);
   void on_failed(std::span<const pds::FailedMessage> failed);
   void on_peer_failed(std::span<const PeerIndex> peers);
+  // Peers that owe us a response for an operation whose packets are all acknowledged.
+  // Nothing of ours is in flight to them, so only a probe can tell if they died.
+  void peers_awaiting_response(std::vector<PeerIndex>& out);
 
   // RUDI: the next packet waiting to go out (peek, then advance once it is tracked);
   // the target's side (execute, answer with a return code); the initiator's side.
@@ -180,8 +183,9 @@ class Ses {
     bool needs_response = false;
     bool response_received = false;
     bool failing = false;
-    bool rudi_queued = false;     // RUDI: packets still to send; the queue refers to this slot
-    uint64_t bytes_received = 0;  // read: data arrived so far
+    bool rudi_queued = false;      // RUDI: packets still to send; the queue refers to this slot
+    bool awaiting_listed = false;  // in awaiting_: all packets acknowledged, response due
+    uint64_t bytes_received = 0;   // read: data arrived so far
     Status status = Status::kOk;
     UserContext context = 0;
     wire::ReturnCode return_code = wire::ReturnCode::kOk;  // kResponse
@@ -282,6 +286,14 @@ class Ses {
   // it would wait for them forever before matching anything newer from us. Sent as
   // MSG_ERR ahead of the next send to that peer. Slow path: empty in normal operation.
   std::vector<std::pair<PeerIndex, uint16_t>> skips_;
+  // Messages whose packets are all acknowledged while their response is still due:
+  // (slot, peer, message id), checked against the slot when read. Bounded by the pool.
+  struct Awaiting {
+    uint32_t slot;
+    PeerIndex peer;
+    uint16_t msg_id;
+  };
+  std::vector<Awaiting> awaiting_;
   Time now_{};
   SesStats stats_;
 };

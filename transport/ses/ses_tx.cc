@@ -73,6 +73,7 @@ Ses::Ses(const SesConfig& config, pds::Pds& pds)
   datagrams_.reserve(config.max_tx_messages);
   rudi_queue_.resize(config.max_tx_messages);
   finishing_.reserve(config.max_tx_messages);
+  awaiting_.reserve(config.max_tx_messages);
 }
 
 uint32_t Ses::packets_for(uint64_t len) const {
@@ -413,10 +414,30 @@ size_t Ses::build_packet(pds::PacketRef ref, std::span<uint8_t> out, wire::NextH
 // --- completion ----------------------------------------------------------------------
 
 void Ses::maybe_finish(uint32_t slot) {
-  const TxMessage& m = tx_[slot];
+  TxMessage& m = tx_[slot];
   if (m.packets_acked < m.packet_count) return;
-  if (m.needs_response && !m.response_received) return;
+  if (m.needs_response && !m.response_received) {
+    if (!m.awaiting_listed) {
+      m.awaiting_listed = true;
+      awaiting_.push_back({slot, m.peer, m.msg_id});
+    }
+    return;
+  }
   finish_tx(slot);
+}
+
+void Ses::peers_awaiting_response(std::vector<PeerIndex>& out) {
+  out.clear();
+  auto keep = awaiting_.begin();
+  for (const Awaiting& a : awaiting_) {
+    const bool live = tx_.in_use(a.slot) && tx_[a.slot].awaiting_listed &&
+                      tx_[a.slot].peer == a.peer && tx_[a.slot].msg_id == a.msg_id &&
+                      !tx_[a.slot].response_received && !tx_[a.slot].failing;
+    if (!live) continue;
+    *keep++ = a;
+    if (std::find(out.begin(), out.end(), a.peer) == out.end()) out.push_back(a.peer);
+  }
+  awaiting_.erase(keep, awaiting_.end());
 }
 
 void Ses::finish_tx(uint32_t slot) {

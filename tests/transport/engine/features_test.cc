@@ -248,6 +248,21 @@ TEST(FeaturesTinyReceiveTable, rod__stalls_instead_of_dropping_when_ses_is_full)
   EXPECT_EQ(cluster.engine(1).stats().rx_rod_dropped, 0u);
 }
 
+// Liveness probes must not fail a peer that is alive but slow: a rendezvous send waits
+// 50 ms (many probe rounds) for its receive, then completes normally.
+TEST_F(Features, probe__keeps_a_slow_but_alive_peer) {
+  std::vector<uint8_t> src(300000, 4), dst(300000);
+  ASSERT_EQ(cluster.engine(0).send(1, src.data(), src.size(), 1), Status::kOk);
+  cluster.run_until([] { return false; }, Duration::milliseconds(50));
+  EXPECT_FALSE(waiter.take(0, 1));
+  EXPECT_GT(cluster.engine(1).pds().stats().rx_packets, 10u);  // probes kept arriving
+  ASSERT_EQ(cluster.engine(1).post_recv({dst.data(), dst.size(), 1}), Status::kOk);
+  auto tx = waiter.wait(0, 1);
+  ASSERT_TRUE(tx);
+  EXPECT_EQ(tx->status, Status::kOk);
+  EXPECT_EQ(dst, src);
+}
+
 TEST_F(Features, close__frees_both_ends_and_traffic_reopens_a_pdc) {
   std::vector<uint8_t> src(3000, 1), dst(3000);
   for (int round = 0; round < 3; ++round) {

@@ -242,6 +242,24 @@ TEST_F(Negative, dead_peer__that_returns_receives_new_messages_in_order) {
   EXPECT_EQ(cluster.engine(1).ses().rx_in_use(), 0u);
 }
 
+// The peer dies after acknowledging every packet but before its response: nothing is
+// in flight, yet the operation must still end with an error. A rendezvous send to a
+// host with no receive posted is exactly that: its one packet is acknowledged, and the
+// response waits for a receive that never comes.
+TEST_F(Negative, dead_peer__after_acking_but_before_responding_is_detected) {
+  std::vector<uint8_t> src(200000, 1);
+  ASSERT_EQ(cluster.engine(0).send(1, src.data(), src.size(), 1), Status::kOk);
+  ASSERT_TRUE(cluster.run_until([&] { return cluster.engine(0).pds().stats().acks_received > 0; },
+                                Duration::milliseconds(1)));
+  cluster.run_until([] { return false; }, Duration::microseconds(100));
+  EXPECT_FALSE(waiter.take(0, 1));  // acknowledged, but waiting for the target's response
+  cluster.fabric().set_host_up(1, false);
+  auto c = waiter.wait(0, 1, Duration::seconds(10));
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->status, Status::kPeerUnreachable);
+  EXPECT_EQ(cluster.engine(0).ses().tx_in_use(), 0u);
+}
+
 TEST_F(Negative, misuse__is_rejected_with_invalid_argument) {
   std::vector<uint8_t> buf(16);
   EXPECT_EQ(cluster.engine(0).send(99, buf.data(), buf.size(), 1), Status::kInvalidArgument);
