@@ -255,6 +255,9 @@ class Ses {
   void bind(uint32_t slot, const RecvSpec& recv, Time now);
   void try_deliver(uint32_t slot);
   void complete_receive(const RxMessage& m, Status status, uint64_t placed);
+  void push_receive_completion(const RecvSpec& recv, PeerIndex peer, uint64_t total,
+                               uint64_t placed, Status status, uint64_t tag, bool has_data,
+                               uint64_t data);
   void start_rendezvous_read(uint32_t slot, Time now);
   void finish_rendezvous_receive(uint32_t rx_slot, Status status, Time now);
   void free_rx(uint32_t slot);

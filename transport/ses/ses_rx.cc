@@ -88,17 +88,8 @@ RxResult Ses::on_eager(PeerIndex peer, const wire::SesStandardRequest& h,
     if (auto recv = posted_.take_match(tagged, peer, h.match_bits)) {
       const uint64_t placed = std::min<uint64_t>(total, recv->length);
       if (placed > 0) std::memcpy(recv->buffer, payload.data(), placed);
-      Completion c;
-      c.context = recv->context;
-      c.op = tagged ? OpKind::kTaggedRecv : OpKind::kRecv;
-      c.status = total > recv->length ? Status::kTruncated : Status::kOk;
-      c.length = placed;
-      c.tag = h.match_bits;
-      c.has_data = h.common.has(wire::ses_flags::kHeaderData);
-      c.data = h.header_data;
-      c.peer = peer;
-      completions_.push(c);
-      ++stats_.messages_received;
+      push_receive_completion(*recv, peer, total, placed, Status::kOk, h.match_bits,
+                              h.common.has(wire::ses_flags::kHeaderData), h.header_data);
       release_in_order(peer);
       return RxResult::kAccepted;
     }
@@ -231,16 +222,23 @@ void Ses::try_deliver(uint32_t slot) {
 
 // Reports a matched receive: truncated when the message was longer than the buffer.
 void Ses::complete_receive(const RxMessage& m, Status status, uint64_t placed) {
+  push_receive_completion(m.recv, m.peer, m.total, placed, status, m.tag, m.has_data, m.data);
+}
+
+// `total` is the message's length, `placed` what landed in the buffer.
+void Ses::push_receive_completion(const RecvSpec& recv, PeerIndex peer, uint64_t total,
+                                  uint64_t placed, Status status, uint64_t tag, bool has_data,
+                                  uint64_t data) {
   Completion c;
-  c.context = m.recv.context;
-  c.op = m.tagged ? OpKind::kTaggedRecv : OpKind::kRecv;
+  c.context = recv.context;
+  c.op = recv.tagged ? OpKind::kTaggedRecv : OpKind::kRecv;
   c.status =
-      status != Status::kOk ? status : (m.total > m.recv.length ? Status::kTruncated : Status::kOk);
+      status != Status::kOk ? status : (total > recv.length ? Status::kTruncated : Status::kOk);
   c.length = placed;
-  c.tag = m.tag;
-  c.data = m.data;
-  c.has_data = m.has_data;
-  c.peer = m.peer;
+  c.tag = tag;
+  c.data = data;
+  c.has_data = has_data;
+  c.peer = peer;
   completions_.push(c);
   ++stats_.messages_received;
 }
