@@ -16,7 +16,7 @@
 #include <queue>
 #include <vector>
 
-#include "nic_sim/packet_pool.h"
+#include "transport/datapath/packet_pool.h"
 #include "transport/base/rng.h"
 #include "transport/base/time.h"
 
@@ -82,7 +82,7 @@ class Fabric {
   uint32_t hosts() const { return static_cast<uint32_t>(nics_.size()); }
   const FabricConfig& config() const { return cfg_; }
   const FabricStats& stats() const { return stats_; }
-  PacketPool& pool() { return pool_; }
+  dp::PacketPool& pool() { return pool_; }
 
   void set_path_up(uint32_t path, bool up) { path_up_[path] = up; }
   // A host that is down neither sends nor receives: a dead peer.
@@ -124,7 +124,7 @@ class Fabric {
   void drop(dp::PacketBuf* buf) { pool_.release(buf); }
 
   FabricConfig cfg_;
-  PacketPool pool_;
+  dp::PacketPool pool_;
   std::vector<std::unique_ptr<SimNic>> nics_;
   std::vector<Queue> uplinks_, downlinks_, paths_;
   std::vector<bool> path_up_;

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "nic_sim/packet_pool.h"
+#include "transport/datapath/packet_pool.h"
 #include "nic_sim/packet_ring.h"
 #include "transport/datapath/datapath.h"
 
@@ -14,7 +14,7 @@ namespace spray::sim {
 
 class LoopbackPort {
  public:
-  LoopbackPort(PacketPool& pool, uint32_t id, uint32_t mtu, uint32_t ring)
+  LoopbackPort(dp::PacketPool& pool, uint32_t id, uint32_t mtu, uint32_t ring)
       : pool_(pool), id_(id), mtu_(mtu), ring_(ring) {}
   void connect(LoopbackPort* other) { other_ = other; }
 
@@ -40,7 +40,7 @@ class LoopbackPort {
  private:
   bool push(dp::PacketBuf* b) { return ring_.push(b); }
 
-  PacketPool& pool_;
+  dp::PacketPool& pool_;
   uint32_t id_;
   uint32_t mtu_;
   LoopbackPort* other_ = nullptr;
@@ -58,7 +58,7 @@ class LoopbackPair {
   LoopbackPort& b() { return b_; }
 
  private:
-  PacketPool pool_;
+  dp::PacketPool pool_;
   LoopbackPort a_, b_;
 };
 

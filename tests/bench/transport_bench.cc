@@ -146,7 +146,6 @@ BENCHMARK(BM_IdleEngineMemory)->Iterations(1)->Unit(benchmark::kMillisecond);
 void BM_IdlePdcMemory(benchmark::State& state) {
   const auto n = static_cast<uint32_t>(state.range(0));
   for (auto _ : state) {
-    sim::PacketPool sink_pool(64, 4096);
     sim::LoopbackPair wire(4096, 65536);
     engine::EngineConfig cfg;
     cfg.max_peers = n + 1;

@@ -1,7 +1,8 @@
-// PacketPool: the simulated fabric's packet buffers, shared by every simulated NIC so
-// a packet moves from sender to receiver by pointer, never copied (except a fault that
-// duplicates it). Fixed count, fixed size, free list; the arena is allocated once and
-// left uninitialized, so untouched buffers cost no memory.
+// PacketPool: packet buffers of one size from one arena, for datapaths that own their
+// memory (kernel UDP, the simulated fabric). Fixed count, fixed size, a free list; the
+// arena is allocated once and left uninitialized, so untouched buffers cost no memory.
+// The simulated fabric shares one pool among its NICs, so a packet moves from sender to
+// receiver by pointer.
 #pragma once
 
 #include <cstdint>
@@ -10,7 +11,7 @@
 
 #include "transport/datapath/datapath.h"
 
-namespace spray::sim {
+namespace spray::dp {
 
 class PacketPool {
  public:
@@ -48,4 +49,4 @@ class PacketPool {
   std::vector<dp::PacketBuf*> free_;
 };
 
-}  // namespace spray::sim
+}  // namespace spray::dp

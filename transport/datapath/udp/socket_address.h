@@ -1,0 +1,22 @@
+// Conversions between NetAddr and the kernel's socket addresses, and text parsing.
+#pragma once
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <optional>
+#include <string>
+
+#include "transport/datapath/net_addr.h"
+
+namespace spray::dp {
+
+// "10.0.0.1", "::1" (no port): nullopt when it is neither an IPv4 nor an IPv6 literal.
+std::optional<NetAddr> parse_ip(const std::string& text, uint16_t port = 0);
+// "10.0.0.1:4793", "[::1]:4793".
+std::optional<NetAddr> parse_ip_port(const std::string& text);
+
+socklen_t to_sockaddr(const NetAddr& a, sockaddr_storage& out);
+NetAddr from_sockaddr(const sockaddr_storage& in);
+
+}  // namespace spray::dp

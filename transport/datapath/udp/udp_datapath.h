@@ -1,0 +1,80 @@
+// UdpDatapath: Spray over kernel UDP sockets (the default datapath).
+//
+// Addressing: an endpoint owns `entropy_ports` consecutive UDP ports starting at a base
+// that is a multiple of entropy_ports. It receives on the base port; it sends each
+// packet from port base + (EV mod entropy_ports), so the entropy value is the UDP source
+// port and kernel or switch ECMP hashing (L4) spreads packets over paths. A receiver
+// names the sender by its base (source port rounded down to the multiple), so every
+// endpoint of a job must use the same entropy_ports (FI_SPRAY_UDP_ENTROPY_PORTS).
+//
+// Batching: rx_burst is one recvmmsg; tx_burst groups a burst by source socket and
+// issues one sendmmsg per socket used, so a burst costs at most entropy_ports system
+// calls, not one per packet. Buffers come from one preallocated pool.
+//
+// Waiting: wait() polls the receive socket; callers spin on rx_burst for a while and
+// then block in wait(), so more processes than cores still make progress.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transport/base/time.h"
+#include "transport/datapath/datapath.h"
+#include "transport/datapath/packet_pool.h"
+
+namespace spray::dp {
+
+struct UdpConfig {
+  std::string address = "127.0.0.1";  // local IPv4 or IPv6 address to bind
+  std::string interface;              // optional: bind to this device (SO_BINDTODEVICE)
+  uint16_t port = 0;                  // base port, a multiple of entropy_ports; 0 picks one
+  uint16_t entropy_ports = 8;         // source ports per endpoint: a power of two, <= 64
+  uint32_t mtu_bytes = 1472;          // UET bytes per datagram (1500 - IP - UDP headers)
+  uint32_t socket_buffer_bytes = 4 << 20;
+  uint32_t buffers = 8192;            // packet buffers in the pool
+};
+
+struct UdpStats {
+  uint64_t tx_packets = 0;
+  uint64_t tx_dropped = 0;  // the kernel refused them (buffer full, unreachable)
+  uint64_t tx_syscalls = 0;
+  uint64_t rx_packets = 0;
+  uint64_t rx_syscalls = 0;
+  uint64_t rx_truncated = 0;  // datagrams larger than a buffer, dropped
+};
+
+class UdpDatapath {
+ public:
+  // Opens and binds the sockets. On failure returns nullptr and a message that names
+  // the cause (address not local, port in use, bad configuration, ...).
+  static std::unique_ptr<UdpDatapath> open(const UdpConfig& config, std::string& error);
+  ~UdpDatapath();
+  UdpDatapath(const UdpDatapath&) = delete;
+  UdpDatapath& operator=(const UdpDatapath&) = delete;
+
+  // The Datapath concept.
+  size_t alloc(PacketBuf** bufs, size_t n);
+  size_t tx_burst(PacketBuf** bufs, size_t n);
+  size_t rx_burst(PacketBuf** bufs, size_t n);
+  void free(PacketBuf** bufs, size_t n);
+  uint32_t mtu() const { return cfg_.mtu_bytes; }
+  NetAddr local_address() const { return local_; }
+
+  // Blocks until a datagram is waiting or `timeout` passes. True if one is waiting.
+  bool wait(Duration timeout);
+  const UdpStats& stats() const { return stats_; }
+
+ private:
+  UdpDatapath(const UdpConfig& config, NetAddr local, std::vector<int> sockets);
+
+  UdpConfig cfg_;
+  NetAddr local_;
+  std::vector<int> sockets_;  // [0] receives and sends; [i] sends from base + i
+  PacketPool pool_;
+  UdpStats stats_;
+};
+
+static_assert(Datapath<UdpDatapath>);
+
+}  // namespace spray::dp

@@ -1,0 +1,125 @@
+// UdpDatapath setup: validating the configuration, creating, tuning and binding the
+// sockets, and explaining failures.
+#include <fcntl.h>
+#include <net/if.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "transport/datapath/udp/socket_address.h"
+#include "transport/datapath/udp/udp_datapath.h"
+
+namespace spray::dp {
+namespace {
+
+void close_all(std::vector<int>& fds) {
+  for (int fd : fds) ::close(fd);
+  fds.clear();
+}
+
+// Creates and binds one socket; on failure fills `error` and returns -1.
+int open_socket(const UdpConfig& c, const NetAddr& addr, std::string& error) {
+  const int family = addr.family == NetAddr::Family::kIpv6 ? AF_INET6 : AF_INET;
+  const int fd = ::socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    error = fmt::format("socket(): {}", std::strerror(errno));
+    return -1;
+  }
+  const int size = static_cast<int>(c.socket_buffer_bytes);
+  // Best effort: the kernel caps these at net.core.{r,w}mem_max.
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
+  if (family == AF_INET6) {
+    const int only = 1;
+    ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &only, sizeof(only));
+  }
+  if (!c.interface.empty() &&
+      ::setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, c.interface.c_str(),
+                   static_cast<socklen_t>(c.interface.size())) != 0) {
+    error = fmt::format("cannot bind to interface '{}': {}", c.interface, std::strerror(errno));
+    ::close(fd);
+    return -1;
+  }
+  sockaddr_storage sa;
+  const socklen_t len = to_sockaddr(addr, sa);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), len) != 0) {
+    const int err = errno;
+    if (err == EADDRINUSE) {
+      error = fmt::format("UDP port {} on {} is already in use", addr.port, c.address);
+    } else if (err == EADDRNOTAVAIL) {
+      error = fmt::format("address {} is not an address of this host", c.address);
+    } else {
+      error = fmt::format("bind({}): {}", addr.to_string(), std::strerror(err));
+    }
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Binds entropy_ports sockets at base, base + 1, ...; empty on failure.
+std::vector<int> bind_range(const UdpConfig& c, NetAddr base, std::string& error) {
+  std::vector<int> fds;
+  for (uint16_t i = 0; i < c.entropy_ports; ++i) {
+    NetAddr a = base;
+    a.port = static_cast<uint16_t>(base.port + i);
+    const int fd = open_socket(c, a, error);
+    if (fd < 0) {
+      close_all(fds);
+      return fds;
+    }
+    fds.push_back(fd);
+  }
+  return fds;
+}
+
+}  // namespace
+
+std::unique_ptr<UdpDatapath> UdpDatapath::open(const UdpConfig& c, std::string& error) {
+  const uint16_t n = c.entropy_ports;
+  if (n == 0 || n > 64 || (n & (n - 1)) != 0) {
+    error = fmt::format("entropy_ports must be a power of two from 1 to 64, not {}", n);
+    return nullptr;
+  }
+  if (c.mtu_bytes < 128 || c.mtu_bytes > 65507) {
+    error = fmt::format("mtu_bytes must be within [128, 65507], not {}", c.mtu_bytes);
+    return nullptr;
+  }
+  if (c.port % n != 0) {
+    error = fmt::format("port {} must be a multiple of entropy_ports ({})", c.port, n);
+    return nullptr;
+  }
+  auto local = parse_ip(c.address);
+  if (!local) {
+    error = fmt::format("'{}' is not an IPv4 or IPv6 address", c.address);
+    return nullptr;
+  }
+  std::vector<int> fds;
+  if (c.port != 0) {
+    local->port = c.port;
+    fds = bind_range(c, *local, error);
+  } else {
+    // Pick an aligned base in the dynamic range; retry where some port is taken.
+    std::minstd_rand pick(static_cast<unsigned>(::getpid()) ^ static_cast<unsigned>(reinterpret_cast<uintptr_t>(&fds)));
+    for (int attempt = 0; attempt < 64 && fds.empty(); ++attempt) {
+      const uint32_t slots = (65536 - 49152) / n;
+      local->port = static_cast<uint16_t>(49152 + (pick() % slots) * n);
+      fds = bind_range(c, *local, error);
+      if (fds.empty() && error.find("already in use") == std::string::npos) break;
+    }
+  }
+  if (fds.empty()) return nullptr;
+  error.clear();
+  return std::unique_ptr<UdpDatapath>(new UdpDatapath(c, *local, std::move(fds)));
+}
+
+UdpDatapath::UdpDatapath(const UdpConfig& config, NetAddr local, std::vector<int> sockets)
+    : cfg_(config), local_(local), sockets_(std::move(sockets)), pool_(config.buffers, config.mtu_bytes) {}
+
+UdpDatapath::~UdpDatapath() { close_all(sockets_); }
+
+}  // namespace spray::dp
