@@ -16,9 +16,9 @@
 #include <queue>
 #include <vector>
 
-#include "transport/datapath/packet_pool.h"
 #include "transport/base/rng.h"
 #include "transport/base/time.h"
+#include "transport/datapath/packet_pool.h"
 
 namespace spray::sim {
 

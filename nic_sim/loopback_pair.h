@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "transport/datapath/packet_pool.h"
 #include "nic_sim/packet_ring.h"
 #include "transport/datapath/datapath.h"
+#include "transport/datapath/packet_pool.h"
 
 namespace spray::sim {
 

@@ -8,6 +8,7 @@ packages=(
   clang libclang-rt-14-dev          # libFuzzer targets and the sanitizer runtime
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
+  iproute2 nftables                  # network-namespace multipath tests
 )
 
 missing=()

@@ -181,7 +181,8 @@ class Pds {
   bool rx_received(const Pdc& p, uint32_t psn) const;
   void queue_ack(uint32_t index);
   void emit_ack(Pdc& p);
-  uint64_t sack_bitmap(const Pdc& p) const;
+  // 64 receive bits for PSNs base .. base + 63, read a word at a time.
+  uint64_t sack_bitmap(const Pdc& p, uint32_t base) const;
 
   static uint64_t pdc_key(PeerIndex peer, Mode mode) {
     return (uint64_t{peer} << 8) | static_cast<uint64_t>(mode);

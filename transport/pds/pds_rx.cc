@@ -165,15 +165,15 @@ void Pds::queue_ack(uint32_t index) {
   }
 }
 
-// The 64 receive bits starting at rcv_nxt, read a word at a time from the ring (whose
-// size is a multiple of 64). Bit 0, rcv_nxt itself, is missing by definition.
-uint64_t Pds::sack_bitmap(const Pdc& p) const {
-  const uint32_t start = p.rcv_nxt % window_;
+// The receive bits for PSNs base .. base + 63, read a word at a time from the ring
+// (whose size is a multiple of 64). When base is rcv_nxt, bit 0 is missing by definition.
+uint64_t Pds::sack_bitmap(const Pdc& p, uint32_t base) const {
+  const uint32_t start = base % window_;
   const uint32_t word = start / 64, shift = start % 64;
   const size_t words = p.rx_bitmap.size();
   uint64_t bits = p.rx_bitmap[word] >> shift;
   if (shift != 0) bits |= p.rx_bitmap[(word + 1) % words] << (64 - shift);
-  return bits & ~uint64_t{1};
+  return base == p.rcv_nxt ? bits & ~uint64_t{1} : bits;
 }
 
 void Pds::emit_ack(Pdc& p) {
@@ -185,8 +185,14 @@ void Pds::emit_ack(Pdc& p) {
   if (p.last_rx_ecn) a.flags |= wire::ack_flags::kEcnMarked;
   a.spdcid = p.local_id;
   a.dpdcid = p.remote_id;
-  a.sack_psn_offset = 1;  // bit i names PSN rcv_nxt + i
-  a.sack_bitmap = sack_bitmap(p);
+  // The 64 SACK bits normally start right after the cumulative point. When the newest
+  // PSN is further ahead than that (a hole with much in flight behind it), they are
+  // placed to end at the newest PSN instead, so the sender learns what arrived beyond
+  // the hole rather than resending it at its next timeout.
+  uint32_t base = p.rcv_nxt;
+  if (psn_diff(p.last_rx_psn, base) >= 64) base = p.last_rx_psn - 63;
+  a.sack_psn_offset = static_cast<int16_t>(std::min<int32_t>(psn_diff(base, a.cack_psn), 32767));
+  a.sack_bitmap = sack_bitmap(p, a.cack_psn + static_cast<uint32_t>(a.sack_psn_offset));
   push_control({p.peer, a});
   ++stats_.acks_sent;
   p.rx_since_ack = 0;

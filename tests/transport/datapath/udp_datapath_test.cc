@@ -149,8 +149,12 @@ void transfer_over(const std::string& address) {
   for (size_t i = 0; i < sizes.size(); ++i) EXPECT_TRUE(src[i] == dst[i]) << sizes[i];
 }
 
-TEST(UdpEngine, transfer__over_ipv4_loopback) { transfer_over("127.0.0.1"); }
-TEST(UdpEngine, transfer__over_ipv6_loopback) { transfer_over("::1"); }
+TEST(UdpEngine, transfer__over_ipv4_loopback) {
+  transfer_over("127.0.0.1");
+}
+TEST(UdpEngine, transfer__over_ipv6_loopback) {
+  transfer_over("::1");
+}
 
 TEST(SocketAddress, parse__ipv4_and_ipv6_with_ports) {
   EXPECT_EQ(parse_ip_port("10.1.2.3:4793")->to_string(), "10.1.2.3:4793");

@@ -40,7 +40,8 @@ std::optional<NetAddr> parse_ip_port(const std::string& text) {
     host = text.substr(0, colon);
     port = text.substr(colon + 1);
   }
-  if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos) {
+  if (port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string::npos) {
     return std::nullopt;
   }
   const unsigned long p = std::stoul(port);

@@ -81,7 +81,8 @@ size_t UdpDatapath::tx_burst(PacketBuf** bufs, size_t n) {
       socket_of[i] = static_cast<uint8_t>(bufs[done + i]->entropy % sockets);
       ++start[socket_of[i] + 1];
     }
-    for (size_t s = 0; s < sockets; ++s) start[s + 1] = static_cast<uint16_t>(start[s + 1] + start[s]);
+    for (size_t s = 0; s < sockets; ++s)
+      start[s + 1] = static_cast<uint16_t>(start[s + 1] + start[s]);
     std::array<uint16_t, 65> fill = start;
     for (size_t i = 0; i < count; ++i) {
       PacketBuf* b = bufs[done + i];
@@ -97,8 +98,8 @@ size_t UdpDatapath::tx_burst(PacketBuf** bufs, size_t n) {
       size_t first = start[s];
       const size_t end = start[s + 1];
       while (first < end) {
-        const int sent = ::sendmmsg(sockets_[s], &msgs[first], static_cast<unsigned>(end - first),
-                                    MSG_DONTWAIT);
+        const int sent =
+            ::sendmmsg(sockets_[s], &msgs[first], static_cast<unsigned>(end - first), MSG_DONTWAIT);
         ++stats_.tx_syscalls;
         if (sent <= 0) {
           // Full socket buffer or an ICMP error: the rest is lost; PDS recovers it.

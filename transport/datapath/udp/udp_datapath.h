@@ -32,7 +32,7 @@ struct UdpConfig {
   uint16_t entropy_ports = 8;         // source ports per endpoint: a power of two, <= 64
   uint32_t mtu_bytes = 1472;          // UET bytes per datagram (1500 - IP - UDP headers)
   uint32_t socket_buffer_bytes = 4 << 20;
-  uint32_t buffers = 8192;            // packet buffers in the pool
+  uint32_t buffers = 8192;  // packet buffers in the pool
 };
 
 struct UdpStats {

@@ -37,9 +37,8 @@ int open_socket(const UdpConfig& c, const NetAddr& addr, std::string& error) {
     const int only = 1;
     ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &only, sizeof(only));
   }
-  if (!c.interface.empty() &&
-      ::setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, c.interface.c_str(),
-                   static_cast<socklen_t>(c.interface.size())) != 0) {
+  if (!c.interface.empty() && ::setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, c.interface.c_str(),
+                                           static_cast<socklen_t>(c.interface.size())) != 0) {
     error = fmt::format("cannot bind to interface '{}': {}", c.interface, std::strerror(errno));
     ::close(fd);
     return -1;
@@ -104,7 +103,8 @@ std::unique_ptr<UdpDatapath> UdpDatapath::open(const UdpConfig& c, std::string& 
     fds = bind_range(c, *local, error);
   } else {
     // Pick an aligned base in the dynamic range; retry where some port is taken.
-    std::minstd_rand pick(static_cast<unsigned>(::getpid()) ^ static_cast<unsigned>(reinterpret_cast<uintptr_t>(&fds)));
+    std::minstd_rand pick(static_cast<unsigned>(::getpid()) ^
+                          static_cast<unsigned>(reinterpret_cast<uintptr_t>(&fds)));
     for (int attempt = 0; attempt < 64 && fds.empty(); ++attempt) {
       const uint32_t slots = (65536 - 49152) / n;
       local->port = static_cast<uint16_t>(49152 + (pick() % slots) * n);
@@ -118,8 +118,13 @@ std::unique_ptr<UdpDatapath> UdpDatapath::open(const UdpConfig& c, std::string& 
 }
 
 UdpDatapath::UdpDatapath(const UdpConfig& config, NetAddr local, std::vector<int> sockets)
-    : cfg_(config), local_(local), sockets_(std::move(sockets)), pool_(config.buffers, config.mtu_bytes) {}
+    : cfg_(config),
+      local_(local),
+      sockets_(std::move(sockets)),
+      pool_(config.buffers, config.mtu_bytes) {}
 
-UdpDatapath::~UdpDatapath() { close_all(sockets_); }
+UdpDatapath::~UdpDatapath() {
+  close_all(sockets_);
+}
 
 }  // namespace spray::dp
