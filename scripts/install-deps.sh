@@ -9,6 +9,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
   iproute2 nftables                  # network-namespace multipath tests
+  libibverbs-dev rdma-core           # the verbs datapath links the real libibverbs
 )
 
 missing=()

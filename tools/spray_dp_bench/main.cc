@@ -4,12 +4,12 @@
 // Both sides run on one thread, alternating a transmit burst and draining receives, so
 // the figure is what one core moves through the kernel with each method. Datapaths
 // today: "udp" (Spray's kernel UDP datapath, packets sprayed over its source ports).
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <netinet/in.h>
-#include <nlohmann/json.hpp>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <array>
 #include <chrono>
@@ -126,17 +126,22 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json, "print JSON");
   CLI11_PARSE(app, argc, argv);
   nlohmann::json all = nlohmann::json::array();
-  if (!json) fmt::print("{:>8}  {:>14}  {:>10}  {:>14}  {:>10}  {:>6}\n", "bytes", "plain pkt/s", "Gbit/s", "spray-udp pkt/s", "Gbit/s", "ratio");
+  if (!json)
+    fmt::print("{:>8}  {:>14}  {:>10}  {:>14}  {:>10}  {:>6}\n", "bytes", "plain pkt/s", "Gbit/s",
+               "spray-udp pkt/s", "Gbit/s", "ratio");
   for (uint32_t p : payloads) {
     const Result base = plain_udp_blast(p, seconds);
     const Result udp = spray_udp(p, entropy_ports, seconds);
     const double ratio = udp.packets_per_second / base.packets_per_second;
-    all.push_back({{"payload", p}, {"plain_pps", base.packets_per_second}, {"plain_gbps", base.gbps},
-                   {"spray_udp_pps", udp.packets_per_second}, {"spray_udp_gbps", udp.gbps},
+    all.push_back({{"payload", p},
+                   {"plain_pps", base.packets_per_second},
+                   {"plain_gbps", base.gbps},
+                   {"spray_udp_pps", udp.packets_per_second},
+                   {"spray_udp_gbps", udp.gbps},
                    {"ratio", ratio}});
     if (!json) {
-      fmt::print("{:>8}  {:>14.0f}  {:>10.2f}  {:>14.0f}  {:>10.2f}  {:>6.2f}\n", p, base.packets_per_second,
-                 base.gbps, udp.packets_per_second, udp.gbps, ratio);
+      fmt::print("{:>8}  {:>14.0f}  {:>10.2f}  {:>14.0f}  {:>10.2f}  {:>6.2f}\n", p,
+                 base.packets_per_second, base.gbps, udp.packets_per_second, udp.gbps, ratio);
     }
   }
   if (json) fmt::print("{}\n", all.dump(2));

@@ -18,6 +18,14 @@ std::string NetAddr::to_string() const {
     }
     case Family::kSim:
       return fmt::format("sim:{}", sim_host_id());
+    case Family::kVerbs: {
+      std::string s = "gid:";
+      for (size_t i = 0; i < 16; i += 2) {
+        if (i) s += ':';
+        s += fmt::format("{:04x}", (unsigned{ip[i]} << 8) | ip[i + 1]);
+      }
+      return s + fmt::format("/qpn:{}", qpn);
+    }
     case Family::kNone:
       break;
   }

@@ -14,11 +14,12 @@
 namespace spray::dp {
 
 struct NetAddr {
-  enum class Family : uint8_t { kNone = 0, kIpv4 = 4, kIpv6 = 6, kSim = 0x51 };
+  enum class Family : uint8_t { kNone = 0, kIpv4 = 4, kIpv6 = 6, kSim = 0x51, kVerbs = 0x1b };
 
   Family family = Family::kNone;
-  uint16_t port = 0;             // host byte order
-  std::array<uint8_t, 16> ip{};  // IPv4 in the first 4 bytes; sim host id big-endian
+  uint16_t port = 0;             // host byte order (UDP)
+  uint32_t qpn = 0;              // verbs: the UD queue pair number
+  std::array<uint8_t, 16> ip{};  // IPv4 in the first 4 bytes; verbs GID; sim host id
 
   static NetAddr sim_host(uint32_t host) {
     NetAddr a;
@@ -38,8 +39,8 @@ struct NetAddr {
     uint64_t lo = 0, hi = 0;
     std::memcpy(&lo, ip.data(), 8);
     std::memcpy(&hi, ip.data() + 8, 8);
-    uint64_t h =
-        lo * 0x9e3779b97f4a7c15ULL ^ (hi + (uint64_t{port} << 8 | static_cast<uint64_t>(family)));
+    uint64_t h = lo * 0x9e3779b97f4a7c15ULL ^
+                 (hi + (uint64_t{qpn} << 24 | uint64_t{port} << 8 | static_cast<uint64_t>(family)));
     h ^= h >> 29;
     h *= 0xbf58476d1ce4e5b9ULL;
     return h ^ (h >> 32);

@@ -15,13 +15,16 @@ namespace spray::dp {
 
 class PacketPool {
  public:
-  PacketPool(uint32_t count, uint32_t buffer_bytes)
+  // `headroom` bytes before each buffer's data are reserved for the datapath (verbs
+  // receives land a 40-byte GRH there).
+  PacketPool(uint32_t count, uint32_t buffer_bytes, uint32_t headroom = 0)
       : buffer_bytes_(buffer_bytes),
-        arena_(new uint8_t[size_t{count} * buffer_bytes]),
+        stride_(buffer_bytes + headroom),
+        arena_(new uint8_t[size_t{count} * stride_]),
         bufs_(count) {
     free_.reserve(count);
     for (uint32_t i = count; i-- > 0;) {
-      bufs_[i].data = arena_.get() + size_t{i} * buffer_bytes;
+      bufs_[i].data = arena_.get() + size_t{i} * stride_ + headroom;
       bufs_[i].capacity = buffer_bytes;
       bufs_[i].owner_tag = i;
       free_.push_back(&bufs_[i]);
@@ -41,9 +44,13 @@ class PacketPool {
   uint32_t available() const { return static_cast<uint32_t>(free_.size()); }
   uint32_t capacity() const { return static_cast<uint32_t>(bufs_.size()); }
   uint32_t buffer_bytes() const { return buffer_bytes_; }
+  // The whole arena, for datapaths that register it with a NIC.
+  uint8_t* arena() { return arena_.get(); }
+  size_t arena_bytes() const { return size_t{capacity()} * stride_; }
 
  private:
   uint32_t buffer_bytes_;
+  uint32_t stride_;  // headroom + buffer_bytes
   std::unique_ptr<uint8_t[]> arena_;
   std::vector<dp::PacketBuf> bufs_;
   std::vector<dp::PacketBuf*> free_;
