@@ -113,7 +113,6 @@ class Pds {
 
   // Starts closing the PDC to `peer` (CTRL CLOSE). kAgain while it still has traffic.
   Status close(PeerIndex peer, Mode mode, Time now);
-  bool has_pdc(PeerIndex peer, Mode mode) const;
   // Asks whether `peer` is alive: if its PDC is idle, sends a sequenced CTRL ACK_REQ
   // that is retransmitted like data, so a dead peer exhausts the retries and fails the
   // PDC (reported in failed_peers). A busy PDC needs no probe: its traffic is one.
@@ -164,7 +163,7 @@ class Pds {
   bool open_pdc(PeerIndex peer, Mode mode, bool initiator, uint32_t& index);
   void free_pdc(uint32_t index);
   void fail_pdc(uint32_t index, Status why);
-  Pdc* pdc_for_ack(PeerIndex peer, uint16_t dpdcid, uint16_t spdcid, bool learn_remote);
+  Pdc* pdc_for_ack(PeerIndex peer, uint16_t dpdcid, uint16_t spdcid);
   void push_control(const ControlPacket& c);
   Pdc* pdc_by_local_id(uint16_t id);
   void send_nack(PeerIndex peer, wire::NackCode code, uint32_t psn, uint16_t spdcid,

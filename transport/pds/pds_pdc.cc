@@ -47,10 +47,6 @@ Pdc* Pds::pdc_by_local_id(uint16_t id) {
   return index ? &pdcs_[*index] : nullptr;
 }
 
-bool Pds::has_pdc(PeerIndex peer, Mode mode) const {
-  return by_peer_.find(pdc_key(peer, mode)).has_value();
-}
-
 bool Pds::open_pdc(PeerIndex peer, Mode mode, bool initiator, uint32_t& index) {
   const auto slot = pdcs_.acquire();
   if (!slot) return false;
@@ -127,13 +123,10 @@ void Pds::fail_pdc(uint32_t index, Status why) {
 
 Status Pds::enqueue(PeerIndex peer, Mode mode, TxRun* run, Time now) {
   uint32_t index = 0;
+  // A closing PDC is no longer in by_peer_ (close() removed it), so new traffic to that
+  // peer opens a fresh one here.
   if (auto found = by_peer_.find(pdc_key(peer, mode))) {
     index = *found;
-    if (pdcs_[index].state == PdcState::kClosing) {
-      // The old PDC is draining its CLOSE; traffic goes on a fresh one.
-      by_peer_.erase(pdc_key(peer, mode));
-      if (!open_pdc(peer, mode, true, index)) return Status::kNoPdcAvailable;
-    }
   } else if (!open_pdc(peer, mode, true, index)) {
     return Status::kNoPdcAvailable;
   }
@@ -210,14 +203,11 @@ void Pds::send_nack(PeerIndex peer, wire::NackCode code, uint32_t psn, uint16_t 
 }
 
 // An ACK/NACK names our PDC in dpdcid and the peer's in spdcid. Checks that the PDC
-// exists, belongs to this peer and (once known) that the peer's id matches.
-Pdc* Pds::pdc_for_ack(PeerIndex peer, uint16_t dpdcid, uint16_t spdcid, bool learn_remote) {
+// exists, belongs to this peer and, once the peer's id is known, that it matches.
+Pdc* Pds::pdc_for_ack(PeerIndex peer, uint16_t dpdcid, uint16_t spdcid) {
   Pdc* p = pdc_by_local_id(dpdcid);
   if (!p || p->peer != peer) return nullptr;
-  if (p->remote_known) return p->remote_id == spdcid ? p : nullptr;
-  if (!learn_remote) return p;
-  p->remote_id = spdcid;
-  p->remote_known = true;
+  if (p->remote_known && p->remote_id != spdcid) return nullptr;
   return p;
 }
 

@@ -192,7 +192,7 @@ void Pds::on_ack(PeerIndex peer, const wire::PdsAck& ack, Time now) {
   ++stats_.acks_received;
   // Validate the PSN range before learning anything from this ACK, so a forged ACK
   // cannot teach us a wrong peer PDC id.
-  Pdc* pp = pdc_for_ack(peer, ack.dpdcid, ack.spdcid, false);
+  Pdc* pp = pdc_for_ack(peer, ack.dpdcid, ack.spdcid);
   if (pp == nullptr) {
     ++stats_.bad_packets;
     return;
@@ -203,7 +203,10 @@ void Pds::on_ack(PeerIndex peer, const wire::PdsAck& ack, Time now) {
     ++stats_.bad_packets;  // stale (behind our left edge) or forged (beyond what we sent)
     return;
   }
-  pdc_for_ack(peer, ack.dpdcid, ack.spdcid, true);
+  if (!p.remote_known) {  // the first ACK names the target's PDC
+    p.remote_id = ack.spdcid;
+    p.remote_known = true;
+  }
   if (p.state == PdcState::kSynSent) p.state = PdcState::kEstablished;
 
   // The packet that triggered this ACK: its ECN mark and (if sent once) an RTT sample.
@@ -276,7 +279,7 @@ void Pds::on_ack(PeerIndex peer, const wire::PdsAck& ack, Time now) {
 void Pds::on_nack(PeerIndex peer, const wire::PdsNack& nack, Time now) {
   ++stats_.nacks_received;
   if (nack.flags & wire::nack_flags::kRudi) return;  // RUDI NACKs go to the RUDI tracker
-  Pdc* pp = pdc_for_ack(peer, nack.dpdcid, nack.spdcid, false);
+  Pdc* pp = pdc_for_ack(peer, nack.dpdcid, nack.spdcid);
   if (pp == nullptr) {
     ++stats_.bad_packets;
     return;

@@ -2,7 +2,8 @@
 //
 // Switches and kernels hash the UDP 5-tuple for ECMP, so the entropy value (EV) a
 // packet should take rides in the UDP source port. The destination port is UET's
-// registered 4793 unless configured otherwise.
+// registered 4793 unless configured otherwise. How an EV becomes a source port is the
+// UDP datapath's business (transport/datapath/udp/udp_datapath.h).
 #pragma once
 
 #include <cstdint>
@@ -10,10 +11,5 @@
 namespace spray::wire {
 
 inline constexpr uint16_t kUetUdpPort = 4793;
-
-// Maps an entropy value onto a UDP source port inside [base, base + count).
-constexpr uint16_t entropy_to_source_port(uint16_t entropy, uint16_t base, uint16_t count) {
-  return static_cast<uint16_t>(base + (count ? entropy % count : 0));
-}
 
 }  // namespace spray::wire
