@@ -10,6 +10,7 @@ packages=(
   libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
   iproute2 nftables                  # network-namespace multipath tests
   libibverbs-dev rdma-core           # the verbs datapath links the real libibverbs
+  libdpdk-dev ethtool                # the DPDK datapath; ethtool sets veth offloads in its tests
 )
 
 missing=()

@@ -19,7 +19,7 @@ skip() { echo "SKIP: $*"; exit 77; }
 
 [[ $(id -u) -eq 0 ]] || skip "needs root to create network namespaces"
 command -v ip >/dev/null || skip "iproute2 (ip) is not installed"
-tool="$build/tools/spray-udp"
+tool="$build/tools/spray-endpoint"
 [[ -x $tool ]] || { echo "FAIL: $tool not built"; exit 1; }
 
 tag="sp$$"

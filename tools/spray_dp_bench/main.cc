@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "transport/datapath/dpdk/dpdk_datapath.h"
 #include "transport/datapath/udp/socket_address.h"
 #include "transport/datapath/udp/udp_datapath.h"
 
@@ -75,35 +76,26 @@ Result plain_udp_blast(uint32_t payload, double seconds) {
   return r;
 }
 
-// Spray's UDP datapath: bursts sprayed over the sender's source ports.
-Result spray_udp(uint32_t payload, uint16_t entropy_ports, double seconds) {
-  dp::UdpConfig c;
-  c.entropy_ports = entropy_ports;
-  c.mtu_bytes = std::max<uint32_t>(payload, 128);
-  std::string error;
-  auto a = dp::UdpDatapath::open(c, error);
-  auto b = dp::UdpDatapath::open(c, error);
-  if (!a || !b) {
-    fmt::print(stderr, "spray-dp-bench: {}\n", error);
-    std::exit(1);
-  }
+// Moves bursts from datapath a to datapath b for `seconds`, sprayed over every EV.
+template <class D>
+Result blast(D& a, D& b, uint32_t payload, double seconds) {
   std::array<dp::PacketBuf*, kBurst> bufs{};
   Result r;
   uint16_t ev = 0;
   const auto end = Clock::now() + std::chrono::duration<double>(seconds);
   const auto start = Clock::now();
   while (Clock::now() < end) {
-    const size_t n = a->alloc(bufs.data(), kBurst);
+    const size_t n = a.alloc(bufs.data(), kBurst);
     for (size_t i = 0; i < n; ++i) {
       bufs[i]->len = payload;
-      bufs[i]->peer = b->local_address();
+      bufs[i]->peer = b.local_address();
       bufs[i]->entropy = ev++;
     }
-    a->tx_burst(bufs.data(), n);
+    a.tx_burst(bufs.data(), n);
     size_t got = 0;
-    while ((got = b->rx_burst(bufs.data(), kBurst)) > 0) {
+    while ((got = b.rx_burst(bufs.data(), kBurst)) > 0) {
       r.received += got;
-      b->free(bufs.data(), got);
+      b.free(bufs.data(), got);
     }
   }
   const double s = std::chrono::duration<double>(Clock::now() - start).count();
@@ -112,36 +104,95 @@ Result spray_udp(uint32_t payload, uint16_t entropy_ports, double seconds) {
   return r;
 }
 
+[[noreturn]] void die(const std::string& error) {
+  fmt::print(stderr, "spray-dp-bench: {}\n", error);
+  std::exit(1);
+}
+
+// Spray's UDP datapath on loopback: bursts sprayed over the sender's source ports.
+Result spray_udp(uint32_t payload, uint16_t entropy_ports, double seconds) {
+  dp::UdpConfig c;
+  c.entropy_ports = entropy_ports;
+  c.mtu_bytes = std::max<uint32_t>(payload, 128);
+  std::string error;
+  auto a = dp::UdpDatapath::open(c, error);
+  auto b = dp::UdpDatapath::open(c, error);
+  if (!a || !b) die(error);
+  return blast(*a, *b, payload, seconds);
+}
+
+// Spray's DPDK datapath between two ports of this process ("PORT_A:PORT_B"), e.g. the
+// two ends of a memif or the two ends of a veth pair under net_af_packet.
+Result spray_dpdk(const std::string& eal_args, const std::string& pair, uint32_t payload,
+                  double seconds) {
+  const auto colon = pair.find(':');
+  if (colon == std::string::npos) die(fmt::format("--dpdk-pair wants A:B, got '{}'", pair));
+  auto config = [&](const std::string& port, int host) {
+    dp::DpdkConfig c;
+    c.eal_args = eal_args;
+    c.port = port;
+    c.address = fmt::format("10.99.0.{}", host);
+    c.kernel_neighbours = false;
+    c.mtu_bytes = std::max<uint32_t>(payload, 256);
+    return c;
+  };
+  std::string error;
+  auto a = dp::DpdkDatapath::open(config(pair.substr(0, colon), 1), error);
+  if (!a) die(error);
+  auto b = dp::DpdkDatapath::open(config(pair.substr(colon + 1), 2), error);
+  if (!b) die(error);
+  a->neighbours().set(0x0a630002, b->mac());
+  b->neighbours().set(0x0a630001, a->mac());
+  const auto deadline = Clock::now() + std::chrono::seconds(10);
+  while (!(a->link_up() && b->link_up()) && Clock::now() < deadline)
+    a->wait(Duration::milliseconds(1));
+  // Prime both receive queues (a memif client offers its slots on its first poll).
+  std::array<dp::PacketBuf*, kBurst> none{};
+  a->free(none.data(), a->rx_burst(none.data(), kBurst));
+  b->free(none.data(), b->rx_burst(none.data(), kBurst));
+  return blast(*a, *b, payload, seconds);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   double seconds = 2;
   std::vector<uint32_t> payloads = {64, 1472, 8192};
   uint16_t entropy_ports = 8;
+  std::string dpdk_args;
+  std::vector<std::string> dpdk_pairs;
   bool json = false;
   CLI::App app{"spray-dp-bench: datapath packet rate vs a plain kernel-UDP blast, same run"};
   app.add_option("--seconds", seconds, "seconds per measurement");
   app.add_option("--payload", payloads, "datagram sizes in bytes");
   app.add_option("--entropy-ports", entropy_ports, "source ports the UDP datapath sprays over");
+  app.add_option("--dpdk-args", dpdk_args, "EAL parameters creating the ports of --dpdk-pair");
+  app.add_option("--dpdk-pair", dpdk_pairs,
+                 "PORT_A:PORT_B: measure the DPDK datapath from A to B (repeatable)");
   app.add_flag("--json", json, "print JSON");
   CLI11_PARSE(app, argc, argv);
   nlohmann::json all = nlohmann::json::array();
   if (!json)
-    fmt::print("{:>8}  {:>14}  {:>10}  {:>14}  {:>10}  {:>6}\n", "bytes", "plain pkt/s", "Gbit/s",
-               "spray-udp pkt/s", "Gbit/s", "ratio");
+    fmt::print("{:>6}  {:<40}  {:>12}  {:>8}  {:>14}\n", "bytes", "datapath", "pkt/s", "Gbit/s",
+               "ratio to plain");
+  auto row = [&](uint32_t p, const std::string& name, const Result& r, const Result& base) {
+    const double ratio = r.packets_per_second / base.packets_per_second;
+    all.push_back({{"payload", p},
+                   {"datapath", name},
+                   {"pps", r.packets_per_second},
+                   {"gbps", r.gbps},
+                   {"ratio_to_plain_udp", ratio}});
+    if (!json)
+      fmt::print("{:>6}  {:<40}  {:>12.0f}  {:>8.2f}  {:>14.2f}\n", p, name, r.packets_per_second,
+                 r.gbps, ratio);
+  };
   for (uint32_t p : payloads) {
     const Result base = plain_udp_blast(p, seconds);
-    const Result udp = spray_udp(p, entropy_ports, seconds);
-    const double ratio = udp.packets_per_second / base.packets_per_second;
-    all.push_back({{"payload", p},
-                   {"plain_pps", base.packets_per_second},
-                   {"plain_gbps", base.gbps},
-                   {"spray_udp_pps", udp.packets_per_second},
-                   {"spray_udp_gbps", udp.gbps},
-                   {"ratio", ratio}});
-    if (!json) {
-      fmt::print("{:>8}  {:>14.0f}  {:>10.2f}  {:>14.0f}  {:>10.2f}  {:>6.2f}\n", p,
-                 base.packets_per_second, base.gbps, udp.packets_per_second, udp.gbps, ratio);
+    row(p, "plain kernel UDP (baseline)", base, base);
+    row(p, "spray udp (loopback)", spray_udp(p, entropy_ports, seconds), base);
+    for (const auto& pair : dpdk_pairs) {
+      if (p > 1472) continue;  // Ethernet MTU on these ports
+      row(p, "spray dpdk " + pair, spray_dpdk(dpdk_args, pair, p, seconds), base);
     }
   }
   if (json) fmt::print("{}\n", all.dump(2));

@@ -7,6 +7,7 @@
 #include <numeric>
 #include <set>
 
+#include "tests/support/real_time_transfer.h"
 #include "transport/datapath/clock.h"
 #include "transport/datapath/udp/socket_address.h"
 #include "transport/engine/engine.h"
@@ -101,6 +102,75 @@ TEST(UdpDatapath, burst__carries_the_entropy_value_in_the_source_port) {
   EXPECT_EQ(evs.size(), 8u);
 }
 
+// Sends `lengths` (bytes 0, 1, 2, ... of packet i all equal to i) from a to b with one
+// EV, and returns what b received, in order.
+std::vector<std::vector<uint8_t>> send_run(UdpDatapath& a, UdpDatapath& b,
+                                           const std::vector<uint32_t>& lengths) {
+  std::vector<PacketBuf*> out(lengths.size());
+  EXPECT_EQ(a.alloc(out.data(), out.size()), out.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i]->len = lengths[i];
+    std::fill(out[i]->data, out[i]->data + lengths[i], static_cast<uint8_t>(i));
+    out[i]->peer = b.local_address();
+    out[i]->entropy = 3;
+  }
+  a.tx_burst(out.data(), out.size());
+  std::vector<std::vector<uint8_t>> got;
+  std::array<PacketBuf*, 64> in{};
+  for (int tries = 0; tries < 100 && got.size() < lengths.size(); ++tries) {
+    const size_t n = b.rx_burst(in.data(), in.size());
+    for (size_t i = 0; i < n; ++i) {
+      got.emplace_back(in[i]->data, in[i]->data + in[i]->len);
+      EXPECT_EQ(in[i]->entropy, 3);
+    }
+    b.free(in.data(), n);
+    if (n == 0) b.wait(Duration::milliseconds(10));
+  }
+  return got;
+}
+
+TEST(UdpDatapath, gso__sends_a_run_as_one_message_that_arrives_as_datagrams) {
+  auto a = open_ok(UdpConfig{});
+  auto b = open_ok(UdpConfig{});
+  ASSERT_TRUE(a && b);
+  // 40 full packets and a short last one: one super-datagram, cut by the kernel.
+  std::vector<uint32_t> lengths(40, 1472);
+  lengths.push_back(100);
+  const auto got = send_run(*a, *b, lengths);
+  EXPECT_EQ(a->stats().tx_syscalls, 1u);
+  EXPECT_EQ(a->stats().tx_gso_messages, 1u);
+  EXPECT_EQ(a->stats().tx_packets, lengths.size());
+  ASSERT_EQ(got.size(), lengths.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].size(), lengths[i]) << i;
+    EXPECT_EQ(got[i], std::vector<uint8_t>(lengths[i], static_cast<uint8_t>(i))) << i;
+  }
+}
+
+TEST(UdpDatapath, gso__never_merges_unequal_segments_or_other_peers) {
+  auto a = open_ok(UdpConfig{});
+  auto b = open_ok(UdpConfig{});
+  ASSERT_TRUE(a && b);
+  // A short packet ends a run (only the last segment may be short), a zero-length packet
+  // is never a segment, and a longer packet starts a new run.
+  const std::vector<uint32_t> lengths = {1472, 1472, 500, 1472, 1472, 0, 64};
+  const auto got = send_run(*a, *b, lengths);
+  ASSERT_EQ(got.size(), lengths.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i].size(), lengths[i]) << i;
+  EXPECT_EQ(a->stats().tx_gso_messages, 2u);  // {1472, 1472, 500} and {1472, 1472}
+}
+
+TEST(UdpDatapath, gso__can_be_switched_off) {
+  UdpConfig c;
+  c.gso = false;
+  auto a = open_ok(c);
+  auto b = open_ok(c);
+  ASSERT_TRUE(a && b);
+  const auto got = send_run(*a, *b, std::vector<uint32_t>(10, 1000));
+  EXPECT_EQ(got.size(), 10u);
+  EXPECT_EQ(a->stats().tx_gso_messages, 0u);
+}
+
 TEST(UdpDatapath, wait__times_out_when_nothing_arrives) {
   auto a = open_ok(UdpConfig{});
   ASSERT_TRUE(a);
@@ -117,36 +187,7 @@ void transfer_over(const std::string& address) {
   ASSERT_TRUE(da && db);
   engine::EngineConfig ec;
   ec.pds.cc.base_rtt = Duration::microseconds(50);
-  engine::Engine<UdpDatapath> a(*da, ec), b(*db, ec);
-  const auto to_b = a.add_peer(db->local_address());
-  const std::vector<uint64_t> sizes = {0, 1, 1000, 70000, 8 << 20};
-  std::vector<std::vector<uint8_t>> src(sizes.size()), dst(sizes.size());
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    src[i].resize(sizes[i]);
-    std::iota(src[i].begin(), src[i].end(), static_cast<uint8_t>(i));
-    dst[i].assign(sizes[i], 0);
-    ASSERT_EQ(b.post_recv({dst[i].data(), sizes[i], i}), Status::kOk);
-    ASSERT_EQ(a.send(to_b, src[i].data(), sizes[i], i), Status::kOk);
-  }
-  size_t sent = 0, received = 0;
-  const Time deadline = monotonic_now() + Duration::seconds(20);
-  while ((sent < sizes.size() || received < sizes.size()) && monotonic_now() < deadline) {
-    a.progress(monotonic_now());
-    b.progress(monotonic_now());
-    ses::Completion comp;
-    while (a.poll_completion(comp)) {
-      EXPECT_EQ(comp.status, Status::kOk);
-      ++sent;
-    }
-    while (b.poll_completion(comp)) {
-      EXPECT_EQ(comp.status, Status::kOk);
-      EXPECT_EQ(comp.length, sizes[comp.context]);
-      ++received;
-    }
-  }
-  ASSERT_EQ(sent, sizes.size());
-  ASSERT_EQ(received, sizes.size());
-  for (size_t i = 0; i < sizes.size(); ++i) EXPECT_TRUE(src[i] == dst[i]) << sizes[i];
+  test::transfer_in_real_time(*da, *db, {0, 1, 1000, 70000, 8 << 20}, ec, Duration::seconds(20));
 }
 
 TEST(UdpEngine, transfer__over_ipv4_loopback) {

@@ -6,6 +6,7 @@
 
 #include <numeric>
 
+#include "tests/support/real_time_transfer.h"
 #include "transport/datapath/clock.h"
 #include "transport/engine/engine.h"
 
@@ -42,23 +43,7 @@ TEST(VerbsEngine, transfer__between_two_queue_pairs) {
   if (!da) GTEST_SKIP() << "verbs end-to-end test skipped: " << error;
   auto db = VerbsDatapath::open(VerbsConfig{}, error);
   ASSERT_TRUE(db) << error;
-  engine::Engine<VerbsDatapath> a(*da, {}), b(*db, {});
-  const auto to_b = a.add_peer(db->local_address());
-  std::vector<uint8_t> src(1 << 20), dst(1 << 20);
-  std::iota(src.begin(), src.end(), 0);
-  ASSERT_EQ(b.post_recv({dst.data(), dst.size(), 1}), Status::kOk);
-  ASSERT_EQ(a.send(to_b, src.data(), src.size(), 1), Status::kOk);
-  bool sent = false, received = false;
-  const Time deadline = monotonic_now() + Duration::seconds(10);
-  while ((!sent || !received) && monotonic_now() < deadline) {
-    a.progress(monotonic_now());
-    b.progress(monotonic_now());
-    ses::Completion c;
-    while (a.poll_completion(c)) sent = c.status == Status::kOk;
-    while (b.poll_completion(c)) received = c.status == Status::kOk;
-  }
-  ASSERT_TRUE(sent && received);
-  EXPECT_EQ(dst, src);
+  test::transfer_in_real_time(*da, *db, {0, 1 << 20}, {}, Duration::seconds(10));
 }
 
 }  // namespace

@@ -81,4 +81,11 @@ NetAddr from_sockaddr(const sockaddr_storage& in) {
   return a;
 }
 
+std::string ip_to_string(const NetAddr& a) {
+  char text[INET6_ADDRSTRLEN] = {};
+  const int family = a.family == NetAddr::Family::kIpv6 ? AF_INET6 : AF_INET;
+  ::inet_ntop(family, a.ip.data(), text, sizeof(text));
+  return text;
+}
+
 }  // namespace spray::dp

@@ -15,6 +15,8 @@ namespace spray::dp {
 std::optional<NetAddr> parse_ip(const std::string& text, uint16_t port = 0);
 // "10.0.0.1:4793", "[::1]:4793".
 std::optional<NetAddr> parse_ip_port(const std::string& text);
+// The address alone, as parse_ip accepts it: "10.0.0.1", "::1".
+std::string ip_to_string(const NetAddr& a);
 
 socklen_t to_sockaddr(const NetAddr& a, sockaddr_storage& out);
 NetAddr from_sockaddr(const sockaddr_storage& in);

@@ -1,6 +1,9 @@
 // UdpDatapath fast path: batched receive and transmit.
+#include <netinet/udp.h>
 #include <poll.h>
 #include <sys/socket.h>
+
+#include <cstring>
 
 #include <array>
 #include <cerrno>
@@ -11,7 +14,9 @@
 namespace spray::dp {
 namespace {
 
-constexpr size_t kMaxBurst = 64;  // packets per system call; larger bursts are split
+constexpr size_t kMaxBurst = 64;        // packets per system call; larger bursts are split
+constexpr size_t kMaxGsoSegments = 64;  // the kernel's UDP_MAX_SEGMENTS
+constexpr size_t kMaxGsoBytes = 65507;  // a UDP datagram's payload limit
 
 }  // namespace
 
@@ -67,15 +72,21 @@ size_t UdpDatapath::rx_burst(PacketBuf** bufs, size_t n) {
 
 size_t UdpDatapath::tx_burst(PacketBuf** bufs, size_t n) {
   // Group the burst by source socket (EV mod entropy_ports): one sendmmsg per socket.
+  // Within a socket's group, a run of packets to one peer becomes one message whose
+  // iovecs are the packets and whose UDP_SEGMENT is the run's first length (every
+  // segment but the last must have exactly that length).
   std::array<mmsghdr, kMaxBurst> msgs{};
   std::array<iovec, kMaxBurst> iov{};
   std::array<sockaddr_storage, kMaxBurst> to{};
+  std::array<uint8_t, kMaxBurst> packets_in{};  // packets carried by each message
+  alignas(cmsghdr) std::array<std::array<uint8_t, CMSG_SPACE(sizeof(uint16_t))>, kMaxBurst> cmsg{};
   std::array<uint8_t, kMaxBurst> socket_of{};
+  std::array<PacketBuf*, kMaxBurst> ordered{};
   const size_t sockets = sockets_.size();
   size_t done = 0;
   while (done < n) {
     const size_t count = std::min(n - done, kMaxBurst);
-    // Counting sort by socket, so each socket's packets are contiguous.
+    // Counting sort by socket, so each socket's packets are contiguous, in burst order.
     std::array<uint16_t, 65> start{};
     for (size_t i = 0; i < count; ++i) {
       socket_of[i] = static_cast<uint8_t>(bufs[done + i]->entropy % sockets);
@@ -84,29 +95,62 @@ size_t UdpDatapath::tx_burst(PacketBuf** bufs, size_t n) {
     for (size_t s = 0; s < sockets; ++s)
       start[s + 1] = static_cast<uint16_t>(start[s + 1] + start[s]);
     std::array<uint16_t, 65> fill = start;
-    for (size_t i = 0; i < count; ++i) {
-      PacketBuf* b = bufs[done + i];
-      const size_t slot = fill[socket_of[i]]++;
-      iov[slot] = {b->data, b->len};
-      msgs[slot].msg_hdr = {};
-      msgs[slot].msg_hdr.msg_iov = &iov[slot];
-      msgs[slot].msg_hdr.msg_iovlen = 1;
-      msgs[slot].msg_hdr.msg_name = &to[slot];
-      msgs[slot].msg_hdr.msg_namelen = to_sockaddr(b->peer, to[slot]);
-    }
+    for (size_t i = 0; i < count; ++i) ordered[fill[socket_of[i]]++] = bufs[done + i];
+
     for (size_t s = 0; s < sockets; ++s) {
-      size_t first = start[s];
-      const size_t end = start[s + 1];
-      while (first < end) {
-        const int sent =
-            ::sendmmsg(sockets_[s], &msgs[first], static_cast<unsigned>(end - first), MSG_DONTWAIT);
+      // Build this socket's messages from packets [start[s], start[s + 1]).
+      size_t messages = 0;
+      for (size_t i = start[s]; i < start[s + 1]; ++i) {
+        PacketBuf* b = ordered[i];
+        iov[i] = {b->data, b->len};
+        if (messages > 0) {
+          mmsghdr& m = msgs[messages - 1];
+          const PacketBuf* first = ordered[i - m.msg_hdr.msg_iovlen];
+          const PacketBuf* prev = ordered[i - 1];
+          const size_t bytes = size_t{first->len} * m.msg_hdr.msg_iovlen + b->len;
+          if (gso_ && b->peer == first->peer && prev->len == first->len && b->len <= first->len &&
+              b->len > 0 && m.msg_hdr.msg_iovlen < kMaxGsoSegments && bytes <= kMaxGsoBytes) {
+            ++m.msg_hdr.msg_iovlen;
+            ++packets_in[messages - 1];
+            continue;
+          }
+        }
+        mmsghdr& m = msgs[messages];
+        m.msg_hdr = {};
+        m.msg_hdr.msg_iov = &iov[i];
+        m.msg_hdr.msg_iovlen = 1;
+        m.msg_hdr.msg_name = &to[messages];
+        m.msg_hdr.msg_namelen = to_sockaddr(b->peer, to[messages]);
+        packets_in[messages] = 1;
+        ++messages;
+      }
+      for (size_t k = 0; k < messages; ++k) {
+        msghdr& h = msgs[k].msg_hdr;
+        if (h.msg_iovlen < 2) continue;
+        h.msg_control = cmsg[k].data();
+        h.msg_controllen = cmsg[k].size();
+        cmsghdr* c = CMSG_FIRSTHDR(&h);
+        c->cmsg_level = SOL_UDP;
+        c->cmsg_type = UDP_SEGMENT;
+        c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+        const auto segment = static_cast<uint16_t>(h.msg_iov[0].iov_len);
+        std::memcpy(CMSG_DATA(c), &segment, sizeof(segment));
+        ++stats_.tx_gso_messages;
+      }
+      size_t first = 0;
+      while (first < messages) {
+        const int sent = ::sendmmsg(sockets_[s], &msgs[first],
+                                    static_cast<unsigned>(messages - first), MSG_DONTWAIT);
         ++stats_.tx_syscalls;
         if (sent <= 0) {
-          // Full socket buffer or an ICMP error: the rest is lost; PDS recovers it.
-          stats_.tx_dropped += end - first;
+          // Full socket buffer or an ICMP error: the rest is lost; PDS recovers it. A
+          // device that cannot segment (EIO on a GSO message) turns GSO off for good.
+          if ((errno == EIO || errno == EINVAL) && msgs[first].msg_hdr.msg_iovlen > 1) gso_ = false;
+          for (size_t k = first; k < messages; ++k) stats_.tx_dropped += packets_in[k];
           break;
         }
-        stats_.tx_packets += static_cast<uint64_t>(sent);
+        for (size_t k = first; k < first + static_cast<size_t>(sent); ++k)
+          stats_.tx_packets += packets_in[k];
         first += static_cast<size_t>(sent);
       }
     }

@@ -9,7 +9,8 @@
 //
 // Batching: rx_burst is one recvmmsg; tx_burst groups a burst by source socket and
 // issues one sendmmsg per socket used, so a burst costs at most entropy_ports system
-// calls, not one per packet. Buffers come from one preallocated pool.
+// calls, not one per packet; within a socket, runs of packets to one peer go as one
+// GSO super-datagram (UdpConfig::gso). Buffers come from one preallocated pool.
 //
 // Waiting: wait() polls the receive socket; callers spin on rx_burst for a while and
 // then block in wait(), so more processes than cores still make progress.
@@ -33,12 +34,18 @@ struct UdpConfig {
   uint32_t mtu_bytes = 1472;          // UET bytes per datagram (1500 - IP - UDP headers)
   uint32_t socket_buffer_bytes = 4 << 20;
   uint32_t buffers = 8192;  // packet buffers in the pool
+  // UDP GSO (UDP_SEGMENT): consecutive packets of a burst to one peer from one source
+  // port leave as one super-datagram that the kernel (or NIC) cuts into datagrams, so
+  // the stack is traversed once per up to 64 packets. Switched off by itself when the
+  // route's device cannot segment.
+  bool gso = true;
 };
 
 struct UdpStats {
   uint64_t tx_packets = 0;
   uint64_t tx_dropped = 0;  // the kernel refused them (buffer full, unreachable)
   uint64_t tx_syscalls = 0;
+  uint64_t tx_gso_messages = 0;  // super-datagrams carrying two or more packets
   uint64_t rx_packets = 0;
   uint64_t rx_syscalls = 0;
   uint64_t rx_truncated = 0;  // datagrams larger than a buffer, dropped
@@ -73,6 +80,7 @@ class UdpDatapath {
   std::vector<int> sockets_;  // [0] receives and sends; [i] sends from base + i
   PacketPool pool_;
   UdpStats stats_;
+  bool gso_;  // cfg_.gso, until a device refuses it
 };
 
 static_assert(Datapath<UdpDatapath>);

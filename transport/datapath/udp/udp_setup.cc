@@ -121,7 +121,8 @@ UdpDatapath::UdpDatapath(const UdpConfig& config, NetAddr local, std::vector<int
     : cfg_(config),
       local_(local),
       sockets_(std::move(sockets)),
-      pool_(config.buffers, config.mtu_bytes) {}
+      pool_(config.buffers, config.mtu_bytes),
+      gso_(config.gso) {}
 
 UdpDatapath::~UdpDatapath() {
   close_all(sockets_);

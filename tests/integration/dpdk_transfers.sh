@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# Spray over the DPDK datapath, in processes and network namespaces this script creates
+# and always deletes (trap on EXIT, even on failure). Every case moves messages whose
+# bytes the receiver checks one by one.
+#
+#    ns A [dpdk on veth a0] ======= veth ======= [b0] ns B
+#     10.77.0.1 (no kernel IP on a0)              10.77.0.2
+#
+# Usage: dpdk_transfers.sh BUILD_DIR TEST
+#   afpacket-kernel   DPDK net_af_packet on a0 <-> kernel UDP endpoint in B (our framing,
+#                     checksums and ARP, checked by the kernel)
+#   afpacket-dpdk     DPDK net_af_packet on both ends of the veth
+#   afpacket-nftdrop  as afpacket-kernel, with nftables in B dropping 5 % of our packets
+#   afxdp-kernel      DPDK net_af_xdp on a0 <-> kernel UDP in B (skipped when the kernel
+#                     or libxdp cannot attach XDP here)
+#   memif             two processes over net_memif, --no-huge (server first)
+#   memif-hugepages   the same on 2 MiB hugepages (skipped when none can be reserved)
+# Exit 77 (ctest: skipped) when not root or namespaces are unavailable.
+set -euo pipefail
+build=$1
+test=$2
+skip() { echo "SKIP: $*"; exit 77; }
+
+[[ $(id -u) -eq 0 ]] || skip "needs root for network namespaces and raw sockets"
+command -v ip >/dev/null || skip "iproute2 (ip) is not installed"
+tool="$build/tools/spray-endpoint"
+[[ -x $tool ]] || { echo "FAIL: $tool not built"; exit 1; }
+
+tag="sd$$"
+workdir=$(mktemp -d)
+hugepages_before=""
+huge_mount=""
+cleanup() {
+  [[ -n $huge_mount ]] && umount "$huge_mount"
+  ip netns del "${tag}a" 2>/dev/null || true
+  ip netns del "${tag}b" 2>/dev/null || true
+  [[ -n $hugepages_before ]] && echo "$hugepages_before" > /proc/sys/vm/nr_hugepages
+  rm -rf "$workdir"
+}
+trap cleanup EXIT
+xa() { ip netns exec "${tag}a" "$@"; }
+xb() { ip netns exec "${tag}b" "$@"; }
+
+MESSAGES=60
+BYTES=1000000
+# Each process gets its own core and no shared EAL files, so two run side by side.
+eal() { echo "--no-huge -m 256 --no-shconf --no-pci --log-level=error -l $1 $2"; }
+
+make_veth() {
+  ip netns add "${tag}a" 2>/dev/null || skip "cannot create network namespaces here"
+  ip netns add "${tag}b"
+  ip link add "${tag}x" type veth peer name "${tag}y"
+  ip link set "${tag}x" netns "${tag}a"
+  ip link set "${tag}y" netns "${tag}b"
+  ip -n "${tag}a" link set "${tag}x" name a0 up
+  ip -n "${tag}b" link set "${tag}y" name b0 up
+  ip -n "${tag}b" addr add 10.77.0.2/24 dev b0
+  # The kernel would otherwise leave UDP checksums for "hardware" that veth does not
+  # have, and a packet socket in A would see them unfinished.
+  xb ethtool -K b0 tx off >/dev/null
+}
+
+# run_pair SERVER_CMD... -- CLIENT_CMD...: server first, both must succeed.
+run_pair() {
+  local server=() client=() rc=0
+  while [[ $1 != -- ]]; do server+=("$1"); shift; done
+  shift
+  client=("$@")
+  "${server[@]}" --messages $MESSAGES --bytes $BYTES --timeout 60 > "$workdir/server.json" \
+    2> "$workdir/server.err" &
+  local server_pid=$!
+  sleep 1
+  "${client[@]}" --messages $MESSAGES --bytes $BYTES --timeout 60 > "$workdir/client.json" \
+    2> "$workdir/client.err" || rc=$?
+  wait "$server_pid" || rc=${rc/#0/1}
+  echo "client: $(cat "$workdir/client.json")"
+  echo "server: $(cat "$workdir/server.json")"
+  grep -v '^libbpf\|^libxdp' "$workdir/client.err" "$workdir/server.err" | head -20 || true
+  return "$rc"
+}
+
+
+case $test in
+  afpacket-kernel | afpacket-nftdrop | afxdp-kernel)
+    command -v ethtool >/dev/null || skip "ethtool is not installed"
+    make_veth
+    if [[ $test == afpacket-nftdrop ]]; then
+      command -v nft >/dev/null || skip "nftables (nft) is not installed"
+      xb nft -f - <<'NFT'
+table inet spray_loss {
+  chain input {
+    type filter hook input priority 0; policy accept;
+    udp dport 4800-4807 numgen random mod 100 < 5 counter drop
+  }
+}
+NFT
+    fi
+    pmd=af_packet0
+    [[ $test == afxdp-kernel ]] && pmd=af_xdp0
+    rc=0
+    run_pair xb "$tool" server --bind 10.77.0.2:4800 -- \
+      xa "$tool" client --datapath dpdk --bind 10.77.0.1:4800 --connect 10.77.0.2:4800 \
+      --dpdk-args "$(eal 1 "--vdev=net_$pmd,iface=a0")" || rc=$?
+    if [[ $test == afxdp-kernel ]] && grep -q "EAL initialisation\|cannot" "$workdir/client.err"; then
+      skip "net_af_xdp cannot attach to a veth here: $(grep -v '^lib' "$workdir/client.err" | head -1)"
+    fi
+    (( rc == 0 )) || { echo "FAIL: transfer failed"; exit 1; }
+    if [[ $test == afpacket-nftdrop ]]; then
+      dropped=$(xb nft list table inet spray_loss | grep -o 'packets [0-9]*' | awk '{print $2}')
+      echo "B dropped $dropped packets"
+      (( dropped > 0 )) || { echo "FAIL: nftables dropped nothing"; exit 1; }
+    fi
+    grep -q '"arp_requests_sent":[1-9]' "$workdir/client.json" ||
+      { echo "FAIL: the DPDK client did not resolve the kernel peer with ARP"; exit 1; }
+    ;;
+  afpacket-dpdk)
+    make_veth
+    ip -n "${tag}b" addr flush dev b0  # B's kernel must not answer for the DPDK endpoint
+    run_pair xb "$tool" server --datapath dpdk --bind 10.77.0.2:4800 \
+      --dpdk-args "$(eal 0 "--vdev=net_af_packet0,iface=b0")" -- \
+      xa "$tool" client --datapath dpdk --bind 10.77.0.1:4800 --connect 10.77.0.2:4800 \
+      --dpdk-args "$(eal 1 "--vdev=net_af_packet0,iface=a0")" ||
+      { echo "FAIL: transfer failed"; exit 1; }
+    grep -q '"arp_replies_sent":[1-9]' "$workdir/server.json" ||
+      { echo "FAIL: the DPDK server did not answer ARP"; exit 1; }
+    ;;
+  memif | memif-hugepages)
+    mem_a=$(eal 0 "") mem_b=$(eal 1 "")
+    if [[ $test == memif-hugepages ]]; then
+      hugepages_before=$(cat /proc/sys/vm/nr_hugepages)
+      echo $((hugepages_before + 256)) > /proc/sys/vm/nr_hugepages 2>/dev/null || true
+      free=$(awk '/HugePages_Free/ {print $2}' /proc/meminfo)
+      (( free >= 200 )) || skip "could not reserve 2 MiB hugepages (free: $free)"
+      huge_dir=""
+      if ! mount | grep -q hugetlbfs; then  # mount our own for the test's lifetime
+        mkdir "$workdir/huge"
+        mount -t hugetlbfs nodev "$workdir/huge" || skip "cannot mount hugetlbfs"
+        huge_mount="$workdir/huge"
+        huge_dir="--huge-dir $huge_mount"
+      fi
+      mem_a="-m 128 --file-prefix ${tag}a $huge_dir --no-pci --log-level=error -l 0"
+      mem_b="-m 128 --file-prefix ${tag}b $huge_dir --no-pci --log-level=error -l 1"
+    fi
+    sock="$workdir/memif.sock"
+    run_pair "$tool" server --datapath dpdk --bind 10.77.0.1:4800 \
+      --neighbour 10.77.0.2=02:00:00:00:00:02 \
+      --dpdk-args "$mem_a --vdev=net_memif0,role=server,socket=$sock,mac=02:00:00:00:00:01" -- \
+      "$tool" client --datapath dpdk --bind 10.77.0.2:4800 --connect 10.77.0.1:4800 \
+      --neighbour 10.77.0.1=02:00:00:00:00:01 \
+      --dpdk-args "$mem_b --vdev=net_memif0,role=client,socket=$sock,mac=02:00:00:00:00:02" ||
+      { echo "FAIL: transfer failed"; exit 1; }
+    ;;
+  *)
+    echo "unknown test '$test'"; exit 2 ;;
+esac
+echo "PASS: $test"

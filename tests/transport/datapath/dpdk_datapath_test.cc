@@ -1,0 +1,210 @@
+// The DPDK datapath in one process: two ports joined by net_memif (a server and a client
+// on one socket), on --no-huge memory. Needs no NIC and no hugepages. Cross-process,
+// af_packet, af_xdp and kernel-peer cases are in tests/integration/dpdk_transfers.sh.
+#include "transport/datapath/dpdk/dpdk_datapath.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <array>
+#include <numeric>
+#include <set>
+
+#include "tests/support/real_time_transfer.h"
+#include "transport/datapath/clock.h"
+#include "transport/engine/engine.h"
+
+namespace spray::dp {
+namespace {
+
+const std::string& eal_args() {
+  static const std::string args = [] {
+    const std::string sock = fmt::format("/tmp/spray-dpdk-test-{}.sock", ::getpid());
+    return fmt::format(
+        "--no-huge -m 512 --no-shconf --no-pci --log-level=error -l 0 "
+        "--vdev=net_memif0,role=server,socket={0},mac=02:00:00:00:00:01 "
+        "--vdev=net_memif1,role=client,socket={0},mac=02:00:00:00:00:02",
+        sock);
+  }();
+  return args;
+}
+
+// Port 0 is 10.0.0.1 (MAC ...:01), port 1 is 10.0.0.2 (MAC ...:02).
+DpdkConfig config(int which, bool with_neighbour = true) {
+  DpdkConfig c;
+  c.eal_args = eal_args();
+  c.port = fmt::format("net_memif{}", which);
+  c.address = fmt::format("10.0.0.{}", which + 1);
+  c.kernel_neighbours = false;
+  if (with_neighbour)
+    c.neighbours = {fmt::format("10.0.0.{}=02:00:00:00:00:0{}", 2 - which, 2 - which)};
+  return c;
+}
+
+std::unique_ptr<DpdkDatapath> open_ok(const DpdkConfig& c) {
+  std::string error;
+  auto d = DpdkDatapath::open(c, error);
+  EXPECT_TRUE(d) << error;
+  return d;
+}
+
+// Opens both ports and waits for the memif link between them.
+std::pair<std::unique_ptr<DpdkDatapath>, std::unique_ptr<DpdkDatapath>> open_pair(
+    bool with_neighbours = true) {
+  auto a = open_ok(config(0, with_neighbours));
+  auto b = open_ok(config(1, with_neighbours));
+  const Time deadline = monotonic_now() + Duration::seconds(10);
+  while (a && b && !(a->link_up() && b->link_up()) && monotonic_now() < deadline)
+    a->wait(Duration::milliseconds(1));
+  EXPECT_TRUE(a && b && a->link_up() && b->link_up()) << "memif link did not come up";
+  // A memif client offers its receive slots to the server on its first RX poll (as an
+  // engine's progress() does at once); until then the server's transmits find no room.
+  std::array<PacketBuf*, 8> none{};
+  if (a && b) {
+    a->free(none.data(), a->rx_burst(none.data(), none.size()));
+    b->free(none.data(), b->rx_burst(none.data(), none.size()));
+  }
+  return {std::move(a), std::move(b)};
+}
+
+// Receives until `want` packets arrived at `d` or a second passed; frees them.
+template <class Check>
+size_t receive(DpdkDatapath& d, size_t want, Check&& check) {
+  std::array<PacketBuf*, 64> in{};
+  size_t got = 0;
+  const Time deadline = monotonic_now() + Duration::seconds(1);
+  while (got < want && monotonic_now() < deadline) {
+    const size_t n = d.rx_burst(in.data(), in.size());
+    for (size_t i = 0; i < n; ++i) check(*in[i]);
+    d.free(in.data(), n);
+    got += n;
+  }
+  return got;
+}
+
+TEST(DpdkDatapath, open__rejects_bad_configuration) {
+  std::string error;
+  DpdkConfig c = config(0);
+  c.address = "::1";
+  EXPECT_FALSE(DpdkDatapath::open(c, error));
+  EXPECT_NE(error.find("IPv4"), std::string::npos) << error;
+  c = config(0);
+  c.entropy_ports = 6;
+  EXPECT_FALSE(DpdkDatapath::open(c, error));
+  EXPECT_NE(error.find("power of two"), std::string::npos) << error;
+  c = config(0);
+  c.udp_port = 4801;
+  EXPECT_FALSE(DpdkDatapath::open(c, error));
+  EXPECT_NE(error.find("multiple"), std::string::npos) << error;
+  c = config(0);
+  c.mtu_bytes = 20000;
+  EXPECT_FALSE(DpdkDatapath::open(c, error));
+  EXPECT_NE(error.find("mtu"), std::string::npos) << error;
+  c = config(0);
+  c.neighbours = {"10.0.0.2"};
+  EXPECT_FALSE(DpdkDatapath::open(c, error));
+  EXPECT_NE(error.find("IPV4=MAC"), std::string::npos) << error;
+  EXPECT_TRUE(open_ok(config(0))) << "a failed open must release the port";
+}
+
+TEST(DpdkDatapath, open__names_an_unknown_port_and_lists_the_real_ones) {
+  DpdkConfig c = config(0);
+  c.port = "net_nothing0";
+  std::string error;
+  EXPECT_FALSE(DpdkDatapath::open(c, error));
+  EXPECT_NE(error.find("net_nothing0"), std::string::npos) << error;
+  EXPECT_NE(error.find("net_memif1"), std::string::npos) << error;
+  c.port.clear();  // two ports exist: which one is ambiguous
+  EXPECT_FALSE(DpdkDatapath::open(c, error));
+  EXPECT_NE(error.find("2 DPDK ports"), std::string::npos) << error;
+}
+
+TEST(DpdkDatapath, open__refuses_a_second_engine_on_one_port) {
+  auto a = open_ok(config(0));
+  std::string error;
+  EXPECT_FALSE(DpdkDatapath::open(config(0), error));
+  EXPECT_NE(error.find("already driven"), std::string::npos) << error;
+}
+
+TEST(DpdkDatapath, open__refuses_other_eal_parameters) {
+  auto a = open_ok(config(0));  // the EAL is up
+  DpdkConfig c = config(1);
+  c.eal_args = "--no-huge";
+  std::string error;
+  EXPECT_FALSE(DpdkDatapath::open(c, error));
+  EXPECT_NE(error.find("already initialised"), std::string::npos) << error;
+}
+
+TEST(DpdkDatapath, burst__carries_the_entropy_value_in_the_source_port) {
+  auto [a, b] = open_pair();
+  ASSERT_TRUE(a && b);
+  std::array<PacketBuf*, 32> out{};
+  ASSERT_EQ(a->alloc(out.data(), out.size()), out.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    out[i]->len = 100;
+    std::fill(out[i]->data, out[i]->data + 100, static_cast<uint8_t>(i));
+    out[i]->peer = b->local_address();
+    out[i]->entropy = static_cast<uint16_t>(i);
+  }
+  EXPECT_EQ(a->tx_burst(out.data(), out.size()), out.size());
+  std::set<uint16_t> evs;
+  const size_t got = receive(*b, 32, [&](const PacketBuf& p) {
+    EXPECT_EQ(p.peer, a->local_address());  // the sender's base, whatever EV
+    EXPECT_EQ(p.len, 100u);
+    EXPECT_EQ(p.data[0] % 8, p.entropy);
+    EXPECT_EQ(p.data[99], p.data[0]);
+    evs.insert(p.entropy);
+  });
+  EXPECT_EQ(got, 32u);
+  EXPECT_EQ(a->stats().tx_packets, 32u);
+  EXPECT_EQ(evs.size(), 8u);
+  EXPECT_EQ(b->stats().rx_bad_checksum, 0u);
+}
+
+TEST(DpdkDatapath, arp__resolves_an_unknown_neighbour) {
+  auto [a, b] = open_pair(/*with_neighbours=*/false);
+  ASSERT_TRUE(a && b);
+  auto send_one = [&] {
+    PacketBuf* p = nullptr;
+    ASSERT_EQ(a->alloc(&p, 1), 1u);
+    p->len = 10;
+    p->peer = b->local_address();
+    a->tx_burst(&p, 1);
+  };
+  send_one();  // no MAC for b yet: dropped, ARP request broadcast
+  EXPECT_EQ(a->stats().tx_no_neighbour, 1u);
+  EXPECT_EQ(a->stats().arp_requests_sent, 1u);
+  EXPECT_EQ(receive(*b, 1, [](const PacketBuf&) {}), 0u);  // b answers the ARP, passes nothing up
+  EXPECT_EQ(b->stats().arp_replies_sent, 1u);
+  ASSERT_NE(b->neighbours().find(0x0a000001), nullptr) << "b learned a from the request";
+  receive(*a, 1, [](const PacketBuf&) {});  // a takes in the reply
+  ASSERT_NE(a->neighbours().find(0x0a000002), nullptr);
+  EXPECT_EQ(*a->neighbours().find(0x0a000002), b->mac());
+  send_one();
+  EXPECT_EQ(receive(*b, 1, [](const PacketBuf& p) { EXPECT_EQ(p.len, 10u); }), 1u);
+}
+
+TEST(DpdkDatapath, tx__drops_unsendable_packets_and_counts_them) {
+  auto [a, b] = open_pair();
+  ASSERT_TRUE(a && b);
+  PacketBuf* p = nullptr;
+  ASSERT_EQ(a->alloc(&p, 1), 1u);
+  p->len = 10;
+  p->peer.family = NetAddr::Family::kIpv6;
+  a->tx_burst(&p, 1);
+  EXPECT_EQ(a->stats().tx_bad_address, 1u);
+  EXPECT_EQ(a->stats().tx_packets, 0u);
+}
+
+TEST(DpdkEngine, transfer__between_two_memif_ports) {
+  auto [da, db] = open_pair();
+  ASSERT_TRUE(da && db);
+  engine::EngineConfig ec;
+  ec.pds.cc.base_rtt = Duration::microseconds(50);
+  test::transfer_in_real_time(*da, *db, {0, 1, 1000, 70000, 8 << 20}, ec);
+  EXPECT_EQ(da->stats().rx_bad_checksum + db->stats().rx_bad_checksum, 0u);
+}
+
+}  // namespace
+}  // namespace spray::dp

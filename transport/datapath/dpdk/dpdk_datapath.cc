@@ -1,0 +1,250 @@
+// DpdkDatapath fast path: mbufs in, mbufs out, framing in place.
+#include <poll.h>
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <new>
+#include <thread>
+
+#include "transport/datapath/dpdk/dpdk_datapath.h"
+#include "transport/datapath/dpdk/ethernet_frame.h"
+
+namespace spray::dp {
+namespace {
+
+constexpr size_t kMaxBurst = 64;
+
+// Each mbuf's private area, right behind the rte_mbuf, holds its PacketBuf.
+PacketBuf* packet_of(rte_mbuf* m) {
+  return static_cast<PacketBuf*>(rte_mbuf_to_priv(m));
+}
+rte_mbuf* mbuf_of(PacketBuf* b) {
+  return reinterpret_cast<rte_mbuf*>(reinterpret_cast<uint8_t*>(b) - sizeof(rte_mbuf));
+}
+
+uint32_t ipv4_of(const NetAddr& a) {
+  return (uint32_t{a.ip[0]} << 24) | (uint32_t{a.ip[1]} << 16) | (uint32_t{a.ip[2]} << 8) | a.ip[3];
+}
+
+}  // namespace
+
+size_t DpdkDatapath::alloc(PacketBuf** bufs, size_t n) {
+  size_t i = 0;
+  for (; i < n; ++i) {
+    rte_mbuf* m = rte_pktmbuf_alloc(pool_);
+    if (!m) break;
+    PacketBuf* b = new (packet_of(m)) PacketBuf{};
+    b->data = rte_pktmbuf_mtod(m, uint8_t*) + kFrameHeaderBytes;
+    b->capacity = cfg_.mtu_bytes;
+    bufs[i] = b;
+  }
+  return i;
+}
+
+void DpdkDatapath::free(PacketBuf** bufs, size_t n) {
+  std::array<rte_mbuf*, kMaxBurst> mbufs;
+  for (size_t done = 0; done < n;) {
+    const size_t count = std::min(n - done, kMaxBurst);
+    for (size_t i = 0; i < count; ++i) mbufs[i] = mbuf_of(bufs[done + i]);
+    rte_pktmbuf_free_bulk(mbufs.data(), static_cast<unsigned>(count));
+    done += count;
+  }
+}
+
+size_t DpdkDatapath::rx_burst(PacketBuf** bufs, size_t n) {
+  std::array<rte_mbuf*, kMaxBurst> mbufs;
+  const auto got =
+      rte_eth_rx_burst(port_id_, 0, mbufs.data(), static_cast<uint16_t>(std::min(n, kMaxBurst)));
+  size_t kept = 0;
+  for (uint16_t i = 0; i < got; ++i) {
+    if (PacketBuf* b = accept(mbufs[i])) bufs[kept++] = b;
+  }
+  stats_.rx_packets += kept;
+  return kept;
+}
+
+PacketBuf* DpdkDatapath::accept(rte_mbuf* m) {
+  if (m->nb_segs != 1) {  // frames never exceed one mbuf at our MTU
+    ++stats_.rx_malformed;
+    rte_pktmbuf_free(m);
+    return nullptr;
+  }
+  FrameFilter us{mac_, ipv4_, cfg_.udp_port, false, false};
+  const uint64_t ip_ok = m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK;
+  const uint64_t l4_ok = m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK;
+  us.ip_checksum_checked = ip_ok == RTE_MBUF_F_RX_IP_CKSUM_GOOD;
+  us.udp_checksum_checked = l4_ok == RTE_MBUF_F_RX_L4_CKSUM_GOOD;
+  uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
+  ParsedFrame p = parse_frame(frame, m->data_len, us);
+  if (ip_ok == RTE_MBUF_F_RX_IP_CKSUM_BAD || l4_ok == RTE_MBUF_F_RX_L4_CKSUM_BAD)
+    p.kind = FrameKind::kBadChecksum;
+  switch (p.kind) {
+    case FrameKind::kUdpForUs:
+      break;
+    case FrameKind::kArp:
+      handle_arp(m);
+      return nullptr;
+    case FrameKind::kNotForUs:
+      ++stats_.rx_not_for_us;
+      rte_pktmbuf_free(m);
+      return nullptr;
+    case FrameKind::kMalformed:
+      ++stats_.rx_malformed;
+      rte_pktmbuf_free(m);
+      return nullptr;
+    case FrameKind::kBadChecksum:
+      ++stats_.rx_bad_checksum;
+      rte_pktmbuf_free(m);
+      return nullptr;
+  }
+  // Zero copy: the engine reads the UET packet where the NIC put it.
+  PacketBuf* b = new (packet_of(m)) PacketBuf{};
+  b->data = frame + p.payload_offset;
+  b->len = p.payload_bytes;
+  b->capacity = p.payload_bytes;
+  const auto mask = static_cast<uint16_t>(cfg_.entropy_ports - 1);
+  b->peer.family = NetAddr::Family::kIpv4;
+  b->peer.port = static_cast<uint16_t>(p.src_port & ~mask);  // the sender's base port
+  b->peer.ip = {static_cast<uint8_t>(p.src_ip >> 24), static_cast<uint8_t>(p.src_ip >> 16),
+                static_cast<uint8_t>(p.src_ip >> 8), static_cast<uint8_t>(p.src_ip)};
+  b->entropy = static_cast<uint16_t>(p.src_port & mask);
+  if (p.ecn_ce) {
+    b->flags |= PacketBuf::kEcnCe;
+    ++stats_.rx_ecn_ce;
+  }
+  return b;
+}
+
+bool DpdkDatapath::frame(PacketBuf* b, rte_mbuf* m) {
+  if (b->peer.family != NetAddr::Family::kIpv4 || b->len > cfg_.mtu_bytes) {
+    ++stats_.tx_bad_address;
+    return false;
+  }
+  UdpFrameAddresses a;
+  a.dst_ip = ipv4_of(b->peer);
+  const MacAddress* dst_mac = neighbours_.find(a.dst_ip);
+  if (!dst_mac) {
+    ++stats_.tx_no_neighbour;
+    send_arp_request(a.dst_ip);
+    return false;
+  }
+  a.src_mac = mac_;
+  a.dst_mac = *dst_mac;
+  a.src_ip = ipv4_;
+  a.src_port = static_cast<uint16_t>(cfg_.udp_port + b->entropy % cfg_.entropy_ports);
+  a.dst_port = b->peer.port;
+  uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
+  write_udp_frame(frame, a, b->len,
+                  tx_checksum_offload_ ? Checksums::kOffloadToDevice : Checksums::kSoftware);
+  m->data_len = static_cast<uint16_t>(kFrameHeaderBytes + b->len);
+  m->pkt_len = m->data_len;
+  if (tx_checksum_offload_) {
+    m->l2_len = kEthernetHeaderBytes;
+    m->l3_len = kIpv4HeaderBytes;
+    m->ol_flags = RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_UDP_CKSUM;
+  }
+  return true;
+}
+
+size_t DpdkDatapath::tx_burst(PacketBuf** bufs, size_t n) {
+  std::array<rte_mbuf*, kMaxBurst> mbufs;
+  for (size_t done = 0; done < n;) {
+    const size_t count = std::min(n - done, kMaxBurst);
+    uint16_t ready = 0;
+    for (size_t i = 0; i < count; ++i) {
+      rte_mbuf* m = mbuf_of(bufs[done + i]);
+      if (frame(bufs[done + i], m)) {
+        mbufs[ready++] = m;
+      } else {
+        rte_pktmbuf_free(m);
+      }
+    }
+    const uint16_t sent = rte_eth_tx_burst(port_id_, 0, mbufs.data(), ready);
+    stats_.tx_packets += sent;
+    if (sent < ready) {
+      // A full TX ring drops, as a NIC would; PDS recovers the packets.
+      stats_.tx_dropped += ready - sent;
+      rte_pktmbuf_free_bulk(&mbufs[sent], ready - sent);
+    }
+    done += count;
+  }
+  return n;
+}
+
+void DpdkDatapath::send_now(rte_mbuf* m) {
+  if (rte_eth_tx_burst(port_id_, 0, &m, 1) != 1) rte_pktmbuf_free(m);
+}
+
+void DpdkDatapath::handle_arp(rte_mbuf* m) {
+  uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
+  ArpMessage arp;
+  if (!parse_arp(frame, m->data_len, arp)) {
+    ++stats_.rx_malformed;
+    rte_pktmbuf_free(m);
+    return;
+  }
+  if (arp.target_ip != ipv4_ || arp.sender_ip == 0) {
+    ++stats_.rx_not_for_us;
+    rte_pktmbuf_free(m);
+    return;
+  }
+  neighbours_.set(arp.sender_ip, arp.sender_mac);
+  std::erase_if(arp_pending_, [&](const auto& p) { return p.first == arp.sender_ip; });
+  if (!arp.is_request) {
+    rte_pktmbuf_free(m);
+    return;
+  }
+  write_arp_reply(frame, mac_, ipv4_, arp.sender_mac, arp.sender_ip);
+  m->data_len = kArpFrameBytes;
+  m->pkt_len = kArpFrameBytes;
+  m->ol_flags = 0;
+  ++stats_.arp_replies_sent;
+  send_now(m);
+}
+
+void DpdkDatapath::send_arp_request(uint32_t target_ipv4) {
+  const uint64_t now = rte_get_tsc_cycles();
+  auto it = std::find_if(arp_pending_.begin(), arp_pending_.end(),
+                         [&](const auto& p) { return p.first == target_ipv4; });
+  if (it != arp_pending_.end()) {
+    if (now - it->second < arp_holdoff_cycles_) return;
+    it->second = now;
+  } else {
+    if (arp_pending_.size() == kMaxPendingArp) arp_pending_.erase(arp_pending_.begin());
+    arp_pending_.emplace_back(target_ipv4, now);
+  }
+  rte_mbuf* m = rte_pktmbuf_alloc(pool_);
+  if (!m) return;
+  write_arp_request(rte_pktmbuf_mtod(m, uint8_t*), mac_, ipv4_, target_ipv4);
+  m->data_len = kArpFrameBytes;
+  m->pkt_len = kArpFrameBytes;
+  ++stats_.arp_requests_sent;
+  send_now(m);
+}
+
+bool DpdkDatapath::wait(Duration timeout) {
+  const auto us = std::max<int64_t>(timeout.ps / 1'000'000, 1);
+  if (!rx_interrupts_) {
+    // No RX interrupt on this PMD: sleep in slices short enough to keep latency sane.
+    std::this_thread::sleep_for(std::chrono::microseconds(std::min<int64_t>(us, 100)));
+    return false;
+  }
+  // A packet that lands between the caller's last rx_burst and the enable below does
+  // not raise the event; the timeout (the caller's timer tick) bounds that delay.
+  rte_eth_dev_rx_intr_enable(port_id_, 0);
+  pollfd p{rx_interrupt_fd_, POLLIN, 0};
+  const int ready = ::poll(&p, 1, static_cast<int>((us + 999) / 1000));
+  if (ready > 0) {
+    uint64_t events = 0;
+    [[maybe_unused]] const auto r = ::read(rx_interrupt_fd_, &events, sizeof(events));
+  }
+  rte_eth_dev_rx_intr_disable(port_id_, 0);
+  return ready > 0;
+}
+
+}  // namespace spray::dp

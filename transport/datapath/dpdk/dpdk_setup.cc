@@ -1,0 +1,192 @@
+// DpdkDatapath setup: EAL, port, queues, mempool, offloads, neighbours.
+#include <fmt/format.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+
+#include <atomic>
+#include <mutex>
+#include <set>
+
+#include "transport/datapath/dpdk/dpdk_datapath.h"
+#include "transport/datapath/dpdk/dpdk_eal.h"
+#include "transport/datapath/dpdk/ethernet_frame.h"
+
+namespace spray::dp {
+namespace {
+
+constexpr uint32_t kMaxUetBytes = kMaxIpMtu - kIpv4HeaderBytes - kUdpHeaderBytes;
+
+// Ports driven by a DpdkDatapath in this process: one engine per port (one queue pair).
+std::mutex ports_mutex;
+std::set<uint16_t> ports_in_use;
+
+std::string port_names() {
+  std::string names;
+  for (uint16_t id = 0; id < RTE_MAX_ETHPORTS; ++id) {
+    if (!rte_eth_dev_is_valid_port(id)) continue;
+    char name[RTE_ETH_NAME_MAX_LEN] = {};
+    rte_eth_dev_get_name_by_port(id, name);
+    names += fmt::format("{}{}", names.empty() ? "" : ", ", name);
+  }
+  return names.empty() ? "none" : names;
+}
+
+bool find_port(const std::string& name, uint16_t& port_id, std::string& error) {
+  if (!name.empty()) {
+    if (rte_eth_dev_get_port_by_name(name.c_str(), &port_id) == 0) return true;
+    error = fmt::format("no DPDK port named '{}' (ports: {}); add it with --vdev or bind a NIC",
+                        name, port_names());
+    return false;
+  }
+  if (rte_eth_dev_count_avail() != 1) {
+    error = fmt::format(
+        "{} DPDK ports available ({}): name one (FI_SPRAY_DPDK_PORT), or create one with "
+        "--vdev in the EAL parameters",
+        rte_eth_dev_count_avail(), port_names());
+    return false;
+  }
+  for (port_id = 0; !rte_eth_dev_is_valid_port(port_id); ++port_id) {
+  }
+  return true;
+}
+
+bool validate(const DpdkConfig& c, std::string& error) {
+  const uint16_t ev = c.entropy_ports;
+  if (ev == 0 || ev > 64 || (ev & (ev - 1)) != 0) {
+    error = fmt::format("entropy_ports must be a power of two <= 64, got {}", ev);
+  } else if (c.udp_port == 0 || c.udp_port % ev != 0) {
+    error = fmt::format("UDP base port {} must be non-zero and a multiple of entropy_ports {}",
+                        c.udp_port, ev);
+  } else if (c.mtu_bytes < 256 || c.mtu_bytes > kMaxUetBytes) {
+    error = fmt::format("mtu_bytes {} is outside 256..{}", c.mtu_bytes, kMaxUetBytes);
+  } else if (c.mbufs < 2 * (c.rx_descriptors + c.tx_descriptors)) {
+    error = fmt::format("{} mbufs cannot fill {} RX and {} TX descriptors", c.mbufs,
+                        c.rx_descriptors, c.tx_descriptors);
+  } else {
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::unique_ptr<DpdkDatapath> DpdkDatapath::open(const DpdkConfig& c, std::string& error) {
+  const auto ipv4 = parse_ipv4(c.address);
+  if (!ipv4) {
+    error = fmt::format("DPDK datapath needs a local IPv4 address, got '{}'", c.address);
+    return nullptr;
+  }
+  if (!validate(c, error) || !ensure_dpdk_eal(c.eal_args, error)) return nullptr;
+  uint16_t port = 0;
+  if (!find_port(c.port, port, error)) return nullptr;
+  {
+    std::lock_guard lock(ports_mutex);
+    if (!ports_in_use.insert(port).second) {
+      error = fmt::format("DPDK port {} is already driven by another engine in this process", port);
+      return nullptr;
+    }
+  }
+  auto fail = [&](std::string message, rte_mempool* pool) -> std::unique_ptr<DpdkDatapath> {
+    error = std::move(message);
+    rte_eth_dev_stop(port);
+    if (pool) rte_mempool_free(pool);
+    std::lock_guard lock(ports_mutex);
+    ports_in_use.erase(port);
+    return nullptr;
+  };
+
+  rte_eth_dev_info info{};
+  if (const int rc = rte_eth_dev_info_get(port, &info); rc != 0)
+    return fail(fmt::format("cannot query DPDK port {}: {}", port, rte_strerror(-rc)), nullptr);
+
+  // The mbuf's private area holds its PacketBuf; the data room holds the whole frame.
+  static std::atomic<uint32_t> pool_serial{0};
+  const auto priv = static_cast<uint16_t>(RTE_ALIGN(sizeof(PacketBuf), RTE_MBUF_PRIV_ALIGN));
+  const auto room = static_cast<uint16_t>(RTE_PKTMBUF_HEADROOM + kFrameHeaderBytes + c.mtu_bytes);
+  const std::string pool_name = fmt::format("spray{}_{}", port, pool_serial++);
+  rte_mempool* pool = rte_pktmbuf_pool_create(pool_name.c_str(), c.mbufs, 256, priv,
+                                              std::max<uint16_t>(room, RTE_MBUF_DEFAULT_BUF_SIZE),
+                                              rte_eth_dev_socket_id(port));
+  if (!pool)
+    return fail(fmt::format("cannot create a pool of {} mbufs: {} (hugepages reserved? or pass "
+                            "--no-huge -m MB)",
+                            c.mbufs, rte_strerror(rte_errno)),
+                nullptr);
+
+  rte_eth_conf conf{};
+  constexpr uint64_t kTxChecksums = RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | RTE_ETH_TX_OFFLOAD_UDP_CKSUM;
+  constexpr uint64_t kRxChecksums = RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | RTE_ETH_RX_OFFLOAD_UDP_CKSUM;
+  const bool tx_offload = (info.tx_offload_capa & kTxChecksums) == kTxChecksums;
+  if (tx_offload) conf.txmode.offloads = kTxChecksums;
+  if ((info.rx_offload_capa & kRxChecksums) == kRxChecksums) conf.rxmode.offloads = kRxChecksums;
+  // Ask for RX interrupts (for wait()); PMDs without them refuse, and we poll instead.
+  conf.intr_conf.rxq = 1;
+  bool interrupts = rte_eth_dev_configure(port, 1, 1, &conf) == 0;
+  if (!interrupts) {
+    conf.intr_conf.rxq = 0;
+    if (const int rc = rte_eth_dev_configure(port, 1, 1, &conf); rc != 0)
+      return fail(fmt::format("cannot configure DPDK port {}: {}", port, rte_strerror(-rc)), pool);
+  }
+  uint16_t rx_desc = c.rx_descriptors, tx_desc = c.tx_descriptors;
+  rte_eth_dev_adjust_nb_rx_tx_desc(port, &rx_desc, &tx_desc);
+  const auto socket = static_cast<unsigned>(rte_eth_dev_socket_id(port));
+  if (const int rc = rte_eth_rx_queue_setup(port, 0, rx_desc, socket, nullptr, pool); rc != 0)
+    return fail(fmt::format("cannot set up RX queue on port {}: {}", port, rte_strerror(-rc)),
+                pool);
+  if (const int rc = rte_eth_tx_queue_setup(port, 0, tx_desc, socket, nullptr); rc != 0)
+    return fail(fmt::format("cannot set up TX queue on port {}: {}", port, rte_strerror(-rc)),
+                pool);
+  const uint32_t frame_mtu = c.mtu_bytes + kFrameHeaderBytes - kEthernetHeaderBytes;
+  if (frame_mtu > RTE_ETHER_MTU && rte_eth_dev_set_mtu(port, static_cast<uint16_t>(frame_mtu)) != 0)
+    return fail(fmt::format("port {} does not accept an IP MTU of {}", port, frame_mtu), pool);
+  if (const int rc = rte_eth_dev_start(port); rc != 0)
+    return fail(fmt::format("cannot start DPDK port {}: {}", port, rte_strerror(-rc)), pool);
+
+  rte_ether_addr mac{};
+  rte_eth_macaddr_get(port, &mac);
+  MacAddress our_mac{};
+  std::copy(std::begin(mac.addr_bytes), std::end(mac.addr_bytes), our_mac.begin());
+  std::unique_ptr<DpdkDatapath> d(new DpdkDatapath(c, port, pool, our_mac, *ipv4));
+  d->tx_checksum_offload_ = tx_offload;
+  // A PMD may accept the configuration yet have no per-queue interrupt (memif here):
+  // enabling tells, before asking for the event fd.
+  if (interrupts && rte_eth_dev_rx_intr_enable(port, 0) == 0) {
+    d->rx_interrupt_fd_ = rte_eth_dev_rx_intr_ctl_q_get_fd(port, 0);
+    d->rx_interrupts_ = d->rx_interrupt_fd_ >= 0;
+    rte_eth_dev_rx_intr_disable(port, 0);
+  }
+  for (const auto& entry : c.neighbours) {
+    if (!d->neighbours_.add_from_text(entry, error)) return nullptr;  // dtor releases the port
+  }
+  if (c.kernel_neighbours) d->neighbours_.load_kernel_table();
+  return d;
+}
+
+DpdkDatapath::DpdkDatapath(const DpdkConfig& config, uint16_t port_id, rte_mempool* pool,
+                           MacAddress mac, uint32_t ipv4)
+    : cfg_(config), port_id_(port_id), pool_(pool), mac_(mac), ipv4_(ipv4) {
+  local_.family = NetAddr::Family::kIpv4;
+  local_.port = config.udp_port;
+  local_.ip[0] = static_cast<uint8_t>(ipv4 >> 24);
+  local_.ip[1] = static_cast<uint8_t>(ipv4 >> 16);
+  local_.ip[2] = static_cast<uint8_t>(ipv4 >> 8);
+  local_.ip[3] = static_cast<uint8_t>(ipv4);
+  arp_holdoff_cycles_ = rte_get_tsc_hz() / 1000;
+  arp_pending_.reserve(kMaxPendingArp);
+}
+
+bool DpdkDatapath::link_up() const {
+  rte_eth_link link{};
+  return rte_eth_link_get_nowait(port_id_, &link) == 0 && link.link_status == RTE_ETH_LINK_UP;
+}
+
+DpdkDatapath::~DpdkDatapath() {
+  // Stopped, not closed: a closed virtual device cannot be found by name again, and a
+  // later engine in this process may want the port.
+  rte_eth_dev_stop(port_id_);
+  rte_mempool_free(pool_);
+  std::lock_guard lock(ports_mutex);
+  ports_in_use.erase(port_id_);
+}
+
+}  // namespace spray::dp
