@@ -105,8 +105,14 @@ case $test in
     (( a * 5 >= total && b * 5 >= total )) || { echo "FAIL: a path carried under 20 %"; exit 1; }
     ;;
   linkdown)
-    start_transfer 300 1048576
-    sleep 1
+    base=$(tx_packets h1 h1r1)
+    start_transfer 600 1048576
+    # Cut the link once traffic is flowing on it (a few thousand packets in), not after
+    # a fixed time: the transfer's speed varies with the machine.
+    for _ in $(seq 200); do
+      (( $(tx_packets h1 h1r1) - base > 3000 )) && break
+      sleep 0.01
+    done
     kill -0 "$client_pid" 2>/dev/null || { echo "FAIL: transfer ended before the link went down"; exit 1; }
     ip -n "$(ns h1)" link set h1r1 down
     before=$(tx_packets h1 h1r1)

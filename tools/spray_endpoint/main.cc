@@ -83,6 +83,8 @@ int main(int argc, char** argv) {
     c->add_option("--timeout", o.timeout_s, "give up after this many seconds");
     c->add_flag("--pingpong", o.pingpong, "latency mode: one message at a time, echoed");
     c->add_flag("!--no-gso", o.gso, "UDP: send every packet as its own datagram");
+    c->add_option("--line-rate-gbps", o.line_rate_gbps, "link rate congestion control assumes");
+    c->add_option("--base-rtt-us", o.base_rtt_us, "unloaded round trip congestion control assumes");
     c->add_option("--dpdk-args", o.dpdk_args, "EAL parameters (default: $FI_SPRAY_DPDK_ARGS)");
     c->add_option("--dpdk-port", o.dpdk_port, "DPDK port name (default: the only port)");
     c->add_option("--neighbour", o.neighbours, "IPV4=MAC, for DPDK (repeatable)");

@@ -27,6 +27,8 @@ struct Options {
   double timeout_s = 60;
   bool pingpong = false;  // latency: one message in flight, echoed back
   bool gso = true;        // UDP only: segmentation offload for runs of packets
+  double line_rate_gbps = 10;  // what congestion control assumes the link carries
+  double base_rtt_us = 100;    // congestion control's unloaded round trip
   // DPDK only.
   std::string dpdk_args;
   std::string dpdk_port;
@@ -43,8 +45,8 @@ inline engine::EngineConfig engine_config(const Options& o) {
   engine::EngineConfig e;
   e.pds.path_name = o.path_selection;
   e.pds.entropy_count = o.entropy_ports;
-  e.pds.cc.base_rtt = Duration::microseconds(100);
-  e.pds.cc.line_rate_gbps = 10;
+  e.pds.cc.base_rtt = Duration::nanoseconds(static_cast<int64_t>(o.base_rtt_us * 1000));
+  e.pds.cc.line_rate_gbps = o.line_rate_gbps;
   e.pds.initial_rto = Duration::milliseconds(2);
   e.pds.max_rto = Duration::milliseconds(100);
   e.pds.reorder_window = Duration::microseconds(500);
