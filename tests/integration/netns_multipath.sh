@@ -70,16 +70,22 @@ ip -n "$(ns r1)" route add 10.9.0.2/32 via 10.2.1.1
 ip -n "$(ns r2)" route add 10.9.0.1/32 via 10.1.2.1
 ip -n "$(ns r2)" route add 10.9.0.2/32 via 10.2.2.1
 
+# Source ports per endpoint. The kernel hashes each onto a path; with 8 ports all of them
+# land on one of two paths once in 128 runs, with 32 once in 2^31.
+ENTROPY_PORTS=32
+
 tx_packets() { x "$1" cat "/sys/class/net/$2/statistics/tx_packets"; }
 
 # transfer MESSAGES BYTES [extra...]: server in h2, client in h1; both must succeed.
 start_transfer() {
   local messages=$1 bytes=$2
   x h2 "$tool" server --bind 10.9.0.2:4800 --messages "$messages" --bytes "$bytes" --timeout 60 \
+    --entropy-ports "$ENTROPY_PORTS" \
     > "$workdir/server.json" &
   server_pid=$!
   sleep 0.3
   x h1 "$tool" client --bind 10.9.0.1 --connect 10.9.0.2:4800 --messages "$messages" \
+    --entropy-ports "$ENTROPY_PORTS" \
     --bytes "$bytes" --timeout 60 > "$workdir/client.json" &
   client_pid=$!
 }

@@ -27,11 +27,9 @@ using tools::Options;
 
 nlohmann::json udp_stats(const dp::UdpDatapath& d) {
   const auto& s = d.stats();
-  return {{"tx_packets", s.tx_packets},
-          {"tx_dropped", s.tx_dropped},
-          {"tx_syscalls", s.tx_syscalls},
-          {"tx_gso_messages", s.tx_gso_messages},
-          {"rx_packets", s.rx_packets}};
+  return {{"tx_packets", s.tx_packets},           {"tx_dropped", s.tx_dropped},
+          {"tx_syscalls", s.tx_syscalls},         {"tx_gso_messages", s.tx_gso_messages},
+          {"rx_gro_messages", s.rx_gro_messages}, {"rx_packets", s.rx_packets}};
 }
 
 nlohmann::json dpdk_stats(const dp::DpdkDatapath& d) {
@@ -83,6 +81,7 @@ int main(int argc, char** argv) {
     c->add_option("--timeout", o.timeout_s, "give up after this many seconds");
     c->add_flag("--pingpong", o.pingpong, "latency mode: one message at a time, echoed");
     c->add_flag("!--no-gso", o.gso, "UDP: send every packet as its own datagram");
+    c->add_flag("!--no-gro", o.gro, "UDP: receive every datagram on its own");
     c->add_option("--line-rate-gbps", o.line_rate_gbps, "link rate congestion control assumes");
     c->add_option("--base-rtt-us", o.base_rtt_us, "unloaded round trip congestion control assumes");
     c->add_option("--dpdk-args", o.dpdk_args, "EAL parameters (default: $FI_SPRAY_DPDK_ARGS)");
@@ -132,6 +131,7 @@ int main(int argc, char** argv) {
   c.entropy_ports = o.entropy_ports;
   c.mtu_bytes = o.mtu;
   c.gso = o.gso;
+  c.gro = o.gro;
   auto d = dp::UdpDatapath::open(c, error);
   if (!d) {
     fmt::print(stderr, "spray-endpoint: {}\n", error);

@@ -25,8 +25,9 @@ struct Options {
   uint32_t mtu = 1472;
   std::string path_selection = "reps";
   double timeout_s = 60;
-  bool pingpong = false;  // latency: one message in flight, echoed back
-  bool gso = true;        // UDP only: segmentation offload for runs of packets
+  bool pingpong = false;       // latency: one message in flight, echoed back
+  bool gso = true;             // UDP only: segmentation offload for runs of packets
+  bool gro = true;             // UDP only: receive offload
   double line_rate_gbps = 10;  // what congestion control assumes the link carries
   double base_rtt_us = 100;    // congestion control's unloaded round trip
   // DPDK only.

@@ -140,6 +140,7 @@ TEST(UdpDatapath, gso__sends_a_run_as_one_message_that_arrives_as_datagrams) {
   EXPECT_EQ(a->stats().tx_syscalls, 1u);
   EXPECT_EQ(a->stats().tx_gso_messages, 1u);
   EXPECT_EQ(a->stats().tx_packets, lengths.size());
+  EXPECT_EQ(b->stats().rx_gro_messages, 1u);  // loopback never cut it; rx_burst did
   ASSERT_EQ(got.size(), lengths.size());
   for (size_t i = 0; i < got.size(); ++i) {
     EXPECT_EQ(got[i].size(), lengths[i]) << i;
@@ -160,15 +161,56 @@ TEST(UdpDatapath, gso__never_merges_unequal_segments_or_other_peers) {
   EXPECT_EQ(a->stats().tx_gso_messages, 2u);  // {1472, 1472, 500} and {1472, 1472}
 }
 
-TEST(UdpDatapath, gso__can_be_switched_off) {
+TEST(UdpDatapath, gso_and_gro__can_be_switched_off) {
   UdpConfig c;
   c.gso = false;
+  c.gro = false;
   auto a = open_ok(c);
   auto b = open_ok(c);
   ASSERT_TRUE(a && b);
   const auto got = send_run(*a, *b, std::vector<uint32_t>(10, 1000));
-  EXPECT_EQ(got.size(), 10u);
+  ASSERT_EQ(got.size(), 10u);
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_EQ(got[i], std::vector<uint8_t>(1000, static_cast<uint8_t>(i)));
   EXPECT_EQ(a->stats().tx_gso_messages, 0u);
+  EXPECT_EQ(b->stats().rx_gro_messages, 0u);
+}
+
+TEST(UdpDatapath, gso_to_a_receiver_without_gro__arrives_cut_by_the_kernel) {
+  UdpConfig no_gro;
+  no_gro.gro = false;
+  auto a = open_ok(UdpConfig{});
+  auto b = open_ok(no_gro);
+  ASSERT_TRUE(a && b);
+  std::vector<uint32_t> lengths(20, 1200);
+  lengths.push_back(7);
+  const auto got = send_run(*a, *b, lengths);
+  EXPECT_EQ(a->stats().tx_gso_messages, 1u);
+  ASSERT_EQ(got.size(), lengths.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_EQ(got[i], std::vector<uint8_t>(lengths[i], static_cast<uint8_t>(i))) << i;
+}
+
+TEST(UdpDatapath, gro__counts_what_an_empty_pool_cannot_take) {
+  UdpConfig small;
+  small.buffers = 8;
+  auto a = open_ok(UdpConfig{});
+  auto b = open_ok(small);
+  ASSERT_TRUE(a && b);
+  std::array<PacketBuf*, 30> out{};
+  ASSERT_EQ(a->alloc(out.data(), out.size()), out.size());
+  for (auto* p : out) {
+    p->len = 1000;
+    p->peer = b->local_address();
+  }
+  a->tx_burst(out.data(), out.size());
+  ASSERT_TRUE(b->wait(Duration::milliseconds(500)));
+  std::array<PacketBuf*, 64> in{};
+  const size_t n = b->rx_burst(in.data(), in.size());  // holds all 8 buffers
+  EXPECT_EQ(n, 8u);
+  EXPECT_EQ(b->rx_burst(in.data() + n, in.size() - n), 0u);
+  EXPECT_EQ(b->stats().rx_no_buffer, 22u);
+  b->free(in.data(), n);
 }
 
 TEST(UdpDatapath, wait__times_out_when_nothing_arrives) {

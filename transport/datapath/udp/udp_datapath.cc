@@ -32,6 +32,83 @@ void UdpDatapath::free(PacketBuf** bufs, size_t n) {
 }
 
 size_t UdpDatapath::rx_burst(PacketBuf** bufs, size_t n) {
+  return gro_ ? rx_burst_gro(bufs, n) : rx_burst_direct(bufs, n);
+}
+
+// One recvmmsg into GRO buffers; each receive becomes a run of datagrams.
+void UdpDatapath::receive_gro_runs() {
+  std::array<mmsghdr, kGroBuffers> msgs{};
+  std::array<iovec, kGroBuffers> iov{};
+  std::array<sockaddr_storage, kGroBuffers> from{};
+  alignas(cmsghdr) std::array<std::array<uint8_t, CMSG_SPACE(sizeof(int))>, kGroBuffers> cmsg{};
+  for (size_t i = 0; i < kGroBuffers; ++i) {
+    iov[i] = {gro_arena_.get() + i * kGroBufferBytes, kGroBufferBytes};
+    msgs[i].msg_hdr.msg_iov = &iov[i];
+    msgs[i].msg_hdr.msg_iovlen = 1;
+    msgs[i].msg_hdr.msg_name = &from[i];
+    msgs[i].msg_hdr.msg_namelen = sizeof(sockaddr_storage);
+    msgs[i].msg_hdr.msg_control = cmsg[i].data();
+    msgs[i].msg_hdr.msg_controllen = cmsg[i].size();
+  }
+  const int got = ::recvmmsg(sockets_[0], msgs.data(), kGroBuffers, MSG_DONTWAIT, nullptr);
+  ++stats_.rx_syscalls;
+  gro_next_ = 0;
+  gro_count_ = 0;
+  const auto mask = static_cast<uint16_t>(cfg_.entropy_ports - 1);
+  for (int i = 0; i < got; ++i) {
+    msghdr& h = msgs[static_cast<size_t>(i)].msg_hdr;
+    uint32_t segment = msgs[i].msg_len;  // a single datagram unless GRO says otherwise
+    for (cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr; c = CMSG_NXTHDR(&h, c)) {
+      if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+        int size = 0;
+        std::memcpy(&size, CMSG_DATA(c), sizeof(size));
+        if (size > 0) segment = static_cast<uint32_t>(size);
+      }
+    }
+    if ((h.msg_flags & MSG_TRUNC) || segment > cfg_.mtu_bytes) {
+      ++stats_.rx_truncated;
+      continue;
+    }
+    GroRun& run = gro_runs_[gro_count_++];
+    run.offset = static_cast<uint32_t>(i) * kGroBufferBytes;
+    run.end = run.offset + msgs[i].msg_len;
+    run.segment = segment;
+    run.from = from_sockaddr(from[static_cast<size_t>(i)]);
+    run.entropy = static_cast<uint16_t>(run.from.port & mask);
+    run.from.port = static_cast<uint16_t>(run.from.port & ~mask);  // the sender's base port
+    if (msgs[i].msg_len > segment) ++stats_.rx_gro_messages;
+  }
+}
+
+size_t UdpDatapath::rx_burst_gro(PacketBuf** bufs, size_t n) {
+  if (gro_next_ == gro_count_) receive_gro_runs();
+  size_t kept = 0;
+  while (kept < n && gro_next_ < gro_count_) {
+    GroRun& run = gro_runs_[gro_next_];
+    PacketBuf* b = pool_.alloc();
+    if (b == nullptr) {  // out of buffers: what is left of this receive is lost
+      for (; gro_next_ < gro_count_; ++gro_next_) {
+        const GroRun& r = gro_runs_[gro_next_];
+        stats_.rx_no_buffer +=
+            std::max<uint32_t>(1, (r.end - r.offset + r.segment - 1) / r.segment);
+      }
+      break;
+    }
+    const uint32_t len = std::min(run.segment, run.end - run.offset);
+    std::memcpy(b->data, gro_arena_.get() + run.offset, len);
+    b->len = len;
+    b->peer = run.from;
+    b->entropy = run.entropy;
+    b->flags = 0;
+    bufs[kept++] = b;
+    run.offset += len;
+    if (run.offset >= run.end) ++gro_next_;  // a zero-length datagram is one packet too
+  }
+  stats_.rx_packets += kept;
+  return kept;
+}
+
+size_t UdpDatapath::rx_burst_direct(PacketBuf** bufs, size_t n) {
   n = std::min(n, kMaxBurst);
   std::array<mmsghdr, kMaxBurst> msgs{};
   std::array<iovec, kMaxBurst> iov{};

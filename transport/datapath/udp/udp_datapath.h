@@ -16,6 +16,7 @@
 // then block in wait(), so more processes than cores still make progress.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,6 +40,10 @@ struct UdpConfig {
   // the stack is traversed once per up to 64 packets. Switched off by itself when the
   // route's device cannot segment.
   bool gso = true;
+  // UDP GRO: the kernel may hand up runs of datagrams from one sender as one buffer
+  // (on loopback a GSO super-datagram is never cut at all), which rx_burst splits back
+  // into packets. Costs one copy per packet and kGroBuffers x 64 KiB of address space.
+  bool gro = true;
 };
 
 struct UdpStats {
@@ -48,7 +53,9 @@ struct UdpStats {
   uint64_t tx_gso_messages = 0;  // super-datagrams carrying two or more packets
   uint64_t rx_packets = 0;
   uint64_t rx_syscalls = 0;
-  uint64_t rx_truncated = 0;  // datagrams larger than a buffer, dropped
+  uint64_t rx_truncated = 0;     // datagrams larger than a buffer, dropped
+  uint64_t rx_gro_messages = 0;  // receives that carried two or more datagrams
+  uint64_t rx_no_buffer = 0;     // datagrams dropped because the pool was empty
 };
 
 class UdpDatapath {
@@ -75,12 +82,33 @@ class UdpDatapath {
  private:
   UdpDatapath(const UdpConfig& config, NetAddr local, std::vector<int> sockets);
 
+  // A GRO receive not yet fully handed up: datagrams of `segment` bytes (the last may be
+  // shorter) in gro_arena_ at [offset, end), all from one sender and source port.
+  struct GroRun {
+    uint32_t offset = 0;
+    uint32_t end = 0;
+    uint32_t segment = 0;
+    NetAddr from;
+    uint16_t entropy = 0;
+  };
+  static constexpr size_t kGroBuffers = 64;
+  static constexpr uint32_t kGroBufferBytes = 65536;
+
+  size_t rx_burst_direct(PacketBuf** bufs, size_t n);
+  size_t rx_burst_gro(PacketBuf** bufs, size_t n);
+  void receive_gro_runs();
+
   UdpConfig cfg_;
   NetAddr local_;
   std::vector<int> sockets_;  // [0] receives and sends; [i] sends from base + i
   PacketPool pool_;
   UdpStats stats_;
-  bool gso_;  // cfg_.gso, until a device refuses it
+  bool gso_;                              // cfg_.gso, until a device refuses it
+  bool gro_;                              // cfg_.gro, if the kernel accepted UDP_GRO
+  std::unique_ptr<uint8_t[]> gro_arena_;  // kGroBuffers x kGroBufferBytes, untouched until used
+  std::array<GroRun, kGroBuffers> gro_runs_{};
+  size_t gro_next_ = 0;   // the run being handed up
+  size_t gro_count_ = 0;  // runs from the last receive
 };
 
 static_assert(Datapath<UdpDatapath>);

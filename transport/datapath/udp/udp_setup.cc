@@ -2,6 +2,7 @@
 // sockets, and explaining failures.
 #include <fcntl.h>
 #include <net/if.h>
+#include <netinet/udp.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -122,7 +123,14 @@ UdpDatapath::UdpDatapath(const UdpConfig& config, NetAddr local, std::vector<int
       local_(local),
       sockets_(std::move(sockets)),
       pool_(config.buffers, config.mtu_bytes),
-      gso_(config.gso) {}
+      gso_(config.gso),
+      gro_(false) {
+  const int on = 1;
+  if (config.gro && ::setsockopt(sockets_[0], SOL_UDP, UDP_GRO, &on, sizeof(on)) == 0) {
+    gro_ = true;
+    gro_arena_.reset(new uint8_t[kGroBuffers * kGroBufferBytes]);
+  }
+}
 
 UdpDatapath::~UdpDatapath() {
   close_all(sockets_);
