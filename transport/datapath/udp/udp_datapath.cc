@@ -238,6 +238,7 @@ size_t UdpDatapath::tx_burst(PacketBuf** bufs, size_t n) {
 }
 
 bool UdpDatapath::wait(Duration timeout) {
+  if (gro_next_ < gro_count_) return true;  // datagrams already received, not yet handed up
   pollfd p{sockets_[0], POLLIN, 0};
   const auto ms = static_cast<int>((timeout.ps + 999'999'999) / 1'000'000'000);
   return ::poll(&p, 1, ms) > 0;
