@@ -16,6 +16,8 @@
 // then block in wait(), so more processes than cores still make progress.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <array>
 #include <memory>
 #include <string>
@@ -83,7 +85,7 @@ class UdpDatapath {
   UdpDatapath(const UdpConfig& config, NetAddr local, std::vector<int> sockets);
 
   // A GRO receive not yet fully handed up: datagrams of `segment` bytes (the last may be
-  // shorter) in gro_arena_ at [offset, end), all from one sender and source port.
+  // shorter) in the GRO arena at [offset, end), all from one sender and source port.
   struct GroRun {
     uint32_t offset = 0;
     uint32_t end = 0;
@@ -103,9 +105,16 @@ class UdpDatapath {
   std::vector<int> sockets_;  // [0] receives and sends; [i] sends from base + i
   PacketPool pool_;
   UdpStats stats_;
-  bool gso_;                              // cfg_.gso, until a device refuses it
-  bool gro_;                              // cfg_.gro, if the kernel accepted UDP_GRO
-  std::unique_ptr<uint8_t[]> gro_arena_;  // kGroBuffers x kGroBufferBytes, untouched until used
+  bool gso_;  // cfg_.gso, until a device refuses it
+  // Receive state for GRO, built once when the kernel accepts UDP_GRO; null otherwise.
+  struct GroReceive {
+    std::unique_ptr<uint8_t[]> arena;  // kGroBuffers x kGroBufferBytes, untouched until used
+    std::array<mmsghdr, kGroBuffers> msgs{};
+    std::array<iovec, kGroBuffers> iov{};
+    std::array<sockaddr_storage, kGroBuffers> from{};
+    alignas(cmsghdr) std::array<std::array<uint8_t, 24>, kGroBuffers> cmsg{};  // >= CMSG_SPACE(int)
+  };
+  std::unique_ptr<GroReceive> gro_;
   std::array<GroRun, kGroBuffers> gro_runs_{};
   size_t gro_next_ = 0;   // the run being handed up
   size_t gro_count_ = 0;  // runs from the last receive

@@ -123,12 +123,21 @@ UdpDatapath::UdpDatapath(const UdpConfig& config, NetAddr local, std::vector<int
       local_(local),
       sockets_(std::move(sockets)),
       pool_(config.buffers, config.mtu_bytes),
-      gso_(config.gso),
-      gro_(false) {
+      gso_(config.gso) {
   const int on = 1;
-  if (config.gro && ::setsockopt(sockets_[0], SOL_UDP, UDP_GRO, &on, sizeof(on)) == 0) {
-    gro_ = true;
-    gro_arena_.reset(new uint8_t[kGroBuffers * kGroBufferBytes]);
+  if (!config.gro || ::setsockopt(sockets_[0], SOL_UDP, UDP_GRO, &on, sizeof(on)) != 0) return;
+  static_assert(CMSG_SPACE(sizeof(int)) <= 24);
+  gro_ = std::make_unique<GroReceive>();
+  gro_->arena.reset(new uint8_t[kGroBuffers * kGroBufferBytes]);
+  for (size_t i = 0; i < kGroBuffers; ++i) {
+    gro_->iov[i] = {gro_->arena.get() + i * kGroBufferBytes, kGroBufferBytes};
+    msghdr& h = gro_->msgs[i].msg_hdr;
+    h.msg_iov = &gro_->iov[i];
+    h.msg_iovlen = 1;
+    h.msg_name = &gro_->from[i];
+    h.msg_namelen = sizeof(sockaddr_storage);
+    h.msg_control = gro_->cmsg[i].data();
+    h.msg_controllen = gro_->cmsg[i].size();
   }
 }
 
