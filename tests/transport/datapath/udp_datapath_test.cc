@@ -201,6 +201,7 @@ TEST(UdpDatapath, gro__counts_what_an_empty_pool_cannot_take) {
   ASSERT_EQ(a->alloc(out.data(), out.size()), out.size());
   for (auto* p : out) {
     p->len = 1000;
+    std::fill(p->data, p->data + p->len, uint8_t{7});
     p->peer = b->local_address();
   }
   a->tx_burst(out.data(), out.size());

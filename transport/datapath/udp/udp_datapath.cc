@@ -201,6 +201,7 @@ size_t UdpDatapath::tx_burst(PacketBuf** bufs, size_t n) {
       for (size_t k = 0; k < messages; ++k) {
         msghdr& h = msgs[k].msg_hdr;
         if (h.msg_iovlen < 2) continue;
+        cmsg[k] = {};  // the kernel reads the padding too
         h.msg_control = cmsg[k].data();
         h.msg_controllen = cmsg[k].size();
         cmsghdr* c = CMSG_FIRSTHDR(&h);
