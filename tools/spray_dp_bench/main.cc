@@ -143,13 +143,8 @@ Result spray_dpdk(const std::string& eal_args, const std::string& pair, uint32_t
   if (!b) die(error);
   a->neighbours().set(0x0a630002, b->mac());
   b->neighbours().set(0x0a630001, a->mac());
-  const auto deadline = Clock::now() + std::chrono::seconds(10);
-  while (!(a->link_up() && b->link_up()) && Clock::now() < deadline)
-    a->wait(Duration::milliseconds(1));
-  // Prime both receive queues (a memif client offers its slots on its first poll).
-  std::array<dp::PacketBuf*, kBurst> none{};
-  a->free(none.data(), a->rx_burst(none.data(), kBurst));
-  b->free(none.data(), b->rx_burst(none.data(), kBurst));
+  if (!a->await_link(Duration::seconds(10)) || !b->await_link(Duration::seconds(10)))
+    die(fmt::format("the link between {} stayed down", pair));
   return blast(*a, *b, payload, seconds);
 }
 

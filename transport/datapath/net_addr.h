@@ -51,4 +51,17 @@ struct NetAddr {
   friend bool operator==(const NetAddr&, const NetAddr&) = default;
 };
 
+// UDP-based datapaths (kernel UDP, DPDK) give each endpoint `entropy_ports` consecutive
+// ports from a base that is a multiple of entropy_ports (a power of two), and send each
+// packet from base + EV mod entropy_ports. A receiver splits a source port back into the
+// sender's base (its name) and the EV.
+struct SourcePort {
+  uint16_t base = 0;
+  uint16_t entropy = 0;
+};
+inline SourcePort split_source_port(uint16_t port, uint16_t entropy_ports) {
+  const auto mask = static_cast<uint16_t>(entropy_ports - 1);
+  return {static_cast<uint16_t>(port & ~mask), static_cast<uint16_t>(port & mask)};
+}
+
 }  // namespace spray::dp

@@ -11,6 +11,7 @@
 #include <numeric>
 #include <set>
 
+#include "tests/support/packet_burst.h"
 #include "tests/support/real_time_transfer.h"
 #include "transport/datapath/clock.h"
 #include "transport/engine/engine.h"
@@ -54,17 +55,9 @@ std::pair<std::unique_ptr<DpdkDatapath>, std::unique_ptr<DpdkDatapath>> open_pai
     bool with_neighbours = true) {
   auto a = open_ok(config(0, with_neighbours));
   auto b = open_ok(config(1, with_neighbours));
-  const Time deadline = monotonic_now() + Duration::seconds(10);
-  while (a && b && !(a->link_up() && b->link_up()) && monotonic_now() < deadline)
-    a->wait(Duration::milliseconds(1));
-  EXPECT_TRUE(a && b && a->link_up() && b->link_up()) << "memif link did not come up";
-  // A memif client offers its receive slots to the server on its first RX poll (as an
-  // engine's progress() does at once); until then the server's transmits find no room.
-  std::array<PacketBuf*, 8> none{};
-  if (a && b) {
-    a->free(none.data(), a->rx_burst(none.data(), none.size()));
-    b->free(none.data(), b->rx_burst(none.data(), none.size()));
-  }
+  EXPECT_TRUE(a && b && a->await_link(Duration::seconds(10)) &&
+              b->await_link(Duration::seconds(10)))
+      << "memif link did not come up";
   return {std::move(a), std::move(b)};
 }
 
@@ -140,13 +133,7 @@ TEST(DpdkDatapath, burst__carries_the_entropy_value_in_the_source_port) {
   auto [a, b] = open_pair();
   ASSERT_TRUE(a && b);
   std::array<PacketBuf*, 32> out{};
-  ASSERT_EQ(a->alloc(out.data(), out.size()), out.size());
-  for (size_t i = 0; i < out.size(); ++i) {
-    out[i]->len = 100;
-    std::fill(out[i]->data, out[i]->data + 100, static_cast<uint8_t>(i));
-    out[i]->peer = b->local_address();
-    out[i]->entropy = static_cast<uint16_t>(i);
-  }
+  ASSERT_TRUE(test::make_burst(*a, std::span(out), b->local_address(), 100));
   EXPECT_EQ(a->tx_burst(out.data(), out.size()), out.size());
   std::set<uint16_t> evs;
   const size_t got = receive(*b, 32, [&](const PacketBuf& p) {

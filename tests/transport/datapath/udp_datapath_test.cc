@@ -7,6 +7,7 @@
 #include <numeric>
 #include <set>
 
+#include "tests/support/packet_burst.h"
 #include "tests/support/real_time_transfer.h"
 #include "transport/datapath/clock.h"
 #include "transport/datapath/udp/socket_address.h"
@@ -73,13 +74,7 @@ TEST(UdpDatapath, burst__carries_the_entropy_value_in_the_source_port) {
   auto b = open_ok(UdpConfig{});
   ASSERT_TRUE(a && b);
   std::array<PacketBuf*, 32> out{};
-  ASSERT_EQ(a->alloc(out.data(), out.size()), out.size());
-  for (size_t i = 0; i < out.size(); ++i) {
-    out[i]->len = 100;
-    std::fill(out[i]->data, out[i]->data + 100, static_cast<uint8_t>(i));
-    out[i]->peer = b->local_address();
-    out[i]->entropy = static_cast<uint16_t>(i);
-  }
+  ASSERT_TRUE(test::make_burst(*a, std::span(out), b->local_address(), 100));
   a->tx_burst(out.data(), out.size());
   EXPECT_LE(a->stats().tx_syscalls, 8u);  // one sendmmsg per source port, not per packet
   ASSERT_TRUE(b->wait(Duration::milliseconds(500)));

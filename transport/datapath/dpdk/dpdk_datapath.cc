@@ -107,12 +107,12 @@ PacketBuf* DpdkDatapath::accept(rte_mbuf* m) {
   b->data = frame + p.payload_offset;
   b->len = p.payload_bytes;
   b->capacity = p.payload_bytes;
-  const auto mask = static_cast<uint16_t>(cfg_.entropy_ports - 1);
+  const SourcePort source = split_source_port(p.src_port, cfg_.entropy_ports);
   b->peer.family = NetAddr::Family::kIpv4;
-  b->peer.port = static_cast<uint16_t>(p.src_port & ~mask);  // the sender's base port
+  b->peer.port = source.base;
   b->peer.ip = {static_cast<uint8_t>(p.src_ip >> 24), static_cast<uint8_t>(p.src_ip >> 16),
                 static_cast<uint8_t>(p.src_ip >> 8), static_cast<uint8_t>(p.src_ip)};
-  b->entropy = static_cast<uint16_t>(p.src_port & mask);
+  b->entropy = source.entropy;
   if (p.ecn_ce) {
     b->flags |= PacketBuf::kEcnCe;
     ++stats_.rx_ecn_ce;

@@ -95,6 +95,11 @@ class DpdkDatapath {
   bool checksum_offload() const { return tx_checksum_offload_; }
   // Whether the port's link is up now (a memif link comes up once its peer connects).
   bool link_up() const;
+  // Waits up to `timeout` for the link, then polls the RX queue once: a memif client
+  // offers its receive slots to the server only on its first poll (an engine's
+  // progress() does that at once; raw-burst users call this before traffic). Anything
+  // received by that poll is freed. False if the link stayed down.
+  bool await_link(Duration timeout);
 
  private:
   DpdkDatapath(const DpdkConfig& config, uint16_t port_id, rte_mempool* pool, MacAddress mac,

@@ -3,7 +3,9 @@
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 
+#include <array>
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <set>
 
@@ -178,6 +180,15 @@ DpdkDatapath::DpdkDatapath(const DpdkConfig& config, uint16_t port_id, rte_mempo
 bool DpdkDatapath::link_up() const {
   rte_eth_link link{};
   return rte_eth_link_get_nowait(port_id_, &link) == 0 && link.link_status == RTE_ETH_LINK_UP;
+}
+
+bool DpdkDatapath::await_link(Duration timeout) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::nanoseconds(timeout.ps / 1000);
+  while (!link_up() && std::chrono::steady_clock::now() < deadline) wait(Duration::milliseconds(1));
+  std::array<PacketBuf*, 32> received{};
+  free(received.data(), rx_burst(received.data(), received.size()));
+  return link_up();
 }
 
 DpdkDatapath::~DpdkDatapath() {

@@ -44,7 +44,6 @@ void UdpDatapath::receive_gro_runs() {
   ++stats_.rx_syscalls;
   gro_next_ = 0;
   gro_count_ = 0;
-  const auto mask = static_cast<uint16_t>(cfg_.entropy_ports - 1);
   for (int i = 0; i < got; ++i) {
     msghdr& h = msgs[static_cast<size_t>(i)].msg_hdr;
     uint32_t segment = msgs[i].msg_len;  // a single datagram unless GRO says otherwise
@@ -64,8 +63,9 @@ void UdpDatapath::receive_gro_runs() {
     run.end = run.offset + msgs[i].msg_len;
     run.segment = segment;
     run.from = from_sockaddr(gro_->from[static_cast<size_t>(i)]);
-    run.entropy = static_cast<uint16_t>(run.from.port & mask);
-    run.from.port = static_cast<uint16_t>(run.from.port & ~mask);  // the sender's base port
+    const SourcePort source = split_source_port(run.from.port, cfg_.entropy_ports);
+    run.from.port = source.base;
+    run.entropy = source.entropy;
     if (msgs[i].msg_len > segment) ++stats_.rx_gro_messages;
   }
   for (int i = 0; i < got; ++i) {  // recvmmsg shrank these to what it wrote
@@ -123,7 +123,6 @@ size_t UdpDatapath::rx_burst_direct(PacketBuf** bufs, size_t n) {
   ++stats_.rx_syscalls;
   const size_t received = got > 0 ? static_cast<size_t>(got) : 0;
   size_t kept = 0;
-  const auto mask = static_cast<uint16_t>(cfg_.entropy_ports - 1);
   for (size_t i = 0; i < received; ++i) {
     PacketBuf* b = bufs[i];
     if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) {
@@ -133,8 +132,9 @@ size_t UdpDatapath::rx_burst_direct(PacketBuf** bufs, size_t n) {
     }
     b->len = msgs[i].msg_len;
     b->peer = from_sockaddr(from[i]);
-    b->entropy = static_cast<uint16_t>(b->peer.port & mask);
-    b->peer.port = static_cast<uint16_t>(b->peer.port & ~mask);  // the sender's base port
+    const SourcePort source = split_source_port(b->peer.port, cfg_.entropy_ports);
+    b->peer.port = source.base;
+    b->entropy = source.entropy;
     b->flags = 0;
     bufs[kept++] = b;
   }
