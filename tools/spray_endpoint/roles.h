@@ -49,6 +49,7 @@ inline engine::EngineConfig engine_config(const Options& o) {
   e.pds.cc.base_rtt = Duration::nanoseconds(static_cast<int64_t>(o.base_rtt_us * 1000));
   e.pds.cc.line_rate_gbps = o.line_rate_gbps;
   e.pds.initial_rto = Duration::milliseconds(2);
+  e.pds.min_rto = Duration::milliseconds(1);  // kernel UDP: scheduler jitter is ~1 ms
   e.pds.max_rto = Duration::milliseconds(100);
   e.pds.reorder_window = Duration::microseconds(500);
   return e;
@@ -87,9 +88,14 @@ class EndpointRoles {
 
   nlohmann::json summary() {
     const auto& p = e_.pds().stats();
-    return {{"data_packets", p.tx_packets},     {"retransmissions", p.retransmits},
-            {"timeouts", p.timeouts},           {"rx_packets", p.rx_packets},
-            {"rx_duplicates", p.rx_duplicates}, {"pdcs_failed", p.pdcs_failed},
+    return {{"data_packets", p.tx_packets},
+            {"retransmissions", p.retransmits},
+            {"rack_retransmissions", p.rack_retransmits},
+            {"timeout_retransmissions", p.timeout_retransmits},
+            {"timeouts", p.timeouts},
+            {"rx_packets", p.rx_packets},
+            {"rx_duplicates", p.rx_duplicates},
+            {"pdcs_failed", p.pdcs_failed},
             {o_.datapath, datapath_stats_(d_)}};
   }
 

@@ -14,6 +14,7 @@
 #include "transport/base/status.h"
 #include "transport/base/time.h"
 #include "transport/base/timer_wheel.h"
+#include "transport/pds/rtt_estimator.h"
 
 namespace spray::pds {
 
@@ -91,10 +92,9 @@ struct Pdc {
   TxRun* run_head = nullptr;  // queued SES runs, sent in order
   TxRun* run_tail = nullptr;
   uint32_t inflight_bytes = 0;
-  uint32_t highest_sacked = 0;  // highest PSN known received (valid when have_sacked)
-  bool have_sacked = false;
   Time latest_acked_sent{};  // RACK: send time of the most recently sent acked packet
   uint32_t backoff = 0;      // RTO doublings since the last progress
+  RttEstimator rtt;          // sets the RTO before backoff
   TimerNode rto_timer;
   std::unique_ptr<cc::CongestionControl> cc;
   std::unique_ptr<paths::PathSelector> paths;

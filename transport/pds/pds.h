@@ -171,6 +171,7 @@ class Pds {
 
   // pds_tx.cc
   void queue_retransmit(Pdc& p, uint32_t psn);
+  Duration current_rto(const Pdc& p) const;  // with backoff, at most max_rto
   void arm_rto(Pdc& p, Time now);
   void detect_losses(Pdc& p);
   void on_rto(uint32_t index, Time now);

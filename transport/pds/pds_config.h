@@ -13,10 +13,14 @@ namespace spray::pds {
 struct PdsConfig {
   uint32_t max_pdcs = 1024;       // PDCs this engine can hold at once (both roles)
   uint32_t window_packets = 512;  // max PSNs in flight per PDC; a power of two
+  // Retransmission timeout: `initial_rto` until a PDC has an RTT sample, then
+  // SRTT + 4 * RTTVAR (RFC 6298); always within [min_rto, max_rto] before backoff doubles it
+  // (backoff stops at max_rto).
   Duration initial_rto = Duration::microseconds(200);
+  Duration min_rto = Duration::microseconds(100);
   Duration max_rto = Duration::milliseconds(20);
   uint32_t max_retries = 12;  // transmissions of one PSN beyond the first
-  Duration reorder_window = Duration::microseconds(20);  // RACK: tolerated reordering
+  Duration reorder_window = Duration::microseconds(20);  // RACK: least tolerated reordering
   uint32_t ack_every_packets = 16;                       // coalescing: ACK at least this often
   std::string cc_name = "nscc";
   std::string path_name = "reps";

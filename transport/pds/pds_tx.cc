@@ -15,10 +15,14 @@ void Pds::queue_retransmit(Pdc& p, uint32_t psn) {
   mark_ready(p.rto_timer.owner);
 }
 
-void Pds::arm_rto(Pdc& p, Time now) {
-  Duration rto = cfg_.initial_rto;
+Duration Pds::current_rto(const Pdc& p) const {
+  Duration rto = p.rtt.rto(cfg_.initial_rto, cfg_.min_rto, cfg_.max_rto);
   for (uint32_t i = 0; i < p.backoff && rto < cfg_.max_rto; ++i) rto = rto * 2;
-  timers_.arm(p.rto_timer, now + std::min(rto, cfg_.max_rto));
+  return std::min(rto, cfg_.max_rto);
+}
+
+void Pds::arm_rto(Pdc& p, Time now) {
+  timers_.arm(p.rto_timer, now + current_rto(p));
 }
 
 bool Pds::next_tx(uint32_t index, Time now, TxPacket& out) {
@@ -176,15 +180,26 @@ void Pds::ack_psn(Pdc& p, uint32_t psn, bool cumulative) {
   }
 }
 
+// RACK (RFC 8985): a PSN is lost once a PSN sent more than reorder_window after it has
+// been acknowledged, cumulatively or by SACK. Acknowledged retransmissions count too,
+// which is what recovers a tail after a timeout probe (see on_rto).
 void Pds::detect_losses(Pdc& p) {
-  if (!p.have_sacked || psn_diff(p.highest_sacked, p.snd_una) <= 0) return;
-  for (uint32_t psn = p.snd_una; psn != p.highest_sacked; ++psn) {
+  // Tolerated reordering: the configured floor, or a quarter of the smoothed RTT when
+  // that is longer (RFC 8985 uses min_RTT / 4): paths of unequal queueing reorder by a
+  // share of the RTT, and a fixed window tuned for an idle fabric resends spuriously
+  // whenever queues grow.
+  const Duration reorder = std::max(cfg_.reorder_window, p.rtt.srtt() / 4);
+  for (uint32_t psn = p.snd_una; psn != p.snd_nxt; ++psn) {
     const TxSlot& s = p.tx[psn % window_];
-    if (s.in_flight && !s.sacked && !s.rtx_queued &&
-        s.sent + cfg_.reorder_window < p.latest_acked_sent) {
-      queue_retransmit(p, psn);
-      ++stats_.rack_retransmits;
+    if (!s.in_flight || s.sacked || s.rtx_queued) continue;
+    if (s.sent + reorder >= p.latest_acked_sent) {
+      // First sends go out in PSN order, so every later PSN sent once was sent later
+      // still; only retransmitted slots (sent again, later) break that order.
+      if (!s.retransmitted) break;
+      continue;
     }
+    queue_retransmit(p, psn);
+    ++stats_.rack_retransmits;
   }
 }
 
@@ -244,14 +259,11 @@ void Pds::on_ack(PeerIndex peer, const wire::PdsAck& ack, Time now) {
       const uint32_t psn = base + i;
       if (psn_diff(psn, p.snd_una) <= 0 || psn_diff(p.snd_nxt, psn) <= 0) continue;
       ack_psn(p, psn, false);
-      if (!p.have_sacked || psn_diff(psn, p.highest_sacked) > 0) {
-        p.highest_sacked = psn;
-        p.have_sacked = true;
-      }
     }
   }
   if (trigger_fresh && ecn) p.paths->on_feedback(trigger_entropy, paths::Feedback::kEcn);
 
+  if (rtt.ps > 0) p.rtt.on_sample(rtt);
   const uint32_t acked_bytes = before - p.inflight_bytes;
   if (acked_bytes > 0 || rtt.ps > 0) p.cc->on_ack({now, acked_bytes, rtt, ecn});
 
@@ -260,7 +272,6 @@ void Pds::on_ack(PeerIndex peer, const wire::PdsAck& ack, Time now) {
     free_pdc(p.rto_timer.owner);
     return;
   }
-  if (p.have_sacked && psn_diff(p.highest_sacked, p.snd_una) < 0) p.have_sacked = false;
   // Progress (the left edge moved or new PSNs were SACKed) resets the backoff and
   // restarts the timer; a duplicate ACK does neither.
   const bool progress = acked_bytes > 0 || p.snd_una != una_before;
@@ -318,24 +329,28 @@ void Pds::on_nack(PeerIndex peer, const wire::PdsNack& nack, Time now) {
   }
 }
 
+// A timeout resends only the oldest overdue PSN, asking for an ACK (a tail-loss probe,
+// as TCP's RTO does). Its ACK tells what really arrived: when only ACKs were lost (a dead
+// return path) the cumulative ACK jumps and nothing else is resent; when data was lost,
+// RACK marks everything sent before the probe lost and it goes out at once. Resending the
+// whole window here instead would duplicate it every time an ACK is lost.
 void Pds::on_rto(uint32_t index, Time now) {
   if (!pdcs_.in_use(index)) return;
   Pdc& p = pdcs_[index];
   if (p.snd_una == p.snd_nxt) return;
   ++stats_.timeouts;
-  Duration rto = cfg_.initial_rto;
-  for (uint32_t i = 0; i < p.backoff && rto < cfg_.max_rto; ++i) rto = rto * 2;
-  const Time overdue = now - std::min(rto, cfg_.max_rto);
-  bool reported = false;
+  const Time overdue = now - current_rto(p);
   for (uint32_t psn = p.snd_una; psn != p.snd_nxt; ++psn) {
-    TxSlot& s = p.tx[psn % window_];
-    if (!s.in_flight || s.sacked || s.rtx_queued || s.sent > overdue) continue;
-    if (!reported) {
-      p.paths->on_feedback(s.entropy, paths::Feedback::kTimeout);
-      reported = true;
+    const TxSlot& s = p.tx[psn % window_];
+    if (!s.in_flight || s.sacked || s.rtx_queued) continue;
+    if (s.sent > overdue) {
+      if (!s.retransmitted) break;  // as in detect_losses: later first sends are later still
+      continue;
     }
+    p.paths->on_feedback(s.entropy, paths::Feedback::kTimeout);
     queue_retransmit(p, psn);
     ++stats_.timeout_retransmits;
+    break;
   }
   p.cc->on_timeout(now);
   ++p.backoff;

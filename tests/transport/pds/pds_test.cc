@@ -118,14 +118,60 @@ TEST_F(Pair, sack__acknowledges_around_a_hole_and_rack_retransmits_it) {
   // A later-sent packet was acknowledged long after: the hole is lost, not reordered.
   // (RACK compares send times; all were sent at t=0 so nothing is inferred yet.)
   EXPECT_TRUE(drain_tx(a, us(40)).empty());
-  a.on_timers(us(150));  // the RTO recovers it
-  auto rtx = drain_tx(a, us(150));
+  // The RTO recovers it. That ACK gave a 40 us RTT sample: RTO = 40 + 4 * 20 = 120 us,
+  // armed at t=40, so the timer fires at 160 and not before.
+  a.on_timers(us(150));
+  EXPECT_TRUE(drain_tx(a, us(150)).empty());
+  a.on_timers(us(160));
+  auto rtx = drain_tx(a, us(160));
   ASSERT_EQ(rtx.size(), 1u);
   EXPECT_EQ(rtx[0].request.psn, tx[2].request.psn);
   EXPECT_TRUE(rtx[0].request.flags & wire::request_flags::kRetransmit);
   EXPECT_EQ(deliver(b, kA, rtx[0]), RxVerdict::kDeliver);
-  a.on_ack(kB, std::get<wire::PdsAck>(control(b).back().header), us(160));
+  a.on_ack(kB, std::get<wire::PdsAck>(control(b).back().header), us(170));
   EXPECT_EQ(a.acked().size(), 10u);
+}
+
+TEST_F(Pair, timeout__probes_with_one_packet_when_only_acks_were_lost) {
+  a.enqueue(kB, Mode::kRud, run(0, 20), us(0));
+  auto tx = drain_tx(a, us(0));
+  ASSERT_EQ(tx.size(), 20u);
+  for (const auto& pkt : tx) deliver(b, kA, pkt);
+  control(b);  // every ACK is lost on the way back
+  a.on_timers(us(100));
+  auto probe = drain_tx(a, us(100));
+  ASSERT_EQ(probe.size(), 1u);  // not the whole window
+  EXPECT_EQ(probe[0].request.psn, tx[0].request.psn);
+  EXPECT_EQ(deliver(b, kA, probe[0]), RxVerdict::kDuplicate);
+  a.on_ack(kB, std::get<wire::PdsAck>(control(b).back().header), us(110));
+  EXPECT_EQ(a.acked().size(), 20u);
+  EXPECT_TRUE(drain_tx(a, us(110)).empty());
+  EXPECT_EQ(a.stats().retransmits, 1u);
+}
+
+TEST_F(Pair, timeout__probe_ack_makes_rack_resend_a_lost_tail_at_once) {
+  a.enqueue(kB, Mode::kRud, run(0, 20), us(0));
+  auto tx = drain_tx(a, us(0));
+  for (size_t i = 0; i < 10; ++i) deliver(b, kA, tx[i]);
+  control(b);  // PSNs 10..19 and every ACK are lost
+  a.on_timers(us(100));
+  auto probe = drain_tx(a, us(100));
+  ASSERT_EQ(probe.size(), 1u);
+  EXPECT_EQ(probe[0].request.psn, tx[0].request.psn);
+  deliver(b, kA, probe[0]);
+  a.on_ack(kB, std::get<wire::PdsAck>(control(b).back().header), us(110));
+  EXPECT_EQ(a.acked().size(), 10u);
+  // The probe, sent at t=100, was acknowledged: everything sent at t=0 and still
+  // outstanding is lost. It goes now, not one timeout per packet.
+  auto tail = drain_tx(a, us(110));
+  ASSERT_EQ(tail.size(), 10u);
+  for (size_t i = 0; i < tail.size(); ++i) {
+    EXPECT_EQ(tail[i].request.psn, tx[10 + i].request.psn);
+    deliver(b, kA, tail[i]);
+  }
+  a.on_ack(kB, std::get<wire::PdsAck>(control(b).back().header), us(120));
+  EXPECT_EQ(a.acked().size(), 20u);
+  EXPECT_EQ(a.stats().rack_retransmits, 10u);
 }
 
 TEST_F(Pair, rack__infers_loss_from_a_later_sent_packet) {

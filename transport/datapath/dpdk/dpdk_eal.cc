@@ -1,14 +1,17 @@
 #include "transport/datapath/dpdk/dpdk_eal.h"
 
 #include <fmt/format.h>
+#include <rte_alarm.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
-
 #include <mutex>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 namespace spray::dp {
@@ -26,15 +29,18 @@ struct EalState {
 };
 
 // At exit: close every port (engines only stop them, so that a later engine can reopen a
-// port by name) and release the EAL, so PMD resources (AF_XDP sockets, memif regions)
-// are returned rather than abandoned.
-void close_ports_and_eal() {
+// port by name), so PMD resources (AF_XDP sockets, memif sockets and regions) are
+// returned rather than abandoned. rte_eal_cleanup is deliberately not called: in DPDK
+// 22.11 it frees interrupt sources and unmaps memory while the interrupt thread is still
+// polling them, which crashed at exit under CPU oversubscription; the kernel reclaims
+// the EAL's memory at exit anyway.
+void close_ports() {
   for (uint16_t id = 0; id < RTE_MAX_ETHPORTS; ++id) {
     if (!rte_eth_dev_is_valid_port(id)) continue;
     rte_eth_dev_stop(id);
     rte_eth_dev_close(id);
   }
-  rte_eal_cleanup();
+  await_dpdk_interrupt_thread();
 }
 
 EalState& state() {
@@ -76,8 +82,27 @@ bool ensure_dpdk_eal(const std::string& args, std::string& error) {
   }
   s.up = true;
   s.args = args;
-  std::atexit(close_ports_and_eal);
+  std::atexit(close_ports);
   return true;
+}
+
+void await_dpdk_interrupt_thread() {
+  // Alarms run on the interrupt thread after the event-loop work queued ahead of them;
+  // two rounds let work that the first round's iteration queued drain too.
+  constexpr auto kTimeout = std::chrono::milliseconds(500);
+  const auto fire = [](void* flag) { static_cast<std::atomic<bool>*>(flag)->store(true); };
+  for (int round = 0; round < 2; ++round) {
+    std::atomic<bool> ran{false};
+    if (rte_eal_alarm_set(1, fire, &ran) != 0) return;
+    const auto deadline = std::chrono::steady_clock::now() + kTimeout;
+    while (!ran.load() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    if (!ran.load()) {
+      rte_eal_alarm_cancel(fire, &ran);  // never leave it pointing at this frame
+      return;
+    }
+  }
 }
 
 }  // namespace spray::dp

@@ -11,4 +11,10 @@ namespace spray::dp {
 // was already initialised with different non-empty parameters.
 bool ensure_dpdk_eal(const std::string& args, std::string& error);
 
+// Returns once DPDK's interrupt thread has run everything queued before the call, or
+// after half a second. Virtual PMDs (memif) finish a stopped port's disconnect on that
+// thread, asynchronously; freeing memory meanwhile (a mempool, the EAL at exit) crashed
+// inside DPDK when the CPU was oversubscribed. Call after stopping a port.
+void await_dpdk_interrupt_thread();
+
 }  // namespace spray::dp

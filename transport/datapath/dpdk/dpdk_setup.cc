@@ -195,6 +195,7 @@ DpdkDatapath::~DpdkDatapath() {
   // Stopped, not closed: a closed virtual device cannot be found by name again, and a
   // later engine in this process may want the port.
   rte_eth_dev_stop(port_id_);
+  await_dpdk_interrupt_thread();
   rte_mempool_free(pool_);
   std::lock_guard lock(ports_mutex);
   ports_in_use.erase(port_id_);
