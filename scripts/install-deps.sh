@@ -11,6 +11,7 @@ packages=(
   iproute2 nftables                  # network-namespace multipath tests
   libibverbs-dev rdma-core           # the verbs datapath links the real libibverbs
   libdpdk-dev ethtool                # the DPDK datapath; ethtool sets veth offloads in its tests
+  libfabric-dev libfabric-bin        # the provider builds against libfabric; fi_pingpong, fi_info
 )
 
 missing=()

@@ -1,0 +1,230 @@
+// What the provider offers (fi_info templates) and fi_getinfo: narrowing the templates to
+// an application's hints. A hint we cannot satisfy yields no entry (-FI_ENODATA), never a
+// silently weaker one.
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "provider/spray_fi.h"
+#include "transport/datapath/udp/socket_address.h"
+
+namespace spray::fi {
+namespace {
+
+constexpr uint64_t kRdmCaps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV |
+                              FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+constexpr uint64_t kDgramCaps =
+    FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+constexpr uint64_t kMsgOrder = FI_ORDER_SAS;
+constexpr size_t kQueueSize = 1024;
+constexpr size_t kMaxMsgSize = size_t{1} << 30;
+constexpr size_t kUetHeaders = 64;  // PDS + SES bytes a datagram spends on headers
+constexpr uint64_t kMrModes = FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
+
+char* dup(const char* s) {
+  return s ? strdup(s) : nullptr;
+}
+
+// Resolves "node" / "service" to a socket address; numeric or by name.
+bool resolve(const char* node, const char* service, sockaddr_storage& out, size_t& len) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_DGRAM;
+  hints.ai_flags = node ? 0 : AI_PASSIVE;
+  addrinfo* res = nullptr;
+  const std::string host = node ? node : params().address;
+  if (getaddrinfo(host.c_str(), service, &hints, &res) != 0 || res == nullptr) return false;
+  std::memcpy(&out, res->ai_addr, res->ai_addrlen);
+  len = res->ai_addrlen;
+  freeaddrinfo(res);
+  return true;
+}
+
+bool set_addr(void*& field, size_t& field_len, const sockaddr_storage& a, size_t len) {
+  field = std::malloc(len);
+  if (!field) return false;
+  std::memcpy(field, &a, len);
+  field_len = len;
+  return true;
+}
+
+fi_info* make_template(fi_ep_type type) {
+  fi_info* info = fi_allocinfo();
+  if (!info) return nullptr;
+  const bool rdm = type == FI_EP_RDM;
+  info->caps = rdm ? kRdmCaps : kDgramCaps;
+  info->mode = 0;
+  info->addr_format = FI_SOCKADDR_IN;
+
+  info->tx_attr->caps = info->caps & (FI_MSG | FI_TAGGED | FI_SEND);
+  info->tx_attr->msg_order = rdm ? kMsgOrder : 0;
+  info->tx_attr->comp_order = FI_ORDER_NONE;
+  info->tx_attr->inject_size = static_cast<size_t>(params().inject_size);
+  info->tx_attr->size = kQueueSize;
+  info->tx_attr->iov_limit = 1;
+  info->tx_attr->rma_iov_limit = 0;
+
+  info->rx_attr->caps = info->caps & (FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE);
+  info->rx_attr->msg_order = rdm ? kMsgOrder : 0;
+  info->rx_attr->comp_order = FI_ORDER_NONE;
+  info->rx_attr->size = kQueueSize;
+  info->rx_attr->iov_limit = 1;
+
+  info->ep_attr->type = type;
+  info->ep_attr->protocol = FI_PROTO_UDP;
+  info->ep_attr->protocol_version = 1;
+  info->ep_attr->max_msg_size = rdm ? kMaxMsgSize : static_cast<size_t>(params().mtu) - kUetHeaders;
+  info->ep_attr->tx_ctx_cnt = 1;
+  info->ep_attr->rx_ctx_cnt = 1;
+
+  info->domain_attr->name = dup("spray");
+  info->domain_attr->threading = FI_THREAD_SAFE;
+  info->domain_attr->control_progress = FI_PROGRESS_MANUAL;
+  info->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+  info->domain_attr->resource_mgmt = FI_RM_ENABLED;
+  info->domain_attr->av_type = FI_AV_UNSPEC;
+  info->domain_attr->mr_mode = 0;
+  info->domain_attr->mr_key_size = sizeof(uint64_t);
+  info->domain_attr->cq_data_size = sizeof(uint64_t);
+  info->domain_attr->cq_cnt = 256;
+  info->domain_attr->ep_cnt = 256;
+  info->domain_attr->tx_ctx_cnt = 256;
+  info->domain_attr->rx_ctx_cnt = 256;
+  info->domain_attr->max_ep_tx_ctx = 1;
+  info->domain_attr->max_ep_rx_ctx = 1;
+  info->domain_attr->mr_iov_limit = 1;
+  info->domain_attr->mr_cnt = 4096;
+  info->domain_attr->caps = FI_LOCAL_COMM | FI_REMOTE_COMM;
+
+  info->fabric_attr->name = dup("spray");
+  info->fabric_attr->prov_version = provider.version;
+  return info;
+}
+
+// Narrows `info` to `hints`; false when a hint cannot be met.
+bool narrow(fi_info* info, const fi_info* hints) {
+  if (hints->caps) {
+    if (hints->caps & ~info->caps) return false;
+    uint64_t caps = hints->caps;
+    if ((caps & (FI_MSG | FI_TAGGED)) && !(caps & (FI_SEND | FI_RECV))) caps |= FI_SEND | FI_RECV;
+    info->caps = caps | (info->caps & (FI_LOCAL_COMM | FI_REMOTE_COMM));
+  }
+  info->tx_attr->caps &= info->caps;
+  info->rx_attr->caps &= info->caps;
+  info->mode = hints->mode & info->mode;
+
+  if (hints->addr_format != FI_FORMAT_UNSPEC && hints->addr_format != FI_SOCKADDR &&
+      hints->addr_format != FI_SOCKADDR_IN && hints->addr_format != FI_SOCKADDR_IN6) {
+    return false;
+  }
+  if (hints->addr_format == FI_SOCKADDR_IN6) info->addr_format = FI_SOCKADDR_IN6;
+
+  if (const fi_ep_attr* e = hints->ep_attr) {
+    if (e->type != FI_EP_UNSPEC && e->type != info->ep_attr->type) return false;
+    if (e->max_msg_size > info->ep_attr->max_msg_size) return false;
+    if (e->tx_ctx_cnt > 1 || e->rx_ctx_cnt > 1) return false;
+    if (e->protocol != FI_PROTO_UNSPEC && e->protocol != info->ep_attr->protocol) return false;
+    if (e->mem_tag_format) info->ep_attr->mem_tag_format = e->mem_tag_format;
+    if (e->max_msg_size) info->ep_attr->max_msg_size = e->max_msg_size;
+  }
+  if (const fi_tx_attr* t = hints->tx_attr) {
+    if (t->caps & ~info->tx_attr->caps & ~info->caps) return false;
+    if (t->msg_order & ~info->tx_attr->msg_order) return false;
+    if (t->inject_size > info->tx_attr->inject_size || t->size > info->tx_attr->size) return false;
+    if (t->iov_limit > info->tx_attr->iov_limit) return false;
+    if (t->op_flags) info->tx_attr->op_flags = t->op_flags;
+  }
+  if (const fi_rx_attr* r = hints->rx_attr) {
+    if (r->caps & ~info->rx_attr->caps & ~info->caps) return false;
+    if (r->msg_order & ~info->rx_attr->msg_order) return false;
+    if (r->size > info->rx_attr->size || r->iov_limit > info->rx_attr->iov_limit) return false;
+    if (r->total_buffered_recv > 0) info->rx_attr->total_buffered_recv = 0;
+    if (r->op_flags) info->rx_attr->op_flags = r->op_flags;
+  }
+  if (const fi_domain_attr* d = hints->domain_attr) {
+    if (d->name && std::strcmp(d->name, "spray") != 0) return false;
+    if (d->threading != FI_THREAD_UNSPEC) info->domain_attr->threading = d->threading;
+    if (d->control_progress != FI_PROGRESS_UNSPEC) {
+      info->domain_attr->control_progress = d->control_progress;
+    }
+    if (d->data_progress != FI_PROGRESS_UNSPEC) {
+      info->domain_attr->data_progress = d->data_progress;
+    }
+    if (d->av_type != FI_AV_UNSPEC) info->domain_attr->av_type = d->av_type;
+    if (d->resource_mgmt == FI_RM_DISABLED) info->domain_attr->resource_mgmt = FI_RM_DISABLED;
+    // We require no mode bit; we honour the ones we can when the application offers them.
+    if (d->mr_mode > 0) info->domain_attr->mr_mode = d->mr_mode & kMrModes;
+    if (d->cq_data_size > info->domain_attr->cq_data_size) return false;
+    if (d->mr_key_size > info->domain_attr->mr_key_size) return false;
+    if (d->caps & ~(FI_LOCAL_COMM | FI_REMOTE_COMM)) return false;
+  }
+  if (const fi_fabric_attr* f = hints->fabric_attr) {
+    if (f->name && std::strcmp(f->name, "spray") != 0) return false;
+    if (f->prov_name && !std::strstr(f->prov_name, "spray")) return false;
+  }
+  return true;
+}
+
+// Fills src_addr / dest_addr from node, service and the hints.
+bool addresses(fi_info* info, const char* node, const char* service, uint64_t flags,
+               const fi_info* hints) {
+  sockaddr_storage a{};
+  size_t len = 0;
+  const bool source = (flags & FI_SOURCE) != 0;
+  if (hints && hints->src_addr) {
+    if (!set_addr(info->src_addr, info->src_addrlen,
+                  *static_cast<const sockaddr_storage*>(hints->src_addr), hints->src_addrlen)) {
+      return false;
+    }
+  } else {
+    if (!resolve(source ? node : nullptr, source ? service : nullptr, a, len)) return false;
+    if (!set_addr(info->src_addr, info->src_addrlen, a, len)) return false;
+  }
+  if (hints && hints->dest_addr) {
+    if (!set_addr(info->dest_addr, info->dest_addrlen,
+                  *static_cast<const sockaddr_storage*>(hints->dest_addr), hints->dest_addrlen)) {
+      return false;
+    }
+  } else if (!source && (node || service)) {
+    if (!resolve(node, service, a, len)) return false;
+    if (!set_addr(info->dest_addr, info->dest_addrlen, a, len)) return false;
+  }
+  const auto* src = static_cast<const sockaddr*>(info->src_addr);
+  info->addr_format = src->sa_family == AF_INET6 ? FI_SOCKADDR_IN6 : FI_SOCKADDR_IN;
+  return true;
+}
+
+}  // namespace
+
+int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
+            const fi_info* hints, fi_info** out) {
+  *out = nullptr;
+  if (FI_VERSION_LT(version, FI_VERSION(1, 5))) return -FI_ENODATA;
+  if (params().datapath != "udp") {
+    SPRAY_WARN(FI_LOG_CORE, "FI_SPRAY_DATAPATH=%s: only 'udp' is available through the provider\n",
+               params().datapath.c_str());
+    return -FI_ENODATA;
+  }
+  fi_info* head = nullptr;
+  fi_info** tail = &head;
+  for (fi_ep_type type : {FI_EP_RDM, FI_EP_DGRAM}) {
+    fi_info* info = make_template(type);
+    if (!info) {
+      fi_freeinfo(head);
+      return -FI_ENOMEM;
+    }
+    if ((hints && !narrow(info, hints)) || !addresses(info, node, service, flags, hints)) {
+      fi_freeinfo(info);
+      continue;
+    }
+    *tail = info;
+    tail = &info->next;
+  }
+  if (!head) return -FI_ENODATA;
+  *out = head;
+  return FI_SUCCESS;
+}
+
+}  // namespace spray::fi

@@ -1,0 +1,134 @@
+// fid_cntr: completion counter. Reading or waiting drives progress of the bound
+// endpoints; fi_cntr_wait blocks on the datapath in slices of at most 1 ms.
+#include <chrono>
+#include <thread>
+
+#include "provider/endpoint.h"
+
+namespace spray::fi {
+namespace {
+
+uint64_t cntr_read(fid_cntr* f) {
+  auto* c = fid_to<Counter>(f);
+  std::lock_guard lock(c->domain->mutex);
+  c->progress();
+  return c->value;
+}
+
+uint64_t cntr_readerr(fid_cntr* f) {
+  auto* c = fid_to<Counter>(f);
+  std::lock_guard lock(c->domain->mutex);
+  c->progress();
+  return c->errors;
+}
+
+// fi_cntr_add/set (value) and fi_cntr_adderr/seterr (errors).
+int update(fid_cntr* f, uint64_t Counter::*field, uint64_t v, bool add) {
+  auto* c = fid_to<Counter>(f);
+  std::lock_guard lock(c->domain->mutex);
+  c->*field = add ? c->*field + v : v;
+  return FI_SUCCESS;
+}
+int cntr_add(fid_cntr* f, uint64_t v) {
+  return update(f, &Counter::value, v, true);
+}
+int cntr_set(fid_cntr* f, uint64_t v) {
+  return update(f, &Counter::value, v, false);
+}
+int cntr_adderr(fid_cntr* f, uint64_t v) {
+  return update(f, &Counter::errors, v, true);
+}
+int cntr_seterr(fid_cntr* f, uint64_t v) {
+  return update(f, &Counter::errors, v, false);
+}
+
+// Returns when the counter reaches `threshold`, an error is counted, or the timeout passes.
+int cntr_wait(fid_cntr* f, uint64_t threshold, int timeout_ms) {
+  auto* c = fid_to<Counter>(f);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  uint64_t errors_before = 0;
+  {
+    std::lock_guard lock(c->domain->mutex);
+    errors_before = c->errors;
+  }
+  for (;;) {
+    Endpoint* waiter = nullptr;
+    {
+      std::lock_guard lock(c->domain->mutex);
+      c->progress();
+      if (c->value >= threshold) return FI_SUCCESS;
+      if (c->errors != errors_before) return -FI_EAVAIL;
+      if (!c->endpoints.empty()) waiter = c->endpoints.front();
+    }
+    if (timeout_ms >= 0 && std::chrono::steady_clock::now() >= deadline) return -FI_ETIMEDOUT;
+    if (waiter) {
+      endpoint_wait(*waiter, 1);
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+}
+
+int cntr_close(fid* f) {
+  auto* c = fid_to<Counter>(f);
+  {
+    std::lock_guard lock(c->domain->mutex);
+    if (!c->endpoints.empty()) return -FI_EBUSY;
+    --c->domain->refs;
+  }
+  delete c;
+  return FI_SUCCESS;
+}
+
+fi_ops cntr_fi_ops = {
+    .size = sizeof(fi_ops),
+    .close = cntr_close,
+    .bind = no_bind,
+    .control = no_control,
+    .ops_open = no_ops_open,
+    .tostr = nullptr,
+    .ops_set = nullptr,
+};
+
+fi_ops_cntr cntr_ops = {
+    .size = sizeof(fi_ops_cntr),
+    .read = cntr_read,
+    .readerr = cntr_readerr,
+    .add = cntr_add,
+    .set = cntr_set,
+    .wait = cntr_wait,
+    .adderr = cntr_adderr,
+    .seterr = cntr_seterr,
+};
+
+}  // namespace
+
+void Counter::progress() {
+  for (Endpoint* ep : endpoints) endpoint_progress(*ep);
+}
+
+int cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** out, void* context) {
+  if (attr) {
+    if (attr->events != FI_CNTR_EVENTS_COMP) return -FI_ENOSYS;
+    if (attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC) {
+      SPRAY_WARN(FI_LOG_CNTR, "counter wait object %d not supported\n", attr->wait_obj);
+      return -FI_ENOSYS;
+    }
+  }
+  auto* d = fid_to<Domain>(domain);
+  auto* c = new (std::nothrow) Counter;
+  if (!c) return -FI_ENOMEM;
+  c->domain = d;
+  c->fid.fid.fclass = FI_CLASS_CNTR;
+  c->fid.fid.context = context;
+  c->fid.fid.ops = &cntr_fi_ops;
+  c->fid.ops = &cntr_ops;
+  {
+    std::lock_guard lock(d->mutex);
+    ++d->refs;
+  }
+  *out = &c->fid;
+  return FI_SUCCESS;
+}
+
+}  // namespace spray::fi

@@ -1,0 +1,227 @@
+// fid_cq: completion queue. Reading drives progress of the bound endpoints; entries are
+// kept in the widest (tagged) form and written in the CQ's format. fi_cq_sread spins
+// briefly, then blocks on the datapath in slices of at most 1 ms with the domain lock
+// released, so ranks that outnumber cores leave the CPU to each other.
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "provider/endpoint.h"
+
+namespace spray::fi {
+namespace {
+
+constexpr auto kSpin = std::chrono::microseconds(50);
+
+size_t entry_size(fi_cq_format f) {
+  switch (f) {
+    case FI_CQ_FORMAT_MSG:
+      return sizeof(fi_cq_msg_entry);
+    case FI_CQ_FORMAT_DATA:
+      return sizeof(fi_cq_data_entry);
+    case FI_CQ_FORMAT_TAGGED:
+      return sizeof(fi_cq_tagged_entry);
+    default:
+      return sizeof(fi_cq_entry);
+  }
+}
+
+void write_entry(const CompletionQueue& cq, const fi_cq_tagged_entry& e, uint8_t* out) {
+  switch (cq.format) {
+    case FI_CQ_FORMAT_MSG: {
+      const fi_cq_msg_entry m{e.op_context, e.flags, e.len};
+      std::memcpy(out, &m, sizeof(m));
+      return;
+    }
+    case FI_CQ_FORMAT_DATA: {
+      const fi_cq_data_entry d{e.op_context, e.flags, e.len, e.buf, e.data};
+      std::memcpy(out, &d, sizeof(d));
+      return;
+    }
+    case FI_CQ_FORMAT_TAGGED:
+      std::memcpy(out, &e, sizeof(e));
+      return;
+    default: {
+      const fi_cq_entry c{e.op_context};
+      std::memcpy(out, &c, sizeof(c));
+      return;
+    }
+  }
+}
+
+// Domain mutex held.
+ssize_t read_locked(CompletionQueue& cq, void* buf, size_t count, fi_addr_t* src) {
+  cq.progress();
+  if (cq.entries.empty()) return cq.errors.empty() ? -FI_EAGAIN : -FI_EAVAIL;
+  auto* out = static_cast<uint8_t*>(buf);
+  const size_t size = entry_size(cq.format);
+  size_t n = 0;
+  while (n < count && !cq.entries.empty()) {
+    const CqEntry& e = cq.entries.front();
+    write_entry(cq, e.entry, out + n * size);
+    if (src) src[n] = e.source;
+    cq.entries.pop_front();
+    ++n;
+  }
+  return static_cast<ssize_t>(n);
+}
+
+ssize_t cq_readfrom(fid_cq* f, void* buf, size_t count, fi_addr_t* src) {
+  auto* cq = fid_to<CompletionQueue>(f);
+  if (!buf && count > 0) return -FI_EINVAL;
+  std::lock_guard lock(cq->domain->mutex);
+  return read_locked(*cq, buf, count, src);
+}
+
+ssize_t cq_read(fid_cq* f, void* buf, size_t count) {
+  return cq_readfrom(f, buf, count, nullptr);
+}
+
+ssize_t cq_readerr(fid_cq* f, fi_cq_err_entry* buf, uint64_t) {
+  auto* cq = fid_to<CompletionQueue>(f);
+  if (!buf) return -FI_EINVAL;
+  std::lock_guard lock(cq->domain->mutex);
+  if (cq->errors.empty()) return -FI_EAGAIN;
+  // API >= 1.5: the caller's err_data buffer, if any, is kept; we provide no extra data.
+  void* err_data = buf->err_data;
+  *buf = cq->errors.front();
+  buf->err_data = err_data;
+  buf->err_data_size = 0;
+  cq->errors.pop_front();
+  return 1;
+}
+
+ssize_t cq_sreadfrom(fid_cq* f, void* buf, size_t count, fi_addr_t* src, const void*,
+                     int timeout_ms) {
+  auto* cq = fid_to<CompletionQueue>(f);
+  if (cq->wait_obj == FI_WAIT_NONE) return -FI_EINVAL;
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    Endpoint* waiter = nullptr;
+    {
+      std::lock_guard lock(cq->domain->mutex);
+      const ssize_t r = read_locked(*cq, buf, count, src);
+      if (r != -FI_EAGAIN) return r;
+      if (cq->signaled) {
+        cq->signaled = false;
+        return -FI_EAGAIN;
+      }
+      if (!cq->endpoints.empty()) waiter = cq->endpoints.front();
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (timeout_ms >= 0 && now >= deadline) return -FI_EAGAIN;
+    if (now - start < kSpin) continue;
+    int slice = 1;
+    if (timeout_ms >= 0) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
+      slice = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(1, left.count())));
+    }
+    if (waiter) {
+      endpoint_wait(*waiter, slice);
+    } else {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+}
+
+ssize_t cq_sread(fid_cq* f, void* buf, size_t count, const void* cond, int timeout_ms) {
+  return cq_sreadfrom(f, buf, count, nullptr, cond, timeout_ms);
+}
+
+int cq_signal(fid_cq* f) {
+  auto* cq = fid_to<CompletionQueue>(f);
+  std::lock_guard lock(cq->domain->mutex);
+  cq->signaled = true;
+  return FI_SUCCESS;
+}
+
+const char* cq_strerror(fid_cq*, int prov_errno, const void*, char* buf, size_t len) {
+  const char* s = to_string(static_cast<Status>(prov_errno)).data();  // from literals
+  if (buf && len) {
+    std::strncpy(buf, s, len - 1);
+    buf[len - 1] = '\0';
+    return buf;
+  }
+  return s;
+}
+
+int cq_close(fid* f) {
+  auto* cq = fid_to<CompletionQueue>(f);
+  {
+    std::lock_guard lock(cq->domain->mutex);
+    if (!cq->endpoints.empty()) return -FI_EBUSY;
+    --cq->domain->refs;
+  }
+  delete cq;
+  return FI_SUCCESS;
+}
+
+int cq_control(fid*, int command, void*) {
+  if (command == FI_GETWAIT) return -FI_ENODATA;  // no fd to hand out: use fi_cq_sread
+  return -FI_ENOSYS;
+}
+
+fi_ops cq_fi_ops = {
+    .size = sizeof(fi_ops),
+    .close = cq_close,
+    .bind = no_bind,
+    .control = cq_control,
+    .ops_open = no_ops_open,
+    .tostr = nullptr,
+    .ops_set = nullptr,
+};
+
+fi_ops_cq cq_ops = {
+    .size = sizeof(fi_ops_cq),
+    .read = cq_read,
+    .readfrom = cq_readfrom,
+    .readerr = cq_readerr,
+    .sread = cq_sread,
+    .sreadfrom = cq_sreadfrom,
+    .signal = cq_signal,
+    .strerror = cq_strerror,
+};
+
+}  // namespace
+
+void CompletionQueue::progress() {
+  for (Endpoint* ep : endpoints) endpoint_progress(*ep);
+}
+
+void cq_push(CompletionQueue& cq, const CqEntry& e) {
+  cq.entries.push_back(e);
+}
+
+void cq_push_error(CompletionQueue& cq, const fi_cq_err_entry& e) {
+  cq.errors.push_back(e);
+}
+
+int cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** out, void* context) {
+  if (!attr) return -FI_EINVAL;
+  if (attr->format > FI_CQ_FORMAT_TAGGED) return -FI_ENOSYS;
+  if (attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC) {
+    SPRAY_WARN(FI_LOG_CQ, "CQ wait object %d not supported (FI_WAIT_NONE, FI_WAIT_UNSPEC)\n",
+               attr->wait_obj);
+    return -FI_ENOSYS;
+  }
+  if (attr->flags & FI_AFFINITY) return -FI_ENOSYS;
+  auto* d = fid_to<Domain>(domain);
+  auto* cq = new (std::nothrow) CompletionQueue;
+  if (!cq) return -FI_ENOMEM;
+  cq->domain = d;
+  cq->format = attr->format == FI_CQ_FORMAT_UNSPEC ? FI_CQ_FORMAT_CONTEXT : attr->format;
+  cq->wait_obj = attr->wait_obj;
+  cq->fid.fid.fclass = FI_CLASS_CQ;
+  cq->fid.fid.context = context;
+  cq->fid.fid.ops = &cq_fi_ops;
+  cq->fid.ops = &cq_ops;
+  {
+    std::lock_guard lock(d->mutex);
+    ++d->refs;
+  }
+  *out = &cq->fid;
+  return FI_SUCCESS;
+}
+
+}  // namespace spray::fi

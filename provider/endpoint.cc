@@ -1,0 +1,443 @@
+// fid_ep: opening, binding, enabling and closing an endpoint; its address (fi_getname);
+// options; cancel; and progress, which turns engine completions into CQ entries.
+#include <netinet/in.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "provider/endpoint.h"
+#include "transport/datapath/clock.h"
+#include "transport/datapath/udp/socket_address.h"
+
+namespace spray::fi {
+namespace {
+
+void complete(Endpoint& ep, const ses::Completion& c) {
+  const uint32_t index = static_cast<uint32_t>(c.context);
+  if (index >= ep.ops.size() || !ep.ops[index].in_use) return;
+  const Endpoint::Op op = ep.ops[index];
+  ep.release_op(index);
+  const bool receive = (op.flags & FI_RECV) != 0;
+  CompletionQueue* cq = receive ? ep.rx_cq : ep.tx_cq;
+  Counter* cntr = receive ? ep.recv_cntr : ep.send_cntr;
+  if (c.status == Status::kOk) {
+    if (cntr) ++cntr->value;
+    if (!op.report || !cq) return;
+    CqEntry e;
+    e.entry.op_context = op.context;
+    e.entry.flags = op.flags | (c.has_data ? FI_REMOTE_CQ_DATA : 0);
+    if (receive) {
+      e.entry.len = c.length;
+      e.entry.buf = op.buf;
+      e.entry.tag = c.tag;
+      e.entry.data = c.has_data ? c.data : 0;
+      e.source = ep.source(c.peer);
+    }
+    cq_push(*cq, e);
+    return;
+  }
+  // Errors are always reported (selective completion suppresses successes only).
+  if (cntr) ++cntr->errors;
+  if (!cq) return;
+  fi_cq_err_entry err{};
+  err.op_context = op.context;
+  err.flags = op.flags;
+  err.buf = receive ? op.buf : nullptr;
+  err.len = receive ? c.length : 0;
+  err.tag = c.tag;
+  err.data = c.has_data ? c.data : 0;
+  err.err = to_fi_errno(c.status);
+  err.prov_errno = static_cast<int>(c.status);
+  cq_push_error(*cq, err);
+}
+
+int ep_close(fid* f) {
+  auto* ep = fid_to<Endpoint>(f);
+  Domain* d = ep->domain;
+  {
+    std::lock_guard lock(d->mutex);
+    for (CompletionQueue* cq : {ep->tx_cq, ep->rx_cq}) {
+      if (!cq) continue;
+      auto& v = cq->endpoints;
+      v.erase(std::remove(v.begin(), v.end(), ep), v.end());
+    }
+    for (Counter* c : {ep->send_cntr, ep->recv_cntr}) {
+      if (!c) continue;
+      auto& v = c->endpoints;
+      v.erase(std::remove(v.begin(), v.end(), ep), v.end());
+    }
+    if (ep->av) --ep->av->refs;
+    --d->refs;
+  }
+  ep->engine.reset();
+  ep->datapath.reset();
+  fi_freeinfo(ep->info);
+  delete ep;
+  return FI_SUCCESS;
+}
+
+void attach(std::vector<Endpoint*>& v, Endpoint* ep) {
+  if (std::find(v.begin(), v.end(), ep) == v.end()) v.push_back(ep);
+}
+
+int ep_bind(fid* f, fid* bfid, uint64_t flags) {
+  auto* ep = fid_to<Endpoint>(f);
+  if (!bfid) return -FI_EINVAL;
+  std::lock_guard lock(ep->domain->mutex);
+  if (ep->enabled) {
+    SPRAY_WARN(FI_LOG_EP_CTRL, "fi_ep_bind after fi_enable\n");
+    return -FI_EINVAL;
+  }
+  switch (bfid->fclass) {
+    case FI_CLASS_AV: {
+      auto* av = fid_to<AddressVector>(bfid);
+      if (ep->av) return -FI_EINVAL;  // one AV per endpoint
+      if (av->domain != ep->domain) return -FI_EINVAL;
+      ep->av = av;
+      ++av->refs;
+      return FI_SUCCESS;
+    }
+    case FI_CLASS_CQ: {
+      auto* cq = fid_to<CompletionQueue>(bfid);
+      if (cq->domain != ep->domain) return -FI_EINVAL;
+      if (flags & ~(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION)) return -FI_EBADFLAGS;
+      if (!(flags & (FI_TRANSMIT | FI_RECV))) return -FI_EBADFLAGS;
+      if (flags & FI_TRANSMIT) {
+        ep->tx_cq = cq;
+        ep->tx_selective = (flags & FI_SELECTIVE_COMPLETION) != 0;
+      }
+      if (flags & FI_RECV) {
+        ep->rx_cq = cq;
+        ep->rx_selective = (flags & FI_SELECTIVE_COMPLETION) != 0;
+      }
+      attach(cq->endpoints, ep);
+      return FI_SUCCESS;
+    }
+    case FI_CLASS_CNTR: {
+      auto* c = fid_to<Counter>(bfid);
+      if (c->domain != ep->domain) return -FI_EINVAL;
+      if (flags & ~(FI_SEND | FI_RECV)) {
+        SPRAY_WARN(FI_LOG_EP_CTRL, "counter events %#lx not supported (FI_SEND, FI_RECV)\n",
+                   static_cast<unsigned long>(flags));
+        return -FI_ENOSYS;
+      }
+      if (flags & FI_SEND) ep->send_cntr = c;
+      if (flags & FI_RECV) ep->recv_cntr = c;
+      attach(c->endpoints, ep);
+      return FI_SUCCESS;
+    }
+    case FI_CLASS_EQ:
+      return FI_SUCCESS;  // connectionless: no connection events to deliver
+    default:
+      return -FI_EINVAL;
+  }
+}
+
+int ep_control(fid* f, int command, void* arg) {
+  auto* ep = fid_to<Endpoint>(f);
+  std::lock_guard lock(ep->domain->mutex);
+  switch (command) {
+    case FI_ENABLE:
+      if (!ep->av) {
+        SPRAY_WARN(FI_LOG_EP_CTRL, "fi_enable: no address vector bound\n");
+        return -FI_ENOAV;
+      }
+      if (!ep->tx_cq && !ep->send_cntr) return -FI_ENOCQ;
+      if (!ep->rx_cq && !ep->recv_cntr) return -FI_ENOCQ;
+      ep->enabled = true;
+      return FI_SUCCESS;
+    case FI_GETOPSFLAG: {
+      auto* flags = static_cast<uint64_t*>(arg);
+      if (!flags) return -FI_EINVAL;
+      if (*flags & FI_TRANSMIT) {
+        *flags = ep->tx_op_flags;
+      } else if (*flags & FI_RECV) {
+        *flags = ep->rx_op_flags;
+      } else {
+        return -FI_EINVAL;
+      }
+      return FI_SUCCESS;
+    }
+    case FI_SETOPSFLAG: {
+      auto* flags = static_cast<uint64_t*>(arg);
+      if (!flags) return -FI_EINVAL;
+      if (*flags & FI_TRANSMIT) {
+        ep->tx_op_flags = *flags & ~FI_TRANSMIT;
+      } else if (*flags & FI_RECV) {
+        ep->rx_op_flags = *flags & ~FI_RECV;
+      } else {
+        return -FI_EINVAL;
+      }
+      return FI_SUCCESS;
+    }
+    default:
+      return -FI_ENOSYS;
+  }
+}
+
+ssize_t ep_cancel(fid* f, void* context) {
+  auto* ep = fid_to<Endpoint>(f);
+  std::lock_guard lock(ep->domain->mutex);
+  for (uint32_t i = 0; i < ep->ops.size(); ++i) {
+    const Endpoint::Op& op = ep->ops[i];
+    if (op.in_use && op.context == context && (op.flags & FI_RECV)) {
+      if (ep->engine->cancel_recv(i) == Status::kOk) {
+        endpoint_progress(*ep);  // delivers the FI_ECANCELED entry
+        return FI_SUCCESS;
+      }
+    }
+  }
+  return -FI_ENOENT;
+}
+
+int ep_getopt(fid* f, int level, int name, void* val, size_t* len) {
+  auto* ep = fid_to<Endpoint>(f);
+  if (level != FI_OPT_ENDPOINT || !val || !len) return -FI_ENOPROTOOPT;
+  switch (name) {
+    case FI_OPT_MIN_MULTI_RECV:
+      if (*len < sizeof(size_t)) return -FI_ETOOSMALL;
+      *static_cast<size_t*>(val) = ep->min_multi_recv;
+      *len = sizeof(size_t);
+      return FI_SUCCESS;
+    case FI_OPT_CM_DATA_SIZE:
+      if (*len < sizeof(size_t)) return -FI_ETOOSMALL;
+      *static_cast<size_t*>(val) = 0;
+      *len = sizeof(size_t);
+      return FI_SUCCESS;
+    default:
+      return -FI_ENOPROTOOPT;
+  }
+}
+
+int ep_setopt(fid* f, int level, int name, const void* val, size_t len) {
+  auto* ep = fid_to<Endpoint>(f);
+  if (level != FI_OPT_ENDPOINT || !val) return -FI_ENOPROTOOPT;
+  if (name == FI_OPT_MIN_MULTI_RECV) {
+    if (len != sizeof(size_t)) return -FI_EINVAL;
+    ep->min_multi_recv = *static_cast<const size_t*>(val);
+    return FI_SUCCESS;
+  }
+  return -FI_ENOPROTOOPT;
+}
+
+int no_tx_ctx(fid_ep*, int, fi_tx_attr*, fid_ep**, void*) {
+  return -FI_ENOSYS;
+}
+int no_rx_ctx(fid_ep*, int, fi_rx_attr*, fid_ep**, void*) {
+  return -FI_ENOSYS;
+}
+ssize_t size_left(fid_ep* f) {
+  auto* ep = fid_to<Endpoint>(f);
+  std::lock_guard lock(ep->domain->mutex);
+  return static_cast<ssize_t>(ep->free_ops.size());
+}
+
+int ep_getname(fid_t f, void* addr, size_t* addrlen) {
+  auto* ep = fid_to<Endpoint>(f);
+  if (!addrlen) return -FI_EINVAL;
+  sockaddr_storage ss{};
+  const size_t need = dp::to_sockaddr(ep->engine->local_address(), ss);
+  const size_t room = addr ? *addrlen : 0;
+  if (addr) std::memcpy(addr, &ss, std::min(room, need));
+  *addrlen = need;
+  return room < need ? -FI_ETOOSMALL : FI_SUCCESS;
+}
+int no_setname(fid_t, void*, size_t) {
+  return -FI_ENOSYS;
+}
+int no_getpeer(fid_ep*, void*, size_t*) {
+  return -FI_ENOSYS;
+}
+int no_connect(fid_ep*, const void*, const void*, size_t) {
+  return -FI_EOPNOTSUPP;
+}
+int no_listen(fid_pep*) {
+  return -FI_EOPNOTSUPP;
+}
+int no_accept(fid_ep*, const void*, size_t) {
+  return -FI_EOPNOTSUPP;
+}
+int no_reject(fid_pep*, fid_t, const void*, size_t) {
+  return -FI_EOPNOTSUPP;
+}
+int no_shutdown(fid_ep*, uint64_t) {
+  return -FI_EOPNOTSUPP;
+}
+int no_join(fid_ep*, const void*, uint64_t, fid_mc**, void*) {
+  return -FI_EOPNOTSUPP;
+}
+
+fi_ops ep_fi_ops = {
+    .size = sizeof(fi_ops),
+    .close = ep_close,
+    .bind = ep_bind,
+    .control = ep_control,
+    .ops_open = no_ops_open,
+    .tostr = nullptr,
+    .ops_set = nullptr,
+};
+
+fi_ops_ep ep_ops = {
+    .size = sizeof(fi_ops_ep),
+    .cancel = ep_cancel,
+    .getopt = ep_getopt,
+    .setopt = ep_setopt,
+    .tx_ctx = no_tx_ctx,
+    .rx_ctx = no_rx_ctx,
+    .rx_size_left = size_left,
+    .tx_size_left = size_left,
+};
+
+fi_ops_cm cm_ops = {
+    .size = sizeof(fi_ops_cm),
+    .setname = no_setname,
+    .getname = ep_getname,
+    .getpeer = no_getpeer,
+    .connect = no_connect,
+    .listen = no_listen,
+    .accept = no_accept,
+    .reject = no_reject,
+    .shutdown = no_shutdown,
+    .join = no_join,
+};
+
+// The UDP datapath's configuration from the endpoint's source address and parameters.
+bool udp_config(const fi_info* info, dp::UdpConfig& c, std::string& error) {
+  c.address = params().address;
+  c.port = 0;
+  if (info->src_addr) {
+    const auto family = static_cast<const sockaddr*>(info->src_addr)->sa_family;
+    if (family != AF_INET && family != AF_INET6) {
+      error = "source address is not IPv4 or IPv6";
+      return false;
+    }
+    sockaddr_storage ss{};
+    std::memcpy(&ss, info->src_addr, std::min(info->src_addrlen, sizeof(ss)));
+    const dp::NetAddr a = dp::from_sockaddr(ss);
+    c.address = dp::ip_to_string(a);
+    c.port = a.port;
+  }
+  c.entropy_ports = static_cast<uint16_t>(params().entropy_ports);
+  c.mtu_bytes = static_cast<uint32_t>(params().mtu);
+  c.buffers = 4096;
+  return true;
+}
+
+engine::EngineConfig engine_config() {
+  const Params& p = params();
+  engine::EngineConfig e;
+  e.pds.cc_name = p.congestion;
+  e.pds.path_name = p.path_selection;
+  e.pds.entropy_count = static_cast<uint16_t>(p.entropy_ports);
+  e.pds.initial_rto = Duration::milliseconds(2);
+  e.pds.min_rto = Duration::microseconds(p.rto_min_us);
+  e.pds.max_rto = Duration::milliseconds(p.rto_max_ms);
+  e.pds.max_retries = static_cast<uint32_t>(p.retries);
+  e.pds.reorder_window = Duration::microseconds(500);  // kernel UDP: scheduler jitter
+  return e;
+}
+
+}  // namespace
+
+pds::PeerIndex Endpoint::peer(fi_addr_t addr) {
+  if (!av || addr >= av->addrs.size() || !av->valid[addr]) return pds::kNoPeer;
+  if (addr >= peer_of.size()) peer_of.resize(addr + 1, pds::kNoPeer);
+  if (peer_of[addr] == pds::kNoPeer) {
+    const pds::PeerIndex p = engine->add_peer(av->addrs[addr]);
+    if (p == pds::kNoPeer) return p;
+    peer_of[addr] = p;
+    if (p >= fi_addr_of.size()) fi_addr_of.resize(p + 1, FI_ADDR_NOTAVAIL);
+    fi_addr_of[p] = addr;
+  }
+  return peer_of[addr];
+}
+
+fi_addr_t Endpoint::source(pds::PeerIndex p) {
+  if (p == pds::kNoPeer) return FI_ADDR_NOTAVAIL;
+  if (p < fi_addr_of.size() && fi_addr_of[p] != FI_ADDR_NOTAVAIL) return fi_addr_of[p];
+  if (!av) return FI_ADDR_NOTAVAIL;
+  const fi_addr_t a = av->find(engine->peer_address(p));
+  if (a != FI_ADDR_NOTAVAIL) {  // learned: the sender is in our AV after all
+    if (p >= fi_addr_of.size()) fi_addr_of.resize(p + 1, FI_ADDR_NOTAVAIL);
+    fi_addr_of[p] = a;
+  }
+  return a;
+}
+
+uint32_t Endpoint::take_op(void* context, uint64_t flags, void* buf, bool report) {
+  if (free_ops.empty()) return kNone;
+  const uint32_t i = free_ops.back();
+  free_ops.pop_back();
+  ops[i] = Op{context, buf, flags, kNone, report, true};
+  return i;
+}
+
+void Endpoint::release_op(uint32_t index) {
+  Op& op = ops[index];
+  if (op.inject != kNone) free_injects.push_back(op.inject);
+  op = Op{};
+  free_ops.push_back(index);
+}
+
+void endpoint_progress(Endpoint& ep) {
+  if (!ep.engine) return;
+  ep.engine->progress(dp::monotonic_now());
+  ses::Completion c;
+  while (ep.engine->poll_completion(c)) complete(ep, c);
+}
+
+void endpoint_wait(Endpoint& ep, int timeout_ms) {
+  if (ep.datapath) ep.datapath->wait(Duration::milliseconds(timeout_ms));
+}
+
+int endpoint_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context) {
+  if (!info || !info->ep_attr) return -FI_EINVAL;
+  const fi_ep_type type = info->ep_attr->type;
+  if (type != FI_EP_RDM && type != FI_EP_DGRAM) {
+    SPRAY_WARN(FI_LOG_EP_CTRL, "endpoint type %d not supported (RDM, DGRAM)\n", type);
+    return -FI_ENOSYS;
+  }
+  auto* d = fid_to<Domain>(domain);
+  auto ep = std::make_unique<Endpoint>();
+  ep->domain = d;
+  ep->info = fi_dupinfo(info);
+  ep->type = type;
+  ep->ordered = type == FI_EP_RDM && info->tx_attr && (info->tx_attr->msg_order & FI_ORDER_SAS);
+  if (info->tx_attr) ep->tx_op_flags = info->tx_attr->op_flags;
+  if (info->rx_attr) ep->rx_op_flags = info->rx_attr->op_flags;
+
+  dp::UdpConfig uc;
+  std::string error;
+  if (!udp_config(info, uc, error) || !(ep->datapath = dp::UdpDatapath::open(uc, error))) {
+    SPRAY_WARN(FI_LOG_EP_CTRL, "cannot open the UDP datapath: %s\n", error.c_str());
+    fi_freeinfo(ep->info);
+    return -FI_EADDRNOTAVAIL;
+  }
+  ep->engine = std::make_unique<UdpEngine>(*ep->datapath, engine_config());
+
+  const size_t slots = std::max<size_t>(info->tx_attr ? info->tx_attr->size : 0, 1024) +
+                       std::max<size_t>(info->rx_attr ? info->rx_attr->size : 0, 1024);
+  ep->ops.resize(slots);
+  ep->free_ops.reserve(slots);
+  for (size_t i = slots; i-- > 0;) ep->free_ops.push_back(static_cast<uint32_t>(i));
+  ep->inject_size = static_cast<size_t>(params().inject_size);
+  const size_t injects = 256;
+  ep->inject_storage.resize(injects * ep->inject_size);
+  for (size_t i = injects; i-- > 0;) ep->free_injects.push_back(static_cast<uint32_t>(i));
+
+  ep->fid.fid.fclass = FI_CLASS_EP;
+  ep->fid.fid.context = context;
+  ep->fid.fid.ops = &ep_fi_ops;
+  ep->fid.ops = &ep_ops;
+  ep->fid.cm = &cm_ops;
+  ep->fid.msg = &msg_ops;
+  ep->fid.tagged = &tagged_ops;  // on DGRAM every tagged call fails with -FI_ENOSYS
+  {
+    std::lock_guard lock(d->mutex);
+    ++d->refs;
+  }
+  *out = &ep.release()->fid;
+  return FI_SUCCESS;
+}
+
+}  // namespace spray::fi

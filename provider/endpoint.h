@@ -1,0 +1,75 @@
+// The endpoint object: one transport engine over one datapath, the AV and CQs it is
+// bound to, and the table that maps engine operations back to libfabric contexts.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "provider/spray_fi.h"
+#include "transport/datapath/udp/udp_datapath.h"
+#include "transport/engine/engine.h"
+
+namespace spray::fi {
+
+using UdpEngine = engine::Engine<dp::UdpDatapath>;
+
+struct Endpoint {
+  // One operation in flight. `context` is the application's; `buf` the receive buffer.
+  struct Op {
+    void* context = nullptr;
+    void* buf = nullptr;
+    uint64_t flags = 0;       // FI_SEND|FI_MSG, FI_RECV|FI_TAGGED, ... as reported
+    uint32_t inject = kNone;  // inject buffer held until the engine is done with it
+    bool report = true;       // false: no CQ entry (fi_inject, selective completion)
+    bool in_use = false;
+  };
+  static constexpr uint32_t kNone = ~0u;
+
+  fid_ep fid{};
+  Domain* domain = nullptr;
+  fi_info* info = nullptr;  // owned copy
+  fi_ep_type type = FI_EP_RDM;
+  AddressVector* av = nullptr;
+  CompletionQueue* tx_cq = nullptr;
+  CompletionQueue* rx_cq = nullptr;
+  Counter* send_cntr = nullptr;
+  Counter* recv_cntr = nullptr;
+  bool tx_selective = false;  // bound with FI_SELECTIVE_COMPLETION
+  bool rx_selective = false;
+  uint64_t tx_op_flags = 0;
+  uint64_t rx_op_flags = 0;
+  bool enabled = false;
+  bool ordered = true;  // FI_ORDER_SAS: messages use ROD PDCs
+  size_t min_multi_recv = 0;
+
+  std::unique_ptr<dp::UdpDatapath> datapath;
+  std::unique_ptr<UdpEngine> engine;
+  std::vector<pds::PeerIndex> peer_of;  // by fi_addr_t: the engine's peer (kNoPeer: not yet)
+  std::vector<fi_addr_t> fi_addr_of;    // by engine peer: the AV entry, once known
+
+  std::vector<Op> ops;
+  std::vector<uint32_t> free_ops;
+  std::vector<uint8_t> inject_storage;  // free_injects.size() slots of inject_size bytes
+  std::vector<uint32_t> free_injects;
+  size_t inject_size = 0;
+
+  // The engine peer for `addr`, added on first use; kNoPeer when addr names no entry.
+  pds::PeerIndex peer(fi_addr_t addr);
+  // The AV entry of an engine peer, or FI_ADDR_NOTAVAIL.
+  fi_addr_t source(pds::PeerIndex p);
+  // Takes an operation slot; kNone when all are in flight.
+  uint32_t take_op(void* context, uint64_t flags, void* buf, bool report);
+  void release_op(uint32_t index);
+};
+
+// Posting helpers shared by the message and tagged tables. `flags` are fi_*msg flags.
+ssize_t post_send(Endpoint& ep, const void* buf, size_t len, fi_addr_t dest, bool tagged,
+                  uint64_t tag, bool has_data, uint64_t data, void* context, uint64_t flags,
+                  bool inject_call);
+ssize_t post_recv(Endpoint& ep, void* buf, size_t len, fi_addr_t src, bool tagged, uint64_t tag,
+                  uint64_t ignore, void* context, uint64_t flags);
+
+extern fi_ops_msg msg_ops;
+extern fi_ops_tagged tagged_ops;
+
+}  // namespace spray::fi

@@ -1,0 +1,269 @@
+// Message and tagged operations (fi_send/fi_recv/fi_tsend/fi_trecv and their v/msg/
+// inject/data forms). Both tables funnel into post_send / post_recv, which check the
+// call, take an operation slot and hand the buffer to the engine.
+#include <cstring>
+
+#include "provider/endpoint.h"
+
+namespace spray::fi {
+namespace {
+
+constexpr uint64_t kSendFlags = FI_COMPLETION | FI_INJECT | FI_REMOTE_CQ_DATA |
+                                FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_INJECT_COMPLETE |
+                                FI_MORE | FI_FENCE;
+constexpr uint64_t kRecvFlags = FI_COMPLETION | FI_MORE;
+
+Endpoint& ep_of(fid_ep* f) {
+  return *fid_to<Endpoint>(f);
+}
+
+// One iovec at most (iov_limit is 1); zero entries mean an empty buffer.
+bool single(const iovec* iov, size_t count, void*& buf, size_t& len) {
+  if (count > 1) return false;
+  buf = count ? iov[0].iov_base : nullptr;
+  len = count ? iov[0].iov_len : 0;
+  return true;
+}
+
+// ---- FI_MSG -------------------------------------------------------------------------
+
+ssize_t m_recv(fid_ep* ep, void* buf, size_t len, void*, fi_addr_t src, void* ctx) {
+  return post_recv(ep_of(ep), buf, len, src, false, 0, 0, ctx, ep_of(ep).rx_op_flags);
+}
+ssize_t m_recvv(fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t src, void* ctx) {
+  void* buf = nullptr;
+  size_t len = 0;
+  if (!single(iov, count, buf, len)) return -FI_EINVAL;
+  return post_recv(ep_of(ep), buf, len, src, false, 0, 0, ctx, ep_of(ep).rx_op_flags);
+}
+ssize_t m_recvmsg(fid_ep* ep, const fi_msg* msg, uint64_t flags) {
+  void* buf = nullptr;
+  size_t len = 0;
+  if (!msg || !single(msg->msg_iov, msg->iov_count, buf, len)) return -FI_EINVAL;
+  return post_recv(ep_of(ep), buf, len, msg->addr, false, 0, 0, msg->context, flags);
+}
+ssize_t m_send(fid_ep* ep, const void* buf, size_t len, void*, fi_addr_t dest, void* ctx) {
+  return post_send(ep_of(ep), buf, len, dest, false, 0, false, 0, ctx, ep_of(ep).tx_op_flags,
+                   false);
+}
+ssize_t m_sendv(fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t dest, void* ctx) {
+  void* buf = nullptr;
+  size_t len = 0;
+  if (!single(iov, count, buf, len)) return -FI_EINVAL;
+  return post_send(ep_of(ep), buf, len, dest, false, 0, false, 0, ctx, ep_of(ep).tx_op_flags,
+                   false);
+}
+ssize_t m_sendmsg(fid_ep* ep, const fi_msg* msg, uint64_t flags) {
+  void* buf = nullptr;
+  size_t len = 0;
+  if (!msg || !single(msg->msg_iov, msg->iov_count, buf, len)) return -FI_EINVAL;
+  return post_send(ep_of(ep), buf, len, msg->addr, false, 0, (flags & FI_REMOTE_CQ_DATA) != 0,
+                   msg->data, msg->context, flags, false);
+}
+ssize_t m_inject(fid_ep* ep, const void* buf, size_t len, fi_addr_t dest) {
+  return post_send(ep_of(ep), buf, len, dest, false, 0, false, 0, nullptr, FI_INJECT, true);
+}
+ssize_t m_senddata(fid_ep* ep, const void* buf, size_t len, void*, uint64_t data, fi_addr_t dest,
+                   void* ctx) {
+  return post_send(ep_of(ep), buf, len, dest, false, 0, true, data, ctx,
+                   ep_of(ep).tx_op_flags | FI_REMOTE_CQ_DATA, false);
+}
+ssize_t m_injectdata(fid_ep* ep, const void* buf, size_t len, uint64_t data, fi_addr_t dest) {
+  return post_send(ep_of(ep), buf, len, dest, false, 0, true, data, nullptr,
+                   FI_INJECT | FI_REMOTE_CQ_DATA, true);
+}
+
+// ---- FI_TAGGED ----------------------------------------------------------------------
+
+bool tagged_ok(fid_ep* ep) {
+  return ep_of(ep).type == FI_EP_RDM;
+}
+
+ssize_t t_recv(fid_ep* ep, void* buf, size_t len, void*, fi_addr_t src, uint64_t tag,
+               uint64_t ignore, void* ctx) {
+  if (!tagged_ok(ep)) return -FI_ENOSYS;
+  return post_recv(ep_of(ep), buf, len, src, true, tag, ignore, ctx, ep_of(ep).rx_op_flags);
+}
+ssize_t t_recvv(fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t src, uint64_t tag,
+                uint64_t ignore, void* ctx) {
+  void* buf = nullptr;
+  size_t len = 0;
+  if (!tagged_ok(ep)) return -FI_ENOSYS;
+  if (!single(iov, count, buf, len)) return -FI_EINVAL;
+  return post_recv(ep_of(ep), buf, len, src, true, tag, ignore, ctx, ep_of(ep).rx_op_flags);
+}
+ssize_t t_recvmsg(fid_ep* ep, const fi_msg_tagged* msg, uint64_t flags) {
+  void* buf = nullptr;
+  size_t len = 0;
+  if (!tagged_ok(ep)) return -FI_ENOSYS;
+  if (!msg || !single(msg->msg_iov, msg->iov_count, buf, len)) return -FI_EINVAL;
+  if (flags & (FI_PEEK | FI_CLAIM | FI_DISCARD)) {
+    SPRAY_WARN(FI_LOG_EP_DATA, "FI_PEEK/FI_CLAIM/FI_DISCARD are not implemented yet\n");
+    return -FI_ENOSYS;
+  }
+  return post_recv(ep_of(ep), buf, len, msg->addr, true, msg->tag, msg->ignore, msg->context,
+                   flags);
+}
+ssize_t t_send(fid_ep* ep, const void* buf, size_t len, void*, fi_addr_t dest, uint64_t tag,
+               void* ctx) {
+  if (!tagged_ok(ep)) return -FI_ENOSYS;
+  return post_send(ep_of(ep), buf, len, dest, true, tag, false, 0, ctx, ep_of(ep).tx_op_flags,
+                   false);
+}
+ssize_t t_sendv(fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t dest, uint64_t tag,
+                void* ctx) {
+  void* buf = nullptr;
+  size_t len = 0;
+  if (!tagged_ok(ep)) return -FI_ENOSYS;
+  if (!single(iov, count, buf, len)) return -FI_EINVAL;
+  return post_send(ep_of(ep), buf, len, dest, true, tag, false, 0, ctx, ep_of(ep).tx_op_flags,
+                   false);
+}
+ssize_t t_sendmsg(fid_ep* ep, const fi_msg_tagged* msg, uint64_t flags) {
+  void* buf = nullptr;
+  size_t len = 0;
+  if (!tagged_ok(ep)) return -FI_ENOSYS;
+  if (!msg || !single(msg->msg_iov, msg->iov_count, buf, len)) return -FI_EINVAL;
+  return post_send(ep_of(ep), buf, len, msg->addr, true, msg->tag, (flags & FI_REMOTE_CQ_DATA) != 0,
+                   msg->data, msg->context, flags, false);
+}
+ssize_t t_inject(fid_ep* ep, const void* buf, size_t len, fi_addr_t dest, uint64_t tag) {
+  if (!tagged_ok(ep)) return -FI_ENOSYS;
+  return post_send(ep_of(ep), buf, len, dest, true, tag, false, 0, nullptr, FI_INJECT, true);
+}
+ssize_t t_senddata(fid_ep* ep, const void* buf, size_t len, void*, uint64_t data, fi_addr_t dest,
+                   uint64_t tag, void* ctx) {
+  if (!tagged_ok(ep)) return -FI_ENOSYS;
+  return post_send(ep_of(ep), buf, len, dest, true, tag, true, data, ctx,
+                   ep_of(ep).tx_op_flags | FI_REMOTE_CQ_DATA, false);
+}
+ssize_t t_injectdata(fid_ep* ep, const void* buf, size_t len, uint64_t data, fi_addr_t dest,
+                     uint64_t tag) {
+  if (!tagged_ok(ep)) return -FI_ENOSYS;
+  return post_send(ep_of(ep), buf, len, dest, true, tag, true, data, nullptr,
+                   FI_INJECT | FI_REMOTE_CQ_DATA, true);
+}
+
+}  // namespace
+
+ssize_t post_send(Endpoint& ep, const void* buf, size_t len, fi_addr_t dest, bool tagged,
+                  uint64_t tag, bool has_data, uint64_t data, void* context, uint64_t flags,
+                  bool inject_call) {
+  if (!buf && len > 0) return -FI_EINVAL;
+  if (flags & ~kSendFlags & ~(FI_TRANSMIT | FI_MSG | FI_TAGGED)) return -FI_EBADFLAGS;
+  std::lock_guard lock(ep.domain->mutex);
+  if (!ep.enabled) {
+    SPRAY_WARN(FI_LOG_EP_DATA, "send on an endpoint that is not enabled\n");
+    return -FI_EOPBADSTATE;
+  }
+  if (len > ep.info->ep_attr->max_msg_size) return -FI_EMSGSIZE;
+  const bool inject = (flags & FI_INJECT) != 0;
+  if (inject && len > ep.inject_size) return -FI_EINVAL;
+  const pds::PeerIndex peer = ep.peer(dest);
+  if (peer == pds::kNoPeer) {
+    SPRAY_WARN(FI_LOG_EP_DATA, "send to fi_addr %lu, which names no address vector entry\n",
+               static_cast<unsigned long>(dest));
+    return -FI_EINVAL;
+  }
+  const bool report = !inject_call && (!ep.tx_selective || (flags & FI_COMPLETION));
+  const uint64_t kind = FI_SEND | (tagged ? FI_TAGGED : FI_MSG);
+  uint32_t slot = ep.take_op(context, kind, nullptr, report);
+  if (slot == Endpoint::kNone || (inject && ep.free_injects.empty())) {
+    if (slot != Endpoint::kNone) ep.release_op(slot);
+    endpoint_progress(ep);
+    return -FI_EAGAIN;
+  }
+  const void* payload = buf;
+  if (inject) {  // the caller may reuse buf at once: send from our copy
+    const uint32_t ib = ep.free_injects.back();
+    ep.free_injects.pop_back();
+    ep.ops[slot].inject = ib;
+    uint8_t* copy = ep.inject_storage.data() + size_t{ib} * ep.inject_size;
+    if (len) std::memcpy(copy, buf, len);
+    payload = copy;
+  }
+  ses::SendSpec spec;
+  spec.tagged = tagged;
+  spec.tag = tag;
+  spec.has_data = has_data;
+  spec.data = data;
+  spec.mode = ep.ordered ? pds::Mode::kRod : pds::Mode::kRud;
+  const Status s = ep.type == FI_EP_DGRAM ? ep.engine->send_datagram(peer, payload, len, slot, spec)
+                                          : ep.engine->send(peer, payload, len, slot, spec);
+  if (s != Status::kOk) {
+    ep.release_op(slot);
+    if (s == Status::kAgain) endpoint_progress(ep);
+    return -to_fi_errno(s);
+  }
+  endpoint_progress(ep);  // put it on the wire now, not at the next poll
+  return FI_SUCCESS;
+}
+
+ssize_t post_recv(Endpoint& ep, void* buf, size_t len, fi_addr_t src, bool tagged, uint64_t tag,
+                  uint64_t ignore, void* context, uint64_t flags) {
+  if (!buf && len > 0) return -FI_EINVAL;
+  if (flags & ~kRecvFlags & ~(FI_RECV | FI_MSG | FI_TAGGED)) {
+    if (flags & FI_MULTI_RECV) {
+      SPRAY_WARN(FI_LOG_EP_DATA, "FI_MULTI_RECV is not implemented yet\n");
+      return -FI_ENOSYS;
+    }
+    return -FI_EBADFLAGS;
+  }
+  std::lock_guard lock(ep.domain->mutex);
+  if (!ep.enabled) {
+    SPRAY_WARN(FI_LOG_EP_DATA, "receive on an endpoint that is not enabled\n");
+    return -FI_EOPBADSTATE;
+  }
+  ses::RecvSpec spec;
+  spec.buffer = static_cast<uint8_t*>(buf);
+  spec.length = len;
+  spec.tagged = tagged;
+  spec.tag = tag;
+  spec.ignore = ignore;
+  const bool directed = (ep.info->caps & FI_DIRECTED_RECV) && src != FI_ADDR_UNSPEC;
+  if (directed) {
+    spec.source = ep.peer(src);
+    if (spec.source == pds::kNoPeer) return -FI_EINVAL;
+  }
+  const bool report = !ep.rx_selective || (flags & FI_COMPLETION);
+  const uint32_t slot = ep.take_op(context, FI_RECV | (tagged ? FI_TAGGED : FI_MSG), buf, report);
+  if (slot == Endpoint::kNone) {
+    endpoint_progress(ep);
+    return -FI_EAGAIN;
+  }
+  spec.context = slot;
+  const Status s = ep.engine->post_recv(spec);
+  if (s != Status::kOk) {
+    ep.release_op(slot);
+    return -to_fi_errno(s);
+  }
+  return FI_SUCCESS;
+}
+
+fi_ops_msg msg_ops = {
+    .size = sizeof(fi_ops_msg),
+    .recv = m_recv,
+    .recvv = m_recvv,
+    .recvmsg = m_recvmsg,
+    .send = m_send,
+    .sendv = m_sendv,
+    .sendmsg = m_sendmsg,
+    .inject = m_inject,
+    .senddata = m_senddata,
+    .injectdata = m_injectdata,
+};
+
+fi_ops_tagged tagged_ops = {
+    .size = sizeof(fi_ops_tagged),
+    .recv = t_recv,
+    .recvv = t_recvv,
+    .recvmsg = t_recvmsg,
+    .send = t_send,
+    .sendv = t_sendv,
+    .sendmsg = t_sendmsg,
+    .inject = t_inject,
+    .senddata = t_senddata,
+    .injectdata = t_injectdata,
+};
+
+}  // namespace spray::fi

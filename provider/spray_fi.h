@@ -1,0 +1,167 @@
+// The libfabric provider `spray`: the objects an application opens and the helpers they
+// share. Each object is a C++ struct whose first member is the libfabric fid struct, so
+// a fid pointer handed to us converts back with container_of-style casts (fid_to<T>).
+//
+// Threading: every entry point takes its domain's mutex (FI_THREAD_SAFE and
+// FI_THREAD_DOMAIN alike). Calls, not packets, take it: one progress call moves a burst.
+// Progress is manual-driven: fi_cq_read / fi_cntr_read / fi_cq_sread on an object drive
+// the engines of the endpoints bound to it (FI_PROGRESS_MANUAL is what we advertise;
+// FI_PROGRESS_AUTO requests are honoured the same way, which the standard allows for
+// applications that poll).
+#pragma once
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+#include <rdma/providers/fi_log.h>
+#include <rdma/providers/fi_prov.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "transport/base/status.h"
+#include "transport/datapath/net_addr.h"
+
+namespace spray::fi {
+
+extern fi_provider provider;
+
+// Runtime parameters (fi_param_define'd once at load; `fi_info -e` lists them).
+struct Params {
+  std::string datapath = "udp";  // FI_SPRAY_DATAPATH: udp (the one this build drives)
+  std::string address = "127.0.0.1";
+  int entropy_ports = 8;
+  int mtu = 1472;
+  std::string congestion = "nscc";
+  std::string path_selection = "reps";
+  int rto_min_us = 1000;
+  int rto_max_ms = 100;
+  int retries = 12;
+  int inject_size = 1024;
+};
+const Params& params();
+
+#define SPRAY_WARN(subsys, ...) FI_WARN(&::spray::fi::provider, subsys, __VA_ARGS__)
+
+// Converts a libfabric fid (or its enclosing fid_* struct) back to our object.
+template <class T, class F>
+T* fid_to(F* f) {
+  return reinterpret_cast<T*>(f);
+}
+
+// libfabric error number for a transport status.
+int to_fi_errno(Status s);
+
+struct Domain;
+struct Endpoint;
+struct CompletionQueue;
+struct Counter;
+
+struct Fabric {
+  fid_fabric fid{};
+  fi_fabric_attr attr{};
+};
+
+struct MemoryRegion {
+  fid_mr fid{};
+  Domain* domain = nullptr;
+  uint64_t access = 0;
+  const void* base = nullptr;
+  size_t length = 0;
+};
+
+struct Domain {
+  fid_domain fid{};
+  Fabric* fabric = nullptr;
+  fi_info* info = nullptr;  // owned copy (fi_dupinfo)
+  std::mutex mutex;
+  int refs = 0;  // open children (AVs, CQs, endpoints, MRs, counters)
+  uint64_t next_key = 1;
+  std::unordered_map<uint64_t, MemoryRegion*> keys;
+};
+
+// Address vector: fi_addr_t is the index of the entry in both FI_AV_MAP and FI_AV_TABLE.
+struct AddressVector {
+  fid_av fid{};
+  Domain* domain = nullptr;
+  fi_av_type type = FI_AV_TABLE;
+  std::vector<dp::NetAddr> addrs;
+  std::vector<bool> valid;
+  std::unordered_map<uint64_t, fi_addr_t> by_hash;  // NetAddr::hash -> fi_addr
+  int refs = 0;                                     // bound endpoints
+
+  fi_addr_t find(const dp::NetAddr& a) const;
+};
+
+// A completion, kept in the widest form and narrowed to the CQ's format on read.
+struct CqEntry {
+  fi_cq_tagged_entry entry{};
+  fi_addr_t source = FI_ADDR_NOTAVAIL;
+};
+
+struct CompletionQueue {
+  fid_cq fid{};
+  Domain* domain = nullptr;
+  fi_cq_format format = FI_CQ_FORMAT_CONTEXT;
+  fi_wait_obj wait_obj = FI_WAIT_NONE;
+  std::deque<CqEntry> entries;
+  std::deque<fi_cq_err_entry> errors;
+  std::vector<Endpoint*> endpoints;  // bound: progressing this CQ drives them
+  bool signaled = false;
+
+  void progress();  // drives the bound endpoints; domain mutex held
+};
+
+struct Counter {
+  fid_cntr fid{};
+  Domain* domain = nullptr;
+  uint64_t value = 0;
+  uint64_t errors = 0;
+  std::vector<Endpoint*> endpoints;
+  void progress();
+};
+
+struct EventQueue {
+  fid_eq fid{};
+  Fabric* fabric = nullptr;
+  std::deque<std::vector<uint8_t>> events;  // written with fi_eq_write
+};
+
+// Entry points of the objects, one file each.
+int fabric_open(fi_fabric_attr* attr, fid_fabric** fabric, void* context);
+int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** domain, void* context);
+int eq_open(fid_fabric* fabric, fi_eq_attr* attr, fid_eq** eq, void* context);
+int av_open(fid_domain* domain, fi_av_attr* attr, fid_av** av, void* context);
+int cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** cq, void* context);
+int cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** cntr, void* context);
+int endpoint_open(fid_domain* domain, fi_info* info, fid_ep** ep, void* context);
+int mr_reg(fid* fid, const void* buf, size_t len, uint64_t access, uint64_t offset,
+           uint64_t requested_key, uint64_t flags, fid_mr** mr, void* context);
+int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
+            const fi_info* hints, fi_info** info);
+
+// Pushes a completion (or error) to a CQ; what endpoints call from progress.
+void cq_push(CompletionQueue& cq, const CqEntry& e);
+void cq_push_error(CompletionQueue& cq, const fi_cq_err_entry& e);
+
+// Drives one endpoint's engine and turns its completions into CQ entries.
+void endpoint_progress(Endpoint& ep);
+// Blocks up to `timeout_ms` for traffic on the endpoint's datapath (domain mutex not held).
+void endpoint_wait(Endpoint& ep, int timeout_ms);
+
+// The not-supported stubs every table uses where an operation does not exist here.
+int no_bind(fid*, fid*, uint64_t);
+int no_control(fid*, int, void*);
+int no_ops_open(fid*, const char*, uint64_t, void**, void*);
+
+}  // namespace spray::fi

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# fi_pingpong (Debian's libfabric-bin) over the `spray` provider on loopback: a server and
+# a client process, several sizes, data integrity checks on (-c). Both must succeed.
+# Usage: fi_pingpong.sh PROVIDER_DIR rdm|dgram
+set -euo pipefail
+dir=$1
+ep=$2
+command -v fi_pingpong >/dev/null || { echo "SKIP: fi_pingpong (libfabric-bin) not installed"; exit 77; }
+export FI_PROVIDER_PATH=$dir FI_PROVIDER=spray
+# Our own out-of-band port, so parallel tests do not collide on fi_pingpong's default.
+port=$(( 20000 + ($$ % 20000) ))
+if [[ $ep == rdm ]]; then sizes="0 8 1024 4096 65536 1048576"; else sizes="8 512 1024"; fi
+for size in $sizes; do
+  iters=$(( size >= 1048576 ? 50 : 500 ))
+  timeout 60 fi_pingpong -p spray -e "$ep" -I "$iters" -S "$size" -c -B "$port" > server.log 2>&1 &
+  server=$!
+  sleep 0.2
+  if ! timeout 60 fi_pingpong -p spray -e "$ep" -I "$iters" -S "$size" -c -P "$port" 127.0.0.1 \
+      > client.log 2>&1; then
+    echo "FAIL: client, $size bytes"; cat client.log; cat server.log; kill "$server" 2>/dev/null; exit 1
+  fi
+  wait "$server" || { echo "FAIL: server, $size bytes"; cat server.log; exit 1; }
+  tail -1 client.log
+  port=$((port + 1))
+done
+echo "PASS: fi_pingpong $ep over spray"

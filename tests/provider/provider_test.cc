@@ -1,0 +1,468 @@
+// Conformance tests of the `spray` provider, written only against the public libfabric
+// API: libfabric loads libspray-fi.so from FI_PROVIDER_PATH (set by ctest), exactly as an
+// application would see it.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr uint32_t kVersion = FI_VERSION(1, 17);
+
+fi_info* hints_for(fi_ep_type type, uint64_t caps) {
+  fi_info* h = fi_allocinfo();
+  h->fabric_attr->prov_name = strdup("spray");
+  h->ep_attr->type = type;
+  h->caps = caps;
+  return h;
+}
+
+// fi_getinfo with these hints; nullptr when nothing matched.
+fi_info* getinfo(fi_info* hints) {
+  fi_info* info = nullptr;
+  const int rc = fi_getinfo(kVersion, nullptr, nullptr, 0, hints, &info);
+  fi_freeinfo(hints);
+  return rc == 0 ? info : nullptr;
+}
+
+TEST(GetInfo, null_hints__list_rdm_and_dgram_with_their_capabilities) {
+  fi_info* info = nullptr;
+  ASSERT_EQ(fi_getinfo(kVersion, nullptr, nullptr, 0, nullptr, &info), 0);
+  bool rdm = false, dgram = false;
+  for (fi_info* i = info; i; i = i->next) {
+    if (std::strcmp(i->fabric_attr->prov_name, "spray") != 0) continue;
+    EXPECT_EQ(std::string(i->fabric_attr->name), "spray");
+    if (i->ep_attr->type == FI_EP_RDM) {
+      rdm = true;
+      constexpr uint64_t want = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV |
+                                FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+      EXPECT_EQ(i->caps & want, want);
+      EXPECT_TRUE(i->tx_attr->msg_order & FI_ORDER_SAS);
+      EXPECT_GE(i->domain_attr->cq_data_size, 4u);
+      EXPECT_GT(i->tx_attr->inject_size, 0u);
+      EXPECT_GE(i->ep_attr->max_msg_size, size_t{64} << 20);
+      EXPECT_EQ(i->mode, 0u);
+    }
+    if (i->ep_attr->type == FI_EP_DGRAM) dgram = true;
+  }
+  EXPECT_TRUE(rdm);
+  EXPECT_TRUE(dgram);
+  fi_freeinfo(info);
+}
+
+TEST(GetInfo, hints__narrow_and_unmeetable_hints_match_nothing) {
+  fi_info* info = getinfo(hints_for(FI_EP_RDM, FI_TAGGED));
+  ASSERT_NE(info, nullptr);
+  EXPECT_EQ(info->next, nullptr);  // RDM only
+  EXPECT_TRUE(info->caps & FI_TAGGED);
+  EXPECT_FALSE(info->caps & FI_SOURCE);  // not asked for
+  fi_freeinfo(info);
+
+  EXPECT_EQ(getinfo(hints_for(FI_EP_MSG, FI_MSG)), nullptr);       // no MSG endpoints
+  EXPECT_EQ(getinfo(hints_for(FI_EP_RDM, FI_ATOMIC)), nullptr);    // no atomics
+  EXPECT_EQ(getinfo(hints_for(FI_EP_DGRAM, FI_TAGGED)), nullptr);  // DGRAM is untagged
+
+  fi_info* h = hints_for(FI_EP_RDM, FI_MSG);
+  h->domain_attr->cq_data_size = 16;
+  EXPECT_EQ(getinfo(h), nullptr);
+  h = hints_for(FI_EP_RDM, FI_MSG);
+  h->tx_attr->msg_order = FI_ORDER_RAW;
+  EXPECT_EQ(getinfo(h), nullptr);
+  h = hints_for(FI_EP_RDM, FI_MSG);
+  h->ep_attr->max_msg_size = size_t{1} << 40;
+  EXPECT_EQ(getinfo(h), nullptr);
+  h = hints_for(FI_EP_RDM, FI_MSG);
+  h->domain_attr->name = strdup("not-spray");
+  EXPECT_EQ(getinfo(h), nullptr);
+  h = hints_for(FI_EP_RDM, FI_MSG);
+  h->addr_format = FI_ADDR_PSMX2;
+  EXPECT_EQ(getinfo(h), nullptr);
+}
+
+TEST(GetInfo, hints__modes_threading_progress_and_mr_bits_are_honoured) {
+  fi_info* h = hints_for(FI_EP_RDM, FI_MSG);
+  h->mode = FI_CONTEXT | FI_CONTEXT2;
+  h->domain_attr->threading = FI_THREAD_DOMAIN;
+  h->domain_attr->data_progress = FI_PROGRESS_AUTO;
+  h->domain_attr->av_type = FI_AV_MAP;
+  h->domain_attr->mr_mode = FI_MR_PROV_KEY | FI_MR_VIRT_ADDR | FI_MR_LOCAL;
+  fi_info* info = getinfo(h);
+  ASSERT_NE(info, nullptr);
+  EXPECT_EQ(info->mode, 0u);  // we need no context space
+  EXPECT_EQ(info->domain_attr->threading, FI_THREAD_DOMAIN);
+  EXPECT_EQ(info->domain_attr->data_progress, FI_PROGRESS_AUTO);
+  EXPECT_EQ(info->domain_attr->av_type, FI_AV_MAP);
+  EXPECT_EQ(info->domain_attr->mr_mode, FI_MR_PROV_KEY | FI_MR_VIRT_ADDR);  // never MR_LOCAL
+  fi_freeinfo(info);
+}
+
+TEST(GetInfo, node_and_service__become_the_destination_or_with_fi_source_the_source) {
+  fi_info* info = nullptr;
+  fi_info* h = hints_for(FI_EP_RDM, FI_MSG);
+  ASSERT_EQ(fi_getinfo(kVersion, "127.0.0.1", "4800", 0, h, &info), 0);
+  ASSERT_NE(info->dest_addr, nullptr);
+  EXPECT_EQ(ntohs(static_cast<sockaddr_in*>(info->dest_addr)->sin_port), 4800);
+  fi_freeinfo(info);
+  ASSERT_EQ(fi_getinfo(kVersion, "127.0.0.1", "4808", FI_SOURCE, h, &info), 0);
+  ASSERT_NE(info->src_addr, nullptr);
+  EXPECT_EQ(info->dest_addr, nullptr);
+  EXPECT_EQ(ntohs(static_cast<sockaddr_in*>(info->src_addr)->sin_port), 4808);
+  fi_freeinfo(info);
+  fi_freeinfo(h);
+}
+
+// A fabric, domain, AV and CQ, and endpoints on them, all on loopback.
+struct Fabric : ::testing::Test {
+  fi_info* info = nullptr;
+  fid_fabric* fabric = nullptr;
+  fid_domain* domain = nullptr;
+  fid_av* av = nullptr;
+  fid_cq* cq = nullptr;
+  std::vector<fid_ep*> eps;
+  std::vector<fi_addr_t> addrs;
+
+  void SetUp() override { open(FI_EP_RDM, FI_MSG | FI_TAGGED | FI_DIRECTED_RECV | FI_SOURCE); }
+  void open(fi_ep_type type, uint64_t caps) {
+    info = getinfo(hints_for(type, caps));
+    ASSERT_NE(info, nullptr);
+    ASSERT_EQ(fi_fabric(info->fabric_attr, &fabric, nullptr), 0);
+    ASSERT_EQ(fi_domain(fabric, info, &domain, nullptr), 0);
+    fi_av_attr av_attr{};
+    av_attr.type = FI_AV_TABLE;
+    ASSERT_EQ(fi_av_open(domain, &av_attr, &av, nullptr), 0);
+    fi_cq_attr cq_attr{};
+    cq_attr.format = FI_CQ_FORMAT_TAGGED;
+    cq_attr.wait_obj = FI_WAIT_UNSPEC;
+    ASSERT_EQ(fi_cq_open(domain, &cq_attr, &cq, nullptr), 0);
+  }
+  fid_ep* endpoint() {
+    fid_ep* ep = nullptr;
+    EXPECT_EQ(fi_endpoint(domain, info, &ep, nullptr), 0);
+    EXPECT_EQ(fi_ep_bind(ep, &av->fid, 0), 0);
+    EXPECT_EQ(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+    EXPECT_EQ(fi_enable(ep), 0);
+    char name[64];
+    size_t len = sizeof(name);
+    EXPECT_EQ(fi_getname(&ep->fid, name, &len), 0);
+    fi_addr_t a = FI_ADDR_NOTAVAIL;
+    EXPECT_EQ(fi_av_insert(av, name, 1, &a, 0, nullptr), 1);
+    eps.push_back(ep);
+    addrs.push_back(a);
+    return ep;
+  }
+  void TearDown() override {
+    for (fid_ep* ep : eps) EXPECT_EQ(fi_close(&ep->fid), 0);
+    for (fid* f : {cq ? &cq->fid : nullptr, av ? &av->fid : nullptr,
+                   domain ? &domain->fid : nullptr, fabric ? &fabric->fid : nullptr}) {
+      if (f) {
+        EXPECT_EQ(fi_close(f), 0);
+      }
+    }
+    fi_freeinfo(info);
+  }
+  // Reads `n` completions (errors fail the test) within 10 s.
+  std::vector<fi_cq_tagged_entry> wait(size_t n, std::vector<fi_addr_t>* from = nullptr) {
+    std::vector<fi_cq_tagged_entry> out;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (out.size() < n && std::chrono::steady_clock::now() < deadline) {
+      fi_cq_tagged_entry e[8];
+      fi_addr_t src[8];
+      const ssize_t r = fi_cq_readfrom(cq, e, 8, src);
+      if (r == -FI_EAVAIL) {
+        fi_cq_err_entry err{};
+        fi_cq_readerr(cq, &err, 0);
+        ADD_FAILURE() << "error completion: " << fi_strerror(err.err);
+        break;
+      }
+      for (ssize_t i = 0; i < r; ++i) {
+        out.push_back(e[i]);
+        if (from) from->push_back(src[i]);
+      }
+    }
+    EXPECT_EQ(out.size(), n);
+    return out;
+  }
+  // The first error completion within 10 s.
+  fi_cq_err_entry wait_error() {
+    fi_cq_err_entry err{};
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < deadline) {
+      fi_cq_tagged_entry e;
+      const ssize_t r = fi_cq_read(cq, &e, 1);
+      if (r == -FI_EAVAIL && fi_cq_readerr(cq, &err, 0) == 1) return err;
+      EXPECT_TRUE(r == -FI_EAGAIN) << "unexpected completion";
+    }
+    ADD_FAILURE() << "no error completion";
+    return err;
+  }
+};
+
+std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(seed + i * 7 + (i >> 9));
+  return v;
+}
+
+TEST_F(Fabric, msg__every_size_arrives_byte_exact_with_its_source) {
+  fid_ep* a = endpoint();
+  fid_ep* b = endpoint();
+  for (size_t size :
+       {size_t{0}, size_t{1}, size_t{1000}, size_t{1500}, size_t{70000}, size_t{4} << 20}) {
+    auto out = pattern(size, static_cast<uint8_t>(size));
+    std::vector<uint8_t> in(size + 16, 0xee);
+    int rctx = 0, sctx = 0;
+    ASSERT_EQ(fi_recv(b, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, &rctx), 0);
+    ASSERT_EQ(fi_send(a, out.data(), out.size(), nullptr, addrs[1], &sctx), 0);
+    std::vector<fi_addr_t> from;
+    auto done = wait(2, &from);
+    ASSERT_EQ(done.size(), 2u);
+    for (size_t i = 0; i < done.size(); ++i) {
+      if (done[i].op_context == &rctx) {
+        EXPECT_EQ(done[i].flags & (FI_RECV | FI_MSG), FI_RECV | FI_MSG);
+        EXPECT_EQ(done[i].len, size);
+        EXPECT_EQ(done[i].buf, in.data());
+        EXPECT_EQ(from[i], addrs[0]);
+      } else {
+        EXPECT_EQ(done[i].op_context, &sctx);
+        EXPECT_EQ(done[i].flags & (FI_SEND | FI_MSG), FI_SEND | FI_MSG);
+      }
+    }
+    EXPECT_TRUE(std::equal(out.begin(), out.end(), in.begin())) << size << " bytes";
+    EXPECT_EQ(in[size], 0xee) << "wrote past the message";
+  }
+}
+
+TEST_F(Fabric, tagged__matches_by_tag_ignore_mask_and_source_in_send_order) {
+  fid_ep* a = endpoint();
+  fid_ep* b = endpoint();
+  fid_ep* c = endpoint();
+  uint64_t va = 0, vb = 0, vc = 0, r1 = 0, r2 = 0, r3 = 0;
+  // Posted before anything is sent: a directed receive for C only, then tag 0x5? from anyone.
+  ASSERT_EQ(fi_trecv(b, &r1, 8, nullptr, addrs[2], 0x77, 0, &r1), 0);
+  ASSERT_EQ(fi_trecv(b, &r2, 8, nullptr, FI_ADDR_UNSPEC, 0x50, 0xf, &r2), 0);
+  va = 1;
+  vc = 3;
+  ASSERT_EQ(fi_tsend(a, &va, 8, nullptr, addrs[1], 0x5a, &va), 0);  // matches r2 only
+  ASSERT_EQ(fi_tsend(c, &vc, 8, nullptr, addrs[1], 0x77, &vc), 0);  // matches r1
+  wait(4);
+  EXPECT_EQ(r1, 3u);
+  EXPECT_EQ(r2, 1u);
+  // Unexpected: sent before the receive is posted; two from one sender stay in order.
+  uint64_t m1 = 10, m2 = 20;
+  ASSERT_EQ(fi_tsend(a, &m1, 8, nullptr, addrs[1], 9, &m1), 0);
+  ASSERT_EQ(fi_tsend(a, &m2, 8, nullptr, addrs[1], 9, &m2), 0);
+  wait(2);
+  std::vector<fi_addr_t> from;
+  ASSERT_EQ(fi_trecv(b, &r3, 8, nullptr, FI_ADDR_UNSPEC, 9, 0, &r3), 0);
+  auto got = wait(1, &from);
+  EXPECT_EQ(r3, 10u);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].tag, 9u);
+  EXPECT_EQ(got[0].flags & (FI_RECV | FI_TAGGED), FI_RECV | FI_TAGGED);
+  EXPECT_EQ(from[0], addrs[0]);
+  ASSERT_EQ(fi_trecv(b, &r3, 8, nullptr, FI_ADDR_UNSPEC, 9, 0, &r3), 0);
+  wait(1);
+  EXPECT_EQ(r3, 20u);
+  (void)vb;
+}
+
+TEST_F(Fabric, senddata_and_inject__deliver_remote_cq_data_and_need_no_buffer) {
+  fid_ep* a = endpoint();
+  fid_ep* b = endpoint();
+  char in[64] = {};
+  ASSERT_EQ(fi_recv(b, in, sizeof(in), nullptr, FI_ADDR_UNSPEC, in), 0);
+  char msg[16] = "fifteen bytes!";
+  ASSERT_EQ(fi_senddata(a, msg, 15, nullptr, 0xfeedULL, addrs[1], msg), 0);
+  auto done = wait(2);
+  for (auto& e : done) {
+    if (e.op_context == in) {
+      EXPECT_TRUE(e.flags & FI_REMOTE_CQ_DATA);
+      EXPECT_EQ(e.data, 0xfeedULL);
+    }
+  }
+  ASSERT_EQ(fi_recv(b, in, sizeof(in), nullptr, FI_ADDR_UNSPEC, in), 0);
+  ASSERT_EQ(fi_inject(a, msg, 15, addrs[1]), 0);
+  std::memset(msg, 0, sizeof(msg));  // reusable at once
+  done = wait(1);                    // the receive only: inject reports nothing
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].op_context, in);
+  EXPECT_EQ(std::string(in, 14), "fifteen bytes!");
+  fi_info* i = info;
+  std::vector<char> big(i->tx_attr->inject_size + 1);
+  EXPECT_EQ(fi_inject(a, big.data(), big.size(), addrs[1]), -FI_EINVAL);
+}
+
+TEST_F(Fabric, truncation__is_an_error_completion_with_the_prefix_placed) {
+  fid_ep* a = endpoint();
+  fid_ep* b = endpoint();
+  auto out = pattern(100, 1);
+  std::vector<uint8_t> in(40);
+  ASSERT_EQ(fi_recv(b, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, in.data()), 0);
+  ASSERT_EQ(fi_send(a, out.data(), out.size(), nullptr, addrs[1], out.data()), 0);
+  fi_cq_err_entry err = wait_error();
+  EXPECT_EQ(err.err, FI_ETRUNC);
+  EXPECT_EQ(err.op_context, in.data());
+  EXPECT_TRUE(std::equal(in.begin(), in.end(), out.begin()));
+}
+
+TEST_F(Fabric, cancel__completes_a_posted_receive_with_ecanceled) {
+  endpoint();
+  fid_ep* b = endpoint();
+  char buf[8];
+  ASSERT_EQ(fi_trecv(b, buf, 8, nullptr, FI_ADDR_UNSPEC, 1, 0, buf), 0);
+  EXPECT_EQ(fi_cancel(&b->fid, buf), 0);
+  fi_cq_err_entry err = wait_error();
+  EXPECT_EQ(err.err, FI_ECANCELED);
+  EXPECT_EQ(err.op_context, buf);
+  EXPECT_EQ(fi_cancel(&b->fid, buf), -FI_ENOENT);  // nothing left to cancel
+}
+
+TEST_F(Fabric, sread__blocks_until_the_timeout_when_nothing_arrives) {
+  endpoint();
+  fi_cq_tagged_entry e;
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(fi_cq_sread(cq, &e, 1, nullptr, 50), -FI_EAGAIN);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(50));
+}
+
+TEST_F(Fabric, counters__count_completions) {
+  fid_ep* a = endpoint();
+  fid_ep* b = nullptr;
+  fid_cntr* sent = nullptr;
+  fid_cntr* received = nullptr;
+  fi_cntr_attr attr{};
+  attr.events = FI_CNTR_EVENTS_COMP;
+  ASSERT_EQ(fi_cntr_open(domain, &attr, &sent, nullptr), 0);
+  ASSERT_EQ(fi_cntr_open(domain, &attr, &received, nullptr), 0);
+  ASSERT_EQ(fi_endpoint(domain, info, &b, nullptr), 0);
+  ASSERT_EQ(fi_ep_bind(b, &av->fid, 0), 0);
+  ASSERT_EQ(fi_ep_bind(b, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+  ASSERT_EQ(fi_ep_bind(b, &received->fid, FI_RECV), 0);
+  ASSERT_EQ(fi_ep_bind(a, &sent->fid, FI_SEND), -FI_EINVAL);  // a is already enabled
+  ASSERT_EQ(fi_enable(b), 0);
+  char name[64];
+  size_t len = sizeof(name);
+  ASSERT_EQ(fi_getname(&b->fid, name, &len), 0);
+  fi_addr_t baddr = 0;
+  ASSERT_EQ(fi_av_insert(av, name, 1, &baddr, 0, nullptr), 1);
+  char buf[3][4];
+  for (auto& x : buf) ASSERT_EQ(fi_recv(b, x, 4, nullptr, FI_ADDR_UNSPEC, x), 0);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(fi_inject(a, "abc", 4, baddr), 0);
+  EXPECT_EQ(fi_cntr_wait(received, 3, 10000), 0);
+  EXPECT_EQ(fi_cntr_read(received), 3u);
+  EXPECT_EQ(fi_cntr_readerr(received), 0u);
+  EXPECT_EQ(fi_cntr_wait(received, 4, 20), -FI_ETIMEDOUT);
+  EXPECT_EQ(fi_cntr_add(received, 2), 0);
+  EXPECT_EQ(fi_cntr_read(received), 5u);
+  EXPECT_EQ(fi_close(&sent->fid), 0);
+  EXPECT_EQ(fi_close(&received->fid), -FI_EBUSY);  // b still bound to it
+  EXPECT_EQ(fi_close(&b->fid), 0);
+  EXPECT_EQ(fi_close(&received->fid), 0);
+  wait(3);  // b's receive completions also went to the CQ
+}
+
+TEST_F(Fabric, av__insert_lookup_straddr_remove) {
+  fid_ep* a = endpoint();
+  (void)a;
+  sockaddr_in sin{};
+  sin.sin_family = AF_INET;
+  sin.sin_port = htons(4800);
+  sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  fi_addr_t x = 0;
+  ASSERT_EQ(fi_av_insert(av, &sin, 1, &x, 0, nullptr), 1);
+  sockaddr_in back{};
+  size_t len = sizeof(back);
+  ASSERT_EQ(fi_av_lookup(av, x, &back, &len), 0);
+  EXPECT_EQ(len, sizeof(sockaddr_in));
+  EXPECT_EQ(back.sin_port, sin.sin_port);
+  char text[64];
+  size_t tlen = sizeof(text);
+  fi_av_straddr(av, &sin, text, &tlen);
+  EXPECT_EQ(std::string(text), "spray://127.0.0.1:4800");
+  ASSERT_EQ(fi_av_remove(av, &x, 1, 0), 0);
+  EXPECT_EQ(fi_av_lookup(av, x, &back, &len), -FI_ENOENT);
+  EXPECT_EQ(fi_av_remove(av, &x, 1, 0), -FI_EINVAL);
+  fi_addr_t y = 0;
+  ASSERT_EQ(fi_av_insertsvc(av, "127.0.0.1", "4816", &y, 0, nullptr), 1);
+  EXPECT_NE(y, x);  // removed entries are never reused
+}
+
+TEST_F(Fabric, misuse__gets_clear_errors_not_crashes) {
+  fid_ep* a = endpoint();
+  char buf[8] = {};
+  EXPECT_EQ(fi_send(a, buf, 8, nullptr, 12345, nullptr), -FI_EINVAL);  // no such fi_addr
+  EXPECT_EQ(fi_send(a, nullptr, 8, nullptr, addrs[0], nullptr), -FI_EINVAL);
+  fi_msg_tagged m{};
+  iovec iov{buf, 8};
+  m.msg_iov = &iov;
+  m.iov_count = 1;
+  m.addr = FI_ADDR_UNSPEC;
+  EXPECT_EQ(fi_trecvmsg(a, &m, FI_PEEK), -FI_ENOSYS);
+  EXPECT_EQ(fi_close(&domain->fid), -FI_EBUSY);  // children still open
+  fid_ep* unenabled = nullptr;
+  ASSERT_EQ(fi_endpoint(domain, info, &unenabled, nullptr), 0);
+  EXPECT_EQ(fi_send(unenabled, buf, 8, nullptr, addrs[0], nullptr), -FI_EOPBADSTATE);
+  EXPECT_EQ(fi_enable(unenabled), -FI_ENOAV);
+  EXPECT_EQ(fi_connect(unenabled, buf, nullptr, 0), -FI_EOPNOTSUPP);
+  size_t v = 64;
+  EXPECT_EQ(fi_setopt(&unenabled->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &v, sizeof(v)), 0);
+  size_t got = 0, len = sizeof(got);
+  EXPECT_EQ(fi_getopt(&unenabled->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &got, &len), 0);
+  EXPECT_EQ(got, 64u);
+  EXPECT_EQ(fi_close(&unenabled->fid), 0);
+}
+
+TEST_F(Fabric, dead_peer__sends_complete_in_error_not_hang) {
+  fid_ep* a = endpoint();
+  sockaddr_in nobody{};
+  nobody.sin_family = AF_INET;
+  nobody.sin_port = htons(9);  // discard port: nothing of ours listens there
+  nobody.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  fi_addr_t dead = 0;
+  ASSERT_EQ(fi_av_insert(av, &nobody, 1, &dead, 0, nullptr), 1);
+  char buf[100] = {};
+  ASSERT_EQ(fi_send(a, buf, sizeof(buf), nullptr, dead, buf), 0);
+  fi_cq_err_entry err = wait_error();
+  EXPECT_EQ(err.err, FI_EHOSTUNREACH);
+  EXPECT_EQ(err.op_context, buf);
+}
+
+struct DgramFabric : Fabric {
+  void SetUp() override { open(FI_EP_DGRAM, FI_MSG); }
+};
+
+TEST_F(DgramFabric, datagrams__arrive_and_oversized_ones_are_refused) {
+  fid_ep* a = endpoint();
+  fid_ep* b = endpoint();
+  char in[64] = {};
+  ASSERT_EQ(fi_recv(b, in, sizeof(in), nullptr, FI_ADDR_UNSPEC, in), 0);
+  ASSERT_EQ(fi_send(a, "datagram", 9, nullptr, addrs[1], nullptr), 0);
+  wait(2);
+  EXPECT_EQ(std::string(in), "datagram");
+  std::vector<char> big(info->ep_attr->max_msg_size + 1);
+  EXPECT_EQ(fi_send(a, big.data(), big.size(), nullptr, addrs[1], nullptr), -FI_EMSGSIZE);
+  EXPECT_EQ(fi_tsend(a, in, 1, nullptr, addrs[1], 0, nullptr), -FI_ENOSYS);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // Fail fast towards dead peers (the default waits ~0.5 s of backoff) and pick up only us.
+  setenv("FI_SPRAY_RETRIES", "4", 0);
+  setenv("FI_SPRAY_RTO_MAX_MS", "5", 0);
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
