@@ -140,7 +140,6 @@ bool narrow(fi_info* info, const fi_info* hints) {
     if (r->caps & ~info->rx_attr->caps & ~info->caps) return false;
     if (r->msg_order & ~info->rx_attr->msg_order) return false;
     if (r->size > info->rx_attr->size || r->iov_limit > info->rx_attr->iov_limit) return false;
-    if (r->total_buffered_recv > 0) info->rx_attr->total_buffered_recv = 0;
     if (r->op_flags) info->rx_attr->op_flags = r->op_flags;
   }
   if (const fi_domain_attr* d = hints->domain_attr) {

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <thread>
 
-#include "provider/endpoint.h"
+#include "provider/spray_fi.h"
 
 namespace spray::fi {
 namespace {
@@ -187,14 +187,6 @@ fi_ops_cq cq_ops = {
 
 void CompletionQueue::progress() {
   for (Endpoint* ep : endpoints) endpoint_progress(*ep);
-}
-
-void cq_push(CompletionQueue& cq, const CqEntry& e) {
-  cq.entries.push_back(e);
-}
-
-void cq_push_error(CompletionQueue& cq, const fi_cq_err_entry& e) {
-  cq.errors.push_back(e);
 }
 
 int cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** out, void* context) {

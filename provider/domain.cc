@@ -85,7 +85,7 @@ fi_ops_mr mr_ops = {
 
 }  // namespace
 
-int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** out, void* context) {
+int domain_open(fid_fabric*, fi_info* info, fid_domain** out, void* context) {
   if (!info) return -FI_EINVAL;
   if (info->domain_attr && info->domain_attr->name &&
       std::strcmp(info->domain_attr->name, "spray") != 0) {
@@ -94,7 +94,6 @@ int domain_open(fid_fabric* fabric, fi_info* info, fid_domain** out, void* conte
   }
   auto* d = new (std::nothrow) Domain;
   if (!d) return -FI_ENOMEM;
-  d->fabric = fid_to<Fabric>(fabric);
   d->info = fi_dupinfo(info);
   d->fid.fid.fclass = FI_CLASS_DOMAIN;
   d->fid.fid.context = context;

@@ -33,7 +33,7 @@ void complete(Endpoint& ep, const ses::Completion& c) {
       e.entry.data = c.has_data ? c.data : 0;
       e.source = ep.source(c.peer);
     }
-    cq_push(*cq, e);
+    cq->entries.push_back(e);
     return;
   }
   // Errors are always reported (selective completion suppresses successes only).
@@ -48,7 +48,7 @@ void complete(Endpoint& ep, const ses::Completion& c) {
   err.data = c.has_data ? c.data : 0;
   err.err = to_fi_errno(c.status);
   err.prov_errno = static_cast<int>(c.status);
-  cq_push_error(*cq, err);
+  cq->errors.push_back(err);
 }
 
 int ep_close(fid* f) {
@@ -325,15 +325,13 @@ bool udp_config(const fi_info* info, dp::UdpConfig& c, std::string& error) {
 
 engine::EngineConfig engine_config() {
   const Params& p = params();
-  engine::EngineConfig e;
+  engine::EngineConfig e = engine::real_time_engine_config();
   e.pds.cc_name = p.congestion;
   e.pds.path_name = p.path_selection;
   e.pds.entropy_count = static_cast<uint16_t>(p.entropy_ports);
-  e.pds.initial_rto = Duration::milliseconds(2);
   e.pds.min_rto = Duration::microseconds(p.rto_min_us);
   e.pds.max_rto = Duration::milliseconds(p.rto_max_ms);
   e.pds.max_retries = static_cast<uint32_t>(p.retries);
-  e.pds.reorder_window = Duration::microseconds(500);  // kernel UDP: scheduler jitter
   return e;
 }
 

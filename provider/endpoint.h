@@ -8,6 +8,7 @@
 #include "provider/spray_fi.h"
 #include "transport/datapath/udp/udp_datapath.h"
 #include "transport/engine/engine.h"
+#include "transport/engine/real_time_config.h"
 
 namespace spray::fi {
 

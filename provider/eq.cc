@@ -81,7 +81,7 @@ fi_ops_eq eq_ops = {
 
 }  // namespace
 
-int eq_open(fid_fabric* fabric, fi_eq_attr* attr, fid_eq** out, void* context) {
+int eq_open(fid_fabric*, fi_eq_attr* attr, fid_eq** out, void* context) {
   if (attr && attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC) {
     SPRAY_WARN(FI_LOG_EQ, "EQ wait object %d not supported (FI_WAIT_NONE/UNSPEC)\n",
                attr->wait_obj);
@@ -89,7 +89,6 @@ int eq_open(fid_fabric* fabric, fi_eq_attr* attr, fid_eq** out, void* context) {
   }
   auto* eq = new (std::nothrow) EventQueue;
   if (!eq) return -FI_ENOMEM;
-  eq->fabric = fid_to<Fabric>(fabric);
   eq->fid.fid.fclass = FI_CLASS_EQ;
   eq->fid.fid.context = context;
   eq->fid.fid.ops = &eq_fi_ops;

@@ -1,5 +1,4 @@
 // fid_fabric: the root object. Opens domains and event queues; nothing else lives here.
-#include <cstdlib>
 #include <cstring>
 
 #include "provider/spray_fi.h"
@@ -8,10 +7,7 @@ namespace spray::fi {
 namespace {
 
 int fabric_close(fid* f) {
-  auto* fabric = fid_to<Fabric>(f);
-  std::free(fabric->attr.name);
-  std::free(fabric->attr.prov_name);
-  delete fabric;
+  delete fid_to<Fabric>(f);
   return FI_SUCCESS;
 }
 
@@ -63,9 +59,6 @@ int fabric_open(fi_fabric_attr* attr, fid_fabric** out, void* context) {
   fabric->fid.fid.ops = &fabric_fi_ops;
   fabric->fid.ops = &fabric_ops;
   fabric->fid.api_version = FI_VERSION(1, 17);
-  fabric->attr.name = strdup("spray");
-  fabric->attr.prov_name = strdup("spray");
-  fabric->attr.prov_version = provider.version;
   *out = &fabric->fid;
   return FI_SUCCESS;
 }

@@ -9,42 +9,55 @@ namespace {
 
 void cleanup() {}
 
+// Every parameter once: its name (FI_SPRAY_<NAME>), its field, and help text whose
+// "Default:" is printed from Params{} so the default is stated in one place.
+struct StringParam {
+  const char* name;
+  std::string Params::*field;
+  const char* help;
+};
+struct IntParam {
+  const char* name;
+  int Params::*field;
+  const char* help;
+};
+
+constexpr StringParam kStringParams[] = {
+    {"datapath", &Params::datapath, "Datapath under the transport: udp (kernel UDP sockets)."},
+    {"address", &Params::address,
+     "Local IPv4/IPv6 address endpoints bind when the application names none "
+     "(fi_getinfo node with FI_SOURCE)."},
+    {"congestion", &Params::congestion, "Congestion control: nscc or fixed."},
+    {"path_selection", &Params::path_selection,
+     "Path (entropy) selection: reps, oblivious or ecmp."},
+};
+constexpr IntParam kIntParams[] = {
+    {"entropy_ports", &Params::entropy_ports,
+     "UDP source ports per endpoint (entropy values for ECMP spraying); a power of two <= 64, "
+     "the same on every endpoint of a job."},
+    {"mtu", &Params::mtu, "UET bytes per datagram (1472: a 1500-byte Ethernet MTU)."},
+    {"rto_min_us", &Params::rto_min_us, "Lowest retransmission timeout, microseconds."},
+    {"rto_max_ms", &Params::rto_max_ms,
+     "Highest retransmission timeout after backoff, milliseconds."},
+    {"retries", &Params::retries,
+     "Retransmissions of one packet before the peer is declared unreachable and its "
+     "operations complete in error."},
+    {"inject_size", &Params::inject_size, "Largest fi_inject / FI_INJECT payload, bytes."},
+};
+
 Params load_params() {
+  const Params defaults;
   Params p;
-  fi_param_define(&provider, "datapath", FI_PARAM_STRING,
-                  "Datapath under the transport: udp (kernel UDP sockets). Default: udp");
-  fi_param_define(&provider, "address", FI_PARAM_STRING,
-                  "Local IPv4/IPv6 address endpoints bind when the application names none "
-                  "(fi_getinfo node with FI_SOURCE). Default: 127.0.0.1");
-  fi_param_define(&provider, "entropy_ports", FI_PARAM_INT,
-                  "UDP source ports per endpoint (entropy values for ECMP spraying); a "
-                  "power of two <= 64, the same on every endpoint of a job. Default: 8");
-  fi_param_define(&provider, "mtu", FI_PARAM_INT,
-                  "UET bytes per datagram. Default: 1472 (a 1500-byte Ethernet MTU)");
-  fi_param_define(&provider, "congestion", FI_PARAM_STRING,
-                  "Congestion control: nscc or fixed. Default: nscc");
-  fi_param_define(&provider, "path_selection", FI_PARAM_STRING,
-                  "Path (entropy) selection: reps, oblivious or ecmp. Default: reps");
-  fi_param_define(&provider, "rto_min_us", FI_PARAM_INT,
-                  "Lowest retransmission timeout, microseconds. Default: 1000");
-  fi_param_define(&provider, "rto_max_ms", FI_PARAM_INT,
-                  "Highest retransmission timeout after backoff, milliseconds. Default: 100");
-  fi_param_define(&provider, "retries", FI_PARAM_INT,
-                  "Retransmissions of one packet before the peer is declared unreachable "
-                  "and its operations complete in error. Default: 12");
-  fi_param_define(&provider, "inject_size", FI_PARAM_INT,
-                  "Largest fi_inject / FI_INJECT payload, bytes. Default: 1024");
-  char* s = nullptr;
-  if (fi_param_get_str(&provider, "datapath", &s) == FI_SUCCESS && s) p.datapath = s;
-  if (fi_param_get_str(&provider, "address", &s) == FI_SUCCESS && s) p.address = s;
-  if (fi_param_get_str(&provider, "congestion", &s) == FI_SUCCESS && s) p.congestion = s;
-  if (fi_param_get_str(&provider, "path_selection", &s) == FI_SUCCESS && s) p.path_selection = s;
-  fi_param_get_int(&provider, "entropy_ports", &p.entropy_ports);
-  fi_param_get_int(&provider, "mtu", &p.mtu);
-  fi_param_get_int(&provider, "rto_min_us", &p.rto_min_us);
-  fi_param_get_int(&provider, "rto_max_ms", &p.rto_max_ms);
-  fi_param_get_int(&provider, "retries", &p.retries);
-  fi_param_get_int(&provider, "inject_size", &p.inject_size);
+  for (const StringParam& d : kStringParams) {
+    fi_param_define(&provider, d.name, FI_PARAM_STRING, "%s Default: %s", d.help,
+                    (defaults.*d.field).c_str());
+    char* value = nullptr;
+    if (fi_param_get_str(&provider, d.name, &value) == FI_SUCCESS && value) p.*d.field = value;
+  }
+  for (const IntParam& d : kIntParams) {
+    fi_param_define(&provider, d.name, FI_PARAM_INT, "%s Default: %d", d.help, defaults.*d.field);
+    fi_param_get_int(&provider, d.name, &(p.*d.field));
+  }
   return p;
 }
 

@@ -69,7 +69,6 @@ struct Counter;
 
 struct Fabric {
   fid_fabric fid{};
-  fi_fabric_attr attr{};
 };
 
 struct MemoryRegion {
@@ -82,7 +81,6 @@ struct MemoryRegion {
 
 struct Domain {
   fid_domain fid{};
-  Fabric* fabric = nullptr;
   fi_info* info = nullptr;  // owned copy (fi_dupinfo)
   std::mutex mutex;
   int refs = 0;  // open children (AVs, CQs, endpoints, MRs, counters)
@@ -133,7 +131,6 @@ struct Counter {
 
 struct EventQueue {
   fid_eq fid{};
-  Fabric* fabric = nullptr;
   std::deque<std::vector<uint8_t>> events;  // written with fi_eq_write
 };
 
@@ -149,10 +146,6 @@ int mr_reg(fid* fid, const void* buf, size_t len, uint64_t access, uint64_t offs
            uint64_t requested_key, uint64_t flags, fid_mr** mr, void* context);
 int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
             const fi_info* hints, fi_info** info);
-
-// Pushes a completion (or error) to a CQ; what endpoints call from progress.
-void cq_push(CompletionQueue& cq, const CqEntry& e);
-void cq_push_error(CompletionQueue& cq, const fi_cq_err_entry& e);
 
 // Drives one endpoint's engine and turns its completions into CQ entries.
 void endpoint_progress(Endpoint& ep);

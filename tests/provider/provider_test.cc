@@ -249,7 +249,7 @@ TEST_F(Fabric, tagged__matches_by_tag_ignore_mask_and_source_in_send_order) {
   fid_ep* a = endpoint();
   fid_ep* b = endpoint();
   fid_ep* c = endpoint();
-  uint64_t va = 0, vb = 0, vc = 0, r1 = 0, r2 = 0, r3 = 0;
+  uint64_t va = 0, vc = 0, r1 = 0, r2 = 0, r3 = 0;
   // Posted before anything is sent: a directed receive for C only, then tag 0x5? from anyone.
   ASSERT_EQ(fi_trecv(b, &r1, 8, nullptr, addrs[2], 0x77, 0, &r1), 0);
   ASSERT_EQ(fi_trecv(b, &r2, 8, nullptr, FI_ADDR_UNSPEC, 0x50, 0xf, &r2), 0);
@@ -276,7 +276,6 @@ TEST_F(Fabric, tagged__matches_by_tag_ignore_mask_and_source_in_send_order) {
   ASSERT_EQ(fi_trecv(b, &r3, 8, nullptr, FI_ADDR_UNSPEC, 9, 0, &r3), 0);
   wait(1);
   EXPECT_EQ(r3, 20u);
-  (void)vb;
 }
 
 TEST_F(Fabric, senddata_and_inject__deliver_remote_cq_data_and_need_no_buffer) {
@@ -300,8 +299,7 @@ TEST_F(Fabric, senddata_and_inject__deliver_remote_cq_data_and_need_no_buffer) {
   ASSERT_EQ(done.size(), 1u);
   EXPECT_EQ(done[0].op_context, in);
   EXPECT_EQ(std::string(in, 14), "fifteen bytes!");
-  fi_info* i = info;
-  std::vector<char> big(i->tx_attr->inject_size + 1);
+  std::vector<char> big(info->tx_attr->inject_size + 1);
   EXPECT_EQ(fi_inject(a, big.data(), big.size(), addrs[1]), -FI_EINVAL);
 }
 

@@ -11,6 +11,7 @@
 
 #include "transport/datapath/clock.h"
 #include "transport/engine/engine.h"
+#include "transport/engine/real_time_config.h"
 
 namespace spray::tools {
 
@@ -43,15 +44,11 @@ inline uint8_t pattern(uint64_t msg, uint64_t i) {
 }
 
 inline engine::EngineConfig engine_config(const Options& o) {
-  engine::EngineConfig e;
+  engine::EngineConfig e = engine::real_time_engine_config();
   e.pds.path_name = o.path_selection;
   e.pds.entropy_count = o.entropy_ports;
   e.pds.cc.base_rtt = Duration::nanoseconds(static_cast<int64_t>(o.base_rtt_us * 1000));
   e.pds.cc.line_rate_gbps = o.line_rate_gbps;
-  e.pds.initial_rto = Duration::milliseconds(2);
-  e.pds.min_rto = Duration::milliseconds(1);  // kernel UDP: scheduler jitter is ~1 ms
-  e.pds.max_rto = Duration::milliseconds(100);
-  e.pds.reorder_window = Duration::microseconds(500);
   return e;
 }
 

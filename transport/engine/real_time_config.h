@@ -1,0 +1,22 @@
+// Engine settings for engines driven by a real clock over an operating-system datapath
+// (kernel UDP, DPDK, verbs), shared by spray-endpoint and the libfabric provider.
+//
+// Why not the core defaults: those suit the simulator, where nothing but the fabric delays
+// a packet. A real process is descheduled for about a millisecond now and then, so the
+// timeout floor and the tolerated reordering are set to that scale.
+#pragma once
+
+#include "transport/engine/engine.h"
+
+namespace spray::engine {
+
+inline EngineConfig real_time_engine_config() {
+  EngineConfig e;
+  e.pds.initial_rto = Duration::milliseconds(2);
+  e.pds.min_rto = Duration::milliseconds(1);
+  e.pds.max_rto = Duration::milliseconds(100);
+  e.pds.reorder_window = Duration::microseconds(500);
+  return e;
+}
+
+}  // namespace spray::engine
