@@ -70,6 +70,9 @@ ssize_t post_send(Endpoint& ep, const void* buf, size_t len, fi_addr_t dest, boo
 ssize_t post_recv(Endpoint& ep, void* buf, size_t len, fi_addr_t src, bool tagged, uint64_t tag,
                   uint64_t ignore, void* context, uint64_t flags);
 
+ssize_t post_probe(Endpoint& ep, void* buf, size_t len, fi_addr_t src, uint64_t tag,
+                   uint64_t ignore, void* context, uint64_t flags);
+
 extern fi_ops_msg msg_ops;
 extern fi_ops_tagged tagged_ops;
 

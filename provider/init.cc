@@ -108,6 +108,8 @@ int to_fi_errno(Status s) {
       return FI_EINVAL;
     case Status::kProtocolError:
       return FI_EIO;
+    case Status::kNoMessage:
+      return FI_ENOMSG;
   }
   return FI_EOTHER;
 }

@@ -2,8 +2,10 @@
 // inject/data forms). Both tables funnel into post_send / post_recv, which check the
 // call, take an operation slot and hand the buffer to the engine.
 #include <cstring>
+#include <string>
 
 #include "provider/endpoint.h"
+#include "transport/datapath/clock.h"
 
 namespace spray::fi {
 namespace {
@@ -98,8 +100,7 @@ ssize_t t_recvmsg(fid_ep* ep, const fi_msg_tagged* msg, uint64_t flags) {
   if (!tagged_ok(ep)) return -FI_ENOSYS;
   if (!msg || !single(msg->msg_iov, msg->iov_count, buf, len)) return -FI_EINVAL;
   if (flags & (FI_PEEK | FI_CLAIM | FI_DISCARD)) {
-    SPRAY_WARN(FI_LOG_EP_DATA, "FI_PEEK/FI_CLAIM/FI_DISCARD are not implemented yet\n");
-    return -FI_ENOSYS;
+    return post_probe(ep_of(ep), buf, len, msg->addr, msg->tag, msg->ignore, msg->context, flags);
   }
   return post_recv(ep_of(ep), buf, len, msg->addr, true, msg->tag, msg->ignore, msg->context,
                    flags);
@@ -237,6 +238,65 @@ ssize_t post_recv(Endpoint& ep, void* buf, size_t len, fi_addr_t src, bool tagge
     ep.release_op(slot);
     return -to_fi_errno(s);
   }
+  return FI_SUCCESS;
+}
+
+// FI_PEEK (optionally with FI_CLAIM or FI_DISCARD) looks for an unexpected message and
+// completes at once: successfully with the message's length, tag, data and source, or
+// with FI_ENOMSG. FI_CLAIM alone receives the message an earlier FI_PEEK|FI_CLAIM with
+// the same context claimed; with FI_DISCARD it drops it. The context is the claim's key.
+ssize_t post_probe(Endpoint& ep, void* buf, size_t len, fi_addr_t src, uint64_t tag,
+                   uint64_t ignore, void* context, uint64_t flags) {
+  const bool peek = flags & FI_PEEK;
+  const bool claim = flags & FI_CLAIM;
+  const bool discard = flags & FI_DISCARD;
+  if (flags & ~kRecvFlags & ~(FI_RECV | FI_TAGGED | FI_PEEK | FI_CLAIM | FI_DISCARD)) {
+    return -FI_EBADFLAGS;
+  }
+  if ((claim && discard && peek) || (!peek && !claim) || (claim && !context)) {
+    SPRAY_WARN(FI_LOG_EP_DATA,
+               "invalid probe flags %#lx (FI_PEEK[|FI_CLAIM|FI_DISCARD], or FI_CLAIM[|FI_DISCARD] "
+               "with the claim's context)\n",
+               static_cast<unsigned long>(flags));
+    return -FI_EINVAL;
+  }
+  if (!buf && len > 0 && !peek && !discard) return -FI_EINVAL;
+  std::lock_guard lock(ep.domain->mutex);
+  if (!ep.enabled) return -FI_EOPBADSTATE;
+  ses::RecvSpec spec;
+  spec.buffer = static_cast<uint8_t*>(buf);
+  spec.length = peek || discard ? 0 : len;
+  spec.tagged = true;
+  spec.tag = tag;
+  spec.ignore = ignore;
+  spec.discard = discard && !peek;
+  if ((ep.info->caps & FI_DIRECTED_RECV) && src != FI_ADDR_UNSPEC) {
+    spec.source = ep.peer(src);
+    if (spec.source == pds::kNoPeer) return -FI_EINVAL;
+  }
+  const uint32_t slot = ep.take_op(context, FI_RECV | FI_TAGGED, peek ? nullptr : buf, true);
+  if (slot == Endpoint::kNone) {
+    endpoint_progress(ep);
+    return -FI_EAGAIN;
+  }
+  spec.context = slot;
+  const auto claim_key = reinterpret_cast<uintptr_t>(context);
+  Status s;
+  if (peek) {
+    ep.engine->progress(dp::monotonic_now());  // see what has arrived by now
+    const auto action = claim     ? ses::ProbeAction::kClaim
+                        : discard ? ses::ProbeAction::kDiscard
+                                  : ses::ProbeAction::kPeek;
+    s = ep.engine->probe(spec, action, claim_key);
+  } else {
+    s = ep.engine->recv_claimed(spec, claim_key);
+  }
+  if (s != Status::kOk) {
+    ep.release_op(slot);
+    SPRAY_WARN(FI_LOG_EP_DATA, "probe refused: %s\n", std::string(to_string(s)).c_str());
+    return -to_fi_errno(s);
+  }
+  endpoint_progress(ep);  // delivers the probe's completion
   return FI_SUCCESS;
 }
 

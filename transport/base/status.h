@@ -22,6 +22,7 @@ enum class Status : uint8_t {
   kAgain,            // no resource right now; try again after progress
   kInvalidArgument,  // misuse of the API (unknown peer, null buffer with length, ...)
   kProtocolError,    // the peer answered with something we cannot interpret
+  kNoMessage,        // a probe found no matching message (yet)
 };
 
 constexpr std::string_view to_string(Status s) {
@@ -50,6 +51,8 @@ constexpr std::string_view to_string(Status s) {
       return "invalid argument";
     case Status::kProtocolError:
       return "protocol error";
+    case Status::kNoMessage:
+      return "no matching message";
   }
   return "unknown";
 }

@@ -96,6 +96,13 @@ class Engine {
     return ses_.send_datagram(peer, buf, len, ctx, spec);
   }
   Status cancel_recv(ses::UserContext ctx) { return ses_.cancel_recv(ctx); }
+  Status probe(const ses::RecvSpec& spec, ses::ProbeAction action, uint64_t claim_key = 0) {
+    if (spec.source != pds::kNoPeer && !known(spec.source)) return Status::kInvalidArgument;
+    return ses_.probe(spec, action, claim_key);
+  }
+  Status recv_claimed(const ses::RecvSpec& spec, uint64_t claim_key) {
+    return ses_.recv_claimed(spec, claim_key);
+  }
   Status register_memory(const ses::MemoryRegion& r) { return ses_.register_memory(r); }
   Status deregister_memory(uint64_t key) { return ses_.deregister_memory(key); }
   Status close(PeerIndex peer, pds::Mode mode = pds::Mode::kRud) {

@@ -23,6 +23,7 @@ struct RecvSpec {
   uint64_t tag = 0;
   uint64_t ignore = 0;              // tag bits that do not take part in matching
   PeerIndex source = pds::kNoPeer;  // kNoPeer: any source
+  bool discard = false;             // drop the message's data and report no completion
 
   bool accepts(bool msg_tagged, PeerIndex from, uint64_t msg_tag) const {
     if (tagged != msg_tagged) return false;

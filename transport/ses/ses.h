@@ -57,6 +57,14 @@ struct SesConfig {
 // the MTU less this, so every packet of a message carries the same amount.
 inline constexpr uint32_t kHeaderReserveBytes = 16 + 44 + 24;
 
+// What a probe does with the unexpected message it finds (FI_PEEK, FI_PEEK|FI_CLAIM,
+// FI_PEEK|FI_DISCARD).
+enum class ProbeAction : uint8_t {
+  kPeek,     // report it; it stays queued for a later receive
+  kClaim,    // report it and set it aside for recv_claimed() with the same claim key
+  kDiscard,  // report it and drop its data (its sender still completes normally)
+};
+
 struct SendSpec {
   bool tagged = false;
   uint64_t tag = 0;
@@ -105,6 +113,16 @@ class Ses {
                        const SendSpec& spec);
   // Cancels a posted receive; it completes with kCanceled. kInvalidArgument if not posted.
   Status cancel_recv(UserContext ctx);
+  // Looks for the first unexpected message `spec` would match, without receiving it
+  // (MPI_Probe/MPI_Improbe). Completes spec.context at once: kOk with the message's
+  // length, tag, data and source, or kNoMessage when none has arrived. A message whose
+  // first packet is still missing has not arrived yet. kClaim sets the message aside
+  // under `claim_key`; nothing else can match it after that.
+  Status probe(const RecvSpec& spec, ProbeAction action, uint64_t claim_key);
+  // Receives the message claimed under `claim_key` into spec (spec.discard drops it and
+  // completes with length 0). Completes with kPeerUnreachable if its sender gave up on
+  // it meanwhile; kInvalidArgument (no completion) when nothing was claimed under the key.
+  Status recv_claimed(const RecvSpec& spec, uint64_t claim_key);
 
   Status register_memory(const MemoryRegion& region) { return regions_.add(region); }
   Status deregister_memory(uint64_t key) { return regions_.remove(key); }
@@ -209,6 +227,7 @@ class Ses {
     bool awaiting_order = false;  // arrived before an earlier send from this peer
     bool skip = false;            // a MSG_ERR marker: the id is consumed with no message
     bool matched = false;
+    bool claimed = false;  // set aside by a probe; in claimed_, not in the unexpected FIFO
     RecvSpec recv;
     std::unique_ptr<uint8_t[]> unexpected;  // eager data that arrived before a match
     uint32_t next_unexpected = kNone;
@@ -250,6 +269,7 @@ class Ses {
   void release_in_order(PeerIndex peer);
   RxResult on_skip(PeerIndex peer, uint16_t id);
   void unlink_unexpected(uint32_t slot);
+  void take_unexpected(uint32_t slot, uint32_t prev);
   void queue_skips(PeerIndex peer, Time now);
   void match_or_queue(uint32_t slot, Time now);
   void bind(uint32_t slot, const RecvSpec& recv, Time now);
@@ -279,6 +299,9 @@ class Ses {
   uint32_t unexpected_head_ = kNone;  // FIFO of unmatched rx messages
   uint32_t unexpected_tail_ = kNone;
   std::vector<uint32_t> datagrams_;
+  // Messages a probe claimed: (claim key, rx slot or kNone once its sender gave up on
+  // it). Slow path (MPI_Mprobe); a handful of entries at most.
+  std::vector<std::pair<uint64_t, uint32_t>> claimed_;
   // RUDI writes with packets not yet sent, a FIFO ring: each entry is a distinct tx
   // slot, so max_tx_messages entries always suffice.
   std::vector<uint32_t> rudi_queue_;

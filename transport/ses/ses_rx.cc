@@ -229,6 +229,7 @@ void Ses::complete_receive(const RxMessage& m, Status status, uint64_t placed) {
 void Ses::push_receive_completion(const RecvSpec& recv, PeerIndex peer, uint64_t total,
                                   uint64_t placed, Status status, uint64_t tag, bool has_data,
                                   uint64_t data) {
+  if (recv.discard) return;  // dropped by a probe: the probe already reported it
   Completion c;
   c.context = recv.context;
   c.op = recv.tagged ? OpKind::kTaggedRecv : OpKind::kRecv;
@@ -257,6 +258,10 @@ RxResult Ses::on_skip(PeerIndex peer, uint16_t id) {
     const bool waiting = m.awaiting_order;
     if (m.matched) {
       complete_receive(m, Status::kPeerUnreachable, 0);
+    } else if (m.claimed) {
+      for (auto& c : claimed_) {
+        if (c.second == *found) c.second = kNone;  // recv_claimed reports the loss
+      }
     } else if (!waiting) {
       unlink_unexpected(*found);
     }
@@ -281,16 +286,20 @@ RxResult Ses::on_skip(PeerIndex peer, uint16_t id) {
 void Ses::unlink_unexpected(uint32_t slot) {
   uint32_t prev = kNone;
   for (uint32_t i = unexpected_head_; i != kNone; prev = i, i = rx_[i].next_unexpected) {
-    if (i != slot) continue;
-    if (prev == kNone) {
-      unexpected_head_ = rx_[i].next_unexpected;
-    } else {
-      rx_[prev].next_unexpected = rx_[i].next_unexpected;
-    }
-    if (unexpected_tail_ == i) unexpected_tail_ = prev;
-    rx_[i].next_unexpected = kNone;
-    return;
+    if (i == slot) return take_unexpected(i, prev);
   }
+}
+
+// Removes `slot` from the unexpected FIFO, `prev` being the entry before it (or kNone).
+void Ses::take_unexpected(uint32_t slot, uint32_t prev) {
+  const uint32_t following = rx_[slot].next_unexpected;
+  if (prev == kNone) {
+    unexpected_head_ = following;
+  } else {
+    rx_[prev].next_unexpected = following;
+  }
+  if (unexpected_tail_ == slot) unexpected_tail_ = prev;
+  rx_[slot].next_unexpected = kNone;
 }
 
 Status Ses::post_recv(const RecvSpec& spec) {
@@ -298,21 +307,82 @@ Status Ses::post_recv(const RecvSpec& spec) {
   // An unexpected message that fits takes precedence over posting.
   uint32_t prev = kNone;
   for (uint32_t i = unexpected_head_; i != kNone; prev = i, i = rx_[i].next_unexpected) {
-    RxMessage& m = rx_[i];
-    if (!spec.accepts(m.tagged, m.peer, m.tag)) continue;
-    const uint32_t following = m.next_unexpected;
-    if (prev == kNone) {
-      unexpected_head_ = following;
-    } else {
-      rx_[prev].next_unexpected = following;
-    }
-    if (unexpected_tail_ == i) unexpected_tail_ = prev;
-    m.next_unexpected = kNone;
+    if (!spec.accepts(rx_[i].tagged, rx_[i].peer, rx_[i].tag)) continue;
+    take_unexpected(i, prev);
     bind(i, spec, now_);
     try_deliver(i);
     return Status::kOk;
   }
   return posted_.post(spec);
+}
+
+// --- probes (FI_PEEK, FI_CLAIM, FI_DISCARD) --------------------------------------------
+
+Status Ses::probe(const RecvSpec& spec, ProbeAction action, uint64_t claim_key) {
+  if (action == ProbeAction::kClaim &&
+      std::any_of(claimed_.begin(), claimed_.end(),
+                  [&](const auto& c) { return c.first == claim_key; })) {
+    return Status::kInvalidArgument;  // the key already holds a claimed message
+  }
+  Completion c;
+  c.context = spec.context;
+  c.op = spec.tagged ? OpKind::kTaggedRecv : OpKind::kRecv;
+  c.status = Status::kNoMessage;
+  uint32_t prev = kNone;
+  for (uint32_t i = unexpected_head_; i != kNone; prev = i, i = rx_[i].next_unexpected) {
+    RxMessage& m = rx_[i];
+    if (!spec.accepts(m.tagged, m.peer, m.tag)) continue;
+    // Until its first packet is in, the message's immediate data is unknown: to the
+    // caller it has not arrived, and nothing behind it may be reported in its place.
+    if (!m.som_seen) break;
+    c.status = Status::kOk;
+    c.length = m.total;
+    c.tag = m.tag;
+    c.data = m.data;
+    c.has_data = m.has_data;
+    c.peer = m.peer;
+    if (action != ProbeAction::kPeek) take_unexpected(i, prev);
+    if (action == ProbeAction::kClaim) {
+      m.claimed = true;
+      claimed_.emplace_back(claim_key, i);
+    } else if (action == ProbeAction::kDiscard) {
+      RecvSpec drop;
+      drop.discard = true;
+      bind(i, drop, now_);
+      try_deliver(i);
+    }
+    break;
+  }
+  completions_.push(c);
+  return Status::kOk;
+}
+
+Status Ses::recv_claimed(const RecvSpec& spec, uint64_t claim_key) {
+  if (spec.buffer == nullptr && spec.length != 0 && !spec.discard) return Status::kInvalidArgument;
+  const auto it = std::find_if(claimed_.begin(), claimed_.end(),
+                               [&](const auto& c) { return c.first == claim_key; });
+  if (it == claimed_.end()) return Status::kInvalidArgument;
+  const uint32_t slot = it->second;
+  claimed_.erase(it);
+  if (slot == kNone) {  // its sender gave up on it after the probe
+    Completion c;
+    c.context = spec.context;
+    c.op = spec.tagged ? OpKind::kTaggedRecv : OpKind::kRecv;
+    c.status = Status::kPeerUnreachable;
+    completions_.push(c);
+    return Status::kOk;
+  }
+  RxMessage& m = rx_[slot];
+  m.claimed = false;
+  RecvSpec into = spec;
+  if (spec.discard) {  // the claim completes now, with nothing placed
+    push_receive_completion(RecvSpec{.context = spec.context, .tagged = spec.tagged}, m.peer, 0, 0,
+                            Status::kOk, m.tag, m.has_data, m.data);
+    into = RecvSpec{.discard = true};
+  }
+  bind(slot, into, now_);
+  try_deliver(slot);
+  return Status::kOk;
 }
 
 Status Ses::cancel_recv(UserContext ctx) {
