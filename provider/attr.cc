@@ -78,6 +78,9 @@ fi_info* make_template(fi_ep_type type) {
   info->ep_attr->max_msg_size = rdm ? kMaxMsgSize : static_cast<size_t>(params().mtu) - kUetHeaders;
   info->ep_attr->tx_ctx_cnt = 1;
   info->ep_attr->rx_ctx_cnt = 1;
+  // Tagged matching compares all 64 bits (with the receive's ignore mask), none reserved:
+  // the generic format (FI_TAG_GENERIC in later libfabric headers; 1.17 lacks the name).
+  if (rdm) info->ep_attr->mem_tag_format = 0xaaaaaaaaaaaaaaaaULL;
 
   info->domain_attr->name = dup("spray");
   info->domain_attr->threading = FI_THREAD_SAFE;

@@ -12,6 +12,7 @@ packages=(
   libibverbs-dev rdma-core           # the verbs datapath links the real libibverbs
   libdpdk-dev ethtool                # the DPDK datapath; ethtool sets veth offloads in its tests
   libfabric-dev libfabric-bin        # the provider builds against libfabric; fi_pingpong, fi_info
+  openmpi-bin libopenmpi-dev         # Open MPI's OFI MTL runs the MPI tests over the provider
 )
 
 missing=()

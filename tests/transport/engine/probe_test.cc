@@ -26,9 +26,10 @@ class Probe : public ::testing::Test {
   std::vector<uint8_t>& send_unexpected(uint32_t from, size_t bytes, uint8_t fill, uint64_t tag,
                                         ses::UserContext ctx) {
     sources.emplace_back(bytes, fill);
-    EXPECT_EQ(cluster.engine(from).send(1, sources.back().data(), bytes, ctx,
-                                        {.tagged = true, .tag = tag, .has_data = true, .data = tag}),
-              Status::kOk);
+    EXPECT_EQ(
+        cluster.engine(from).send(1, sources.back().data(), bytes, ctx,
+                                  {.tagged = true, .tag = tag, .has_data = true, .data = tag}),
+        Status::kOk);
     cluster.run_until([] { return false; }, Duration::microseconds(200));
     return sources.back();
   }
@@ -86,11 +87,9 @@ TEST_F(Probe, peek__honours_source_and_ignore_bits_and_reports_the_first_in_orde
   ASSERT_TRUE(from2);
   EXPECT_EQ(from2->peer, 2u);
   EXPECT_EQ(from2->length, 20u);
-  ASSERT_EQ(engine.probe(tagged(nullptr, 0, 2, 0x102, 0, 0), ses::ProbeAction::kPeek),
-            Status::kOk);
+  ASSERT_EQ(engine.probe(tagged(nullptr, 0, 2, 0x102, 0, 0), ses::ProbeAction::kPeek), Status::kOk);
   EXPECT_EQ(waiter.take(1, 2)->length, 30u);
-  ASSERT_EQ(engine.probe(tagged(nullptr, 0, 3, 0x100, 0xff), ses::ProbeAction::kPeek),
-            Status::kOk);
+  ASSERT_EQ(engine.probe(tagged(nullptr, 0, 3, 0x100, 0xff), ses::ProbeAction::kPeek), Status::kOk);
   EXPECT_EQ(waiter.take(1, 3)->length, 10u);  // any source: the oldest
 }
 

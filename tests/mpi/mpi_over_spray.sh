@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Runs the MPI test program with Open MPI over the `spray` provider: pml cm, mtl ofi,
+# only spray allowed. Passes when the program prints PASS on rank 0 AND every rank's
+# OFI MTL log says it initialised over spray (so nothing fell back to another path).
+# Usage: mpi_over_spray.sh PROVIDER_DIR PROGRAM RANKS
+set -euo pipefail
+dir=$1
+program=$2
+ranks=$3
+command -v mpirun >/dev/null || { echo "SKIP: mpirun (openmpi-bin) not installed"; exit 77; }
+root_flag=()
+[[ $(id -u) == 0 ]] && root_flag=(--allow-run-as-root)
+export FI_PROVIDER_PATH=$dir
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+# More ranks than cores: ranks yield when idle, and blocking waits sleep in the provider.
+status=0
+timeout 600 mpirun "${root_flag[@]}" --oversubscribe -np "$ranks" -x FI_PROVIDER_PATH \
+  --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include spray --mca btl self \
+  --mca mtl_base_verbose 10 --mca mpi_yield_when_idle 1 "$program" > "$log" 2>&1 || status=$?
+grep -v "mca: base\|mca:base" "$log" | grep -v "^\[.*\] select:" || true
+selected=$(grep -c "mtl:ofi:provider: spray" "$log" || true)
+if [[ $status != 0 ]] || ! grep -qx PASS "$log"; then
+  echo "FAIL: the MPI program failed (exit $status)"; exit 1
+fi
+if [[ $selected != "$ranks" ]]; then
+  echo "FAIL: $selected of $ranks ranks report the OFI MTL over spray"; cat "$log"; exit 1
+fi
+echo "PASS: $ranks ranks, Open MPI's OFI MTL over spray on every rank"
