@@ -75,7 +75,8 @@ fi_info* make_template(fi_ep_type type) {
   info->ep_attr->type = type;
   info->ep_attr->protocol = FI_PROTO_UDP;
   info->ep_attr->protocol_version = 1;
-  info->ep_attr->max_msg_size = rdm ? kMaxMsgSize : static_cast<size_t>(params().mtu) - kUetHeaders;
+  info->ep_attr->max_msg_size =
+      rdm ? kMaxMsgSize : size_t{datagram_bytes(params().address)} - kUetHeaders;
   info->ep_attr->tx_ctx_cnt = 1;
   info->ep_attr->rx_ctx_cnt = 1;
   // Tagged matching compares all 64 bits (with the receive's ignore mask), none reserved:

@@ -318,7 +318,7 @@ bool udp_config(const fi_info* info, dp::UdpConfig& c, std::string& error) {
     c.port = a.port;
   }
   c.entropy_ports = static_cast<uint16_t>(params().entropy_ports);
-  c.mtu_bytes = static_cast<uint32_t>(params().mtu);
+  c.mtu_bytes = datagram_bytes(c.address);
   c.buffers = 4096;
   return true;
 }

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "provider/spray_fi.h"
+#include "transport/datapath/udp/interface_mtu.h"
 
 namespace spray::fi {
 namespace {
@@ -35,7 +36,9 @@ constexpr IntParam kIntParams[] = {
     {"entropy_ports", &Params::entropy_ports,
      "UDP source ports per endpoint (entropy values for ECMP spraying); a power of two <= 64, "
      "the same on every endpoint of a job."},
-    {"mtu", &Params::mtu, "UET bytes per datagram (1472: a 1500-byte Ethernet MTU)."},
+    {"mtu", &Params::mtu,
+     "UET bytes per datagram. 0: the bound interface's MTU less IP and UDP headers, capped "
+     "at a 9000-byte jumbo frame (8972 on loopback, 1472 on a 1500-byte Ethernet)."},
     {"rto_min_us", &Params::rto_min_us, "Lowest retransmission timeout, microseconds."},
     {"rto_max_ms", &Params::rto_max_ms,
      "Highest retransmission timeout after backoff, milliseconds."},
@@ -80,6 +83,13 @@ fi_provider provider = {
 
 const Params& params() {
   return mutable_params();
+}
+
+uint32_t datagram_bytes(const std::string& address) {
+  if (params().mtu > 0) return static_cast<uint32_t>(params().mtu);
+  std::string error;
+  const uint32_t mtu = dp::udp_payload_mtu(address, error);
+  return mtu ? mtu : 1472;  // an unknown address fails later, when the endpoint binds it
 }
 
 int to_fi_errno(Status s) {

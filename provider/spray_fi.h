@@ -41,7 +41,7 @@ struct Params {
   std::string datapath = "udp";  // FI_SPRAY_DATAPATH: udp (the one this build drives)
   std::string address = "127.0.0.1";
   int entropy_ports = 8;
-  int mtu = 1472;
+  int mtu = 0;  // 0: from the interface of the bound address (see datagram_bytes)
   std::string congestion = "nscc";
   std::string path_selection = "reps";
   int rto_min_us = 1000;
@@ -50,6 +50,9 @@ struct Params {
   int inject_size = 1024;
 };
 const Params& params();
+// UET bytes per datagram on `address`: FI_SPRAY_MTU when set, else the interface's MTU
+// less IP and UDP headers, capped at a 9000-byte jumbo frame (1472 if unknown).
+uint32_t datagram_bytes(const std::string& address);
 
 #define SPRAY_WARN(subsys, ...) FI_WARN(&::spray::fi::provider, subsys, __VA_ARGS__)
 

@@ -1,0 +1,75 @@
+#include "transport/datapath/udp/interface_mtu.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+
+namespace spray::dp {
+namespace {
+
+// The name of the interface that holds `address`, or "" if none does.
+std::string interface_of(const std::string& address, bool& v6) {
+  in_addr a4{};
+  in6_addr a6{};
+  const bool is4 = inet_pton(AF_INET, address.c_str(), &a4) == 1;
+  v6 = !is4 && inet_pton(AF_INET6, address.c_str(), &a6) == 1;
+  if (!is4 && !v6) return {};
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return {};
+  std::unique_ptr<ifaddrs, decltype(&freeifaddrs)> guard(list, freeifaddrs);
+  for (const ifaddrs* i = list; i; i = i->ifa_next) {
+    if (!i->ifa_addr) continue;
+    if (is4 && i->ifa_addr->sa_family == AF_INET &&
+        std::memcmp(&reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr, &a4,
+                    sizeof(a4)) == 0) {
+      return i->ifa_name;
+    }
+    if (v6 && i->ifa_addr->sa_family == AF_INET6 &&
+        std::memcmp(&reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr, &a6,
+                    sizeof(a6)) == 0) {
+      return i->ifa_name;
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+uint32_t udp_payload_mtu(const std::string& address, std::string& error) {
+  bool v6 = false;
+  const std::string name = interface_of(address, v6);
+  if (name.empty()) {
+    error = "no local interface has address " + address;
+    return 0;
+  }
+  const int fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_DGRAM, 0);
+  if (fd < 0) {
+    error = "socket: " + std::string(std::strerror(errno));
+    return 0;
+  }
+  ifreq req{};
+  std::strncpy(req.ifr_name, name.c_str(), IFNAMSIZ - 1);
+  const int rc = ioctl(fd, SIOCGIFMTU, &req);
+  close(fd);
+  if (rc != 0) {
+    error = "SIOCGIFMTU on " + name + ": " + std::strerror(errno);
+    return 0;
+  }
+  const uint32_t headers = (v6 ? 40 : 20) + 8;
+  const uint32_t mtu = std::min<uint32_t>(static_cast<uint32_t>(req.ifr_mtu), 9000);
+  if (mtu <= headers + 256) {
+    error = "interface " + name + " MTU " + std::to_string(req.ifr_mtu) + " is too small";
+    return 0;
+  }
+  return mtu - headers;
+}
+
+}  // namespace spray::dp
