@@ -14,7 +14,8 @@
 namespace spray::fi {
 namespace {
 
-constexpr uint64_t kRdmCaps = FI_MSG | FI_TAGGED | FI_SEND | FI_RECV | FI_DIRECTED_RECV |
+constexpr uint64_t kRmaCaps = FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+constexpr uint64_t kRdmCaps = FI_MSG | FI_TAGGED | kRmaCaps | FI_SEND | FI_RECV | FI_DIRECTED_RECV |
                               FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
 constexpr uint64_t kDgramCaps =
     FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
@@ -22,7 +23,10 @@ constexpr uint64_t kMsgOrder = FI_ORDER_SAS;
 constexpr size_t kQueueSize = 1024;
 constexpr size_t kMaxMsgSize = size_t{1} << 30;
 constexpr size_t kUetHeaders = 64;  // PDS + SES bytes a datagram spends on headers
-constexpr uint64_t kMrModes = FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
+// Memory registration modes we honour when the application offers them (we require none):
+// provider-chosen keys, virtual addressing, regions bound to endpoints, and the promise
+// that registered memory is allocated (true of any buffer we are given).
+constexpr uint64_t kMrModes = FI_MR_PROV_KEY | FI_MR_VIRT_ADDR | FI_MR_ENDPOINT | FI_MR_ALLOCATED;
 
 char* dup(const char* s) {
   return s ? strdup(s) : nullptr;
@@ -58,15 +62,16 @@ fi_info* make_template(fi_ep_type type) {
   info->mode = 0;
   info->addr_format = FI_SOCKADDR_IN;
 
-  info->tx_attr->caps = info->caps & (FI_MSG | FI_TAGGED | FI_SEND);
+  info->tx_attr->caps = info->caps & (FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_READ | FI_WRITE);
   info->tx_attr->msg_order = rdm ? kMsgOrder : 0;
   info->tx_attr->comp_order = FI_ORDER_NONE;
   info->tx_attr->inject_size = static_cast<size_t>(params().inject_size);
   info->tx_attr->size = kQueueSize;
   info->tx_attr->iov_limit = 1;
-  info->tx_attr->rma_iov_limit = 0;
+  info->tx_attr->rma_iov_limit = rdm ? 1 : 0;
 
-  info->rx_attr->caps = info->caps & (FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE);
+  info->rx_attr->caps = info->caps & (FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE |
+                                      FI_RMA | FI_REMOTE_READ | FI_REMOTE_WRITE);
   info->rx_attr->msg_order = rdm ? kMsgOrder : 0;
   info->rx_attr->comp_order = FI_ORDER_NONE;
   info->rx_attr->size = kQueueSize;
@@ -112,7 +117,11 @@ bool narrow(fi_info* info, const fi_info* hints) {
   if (hints->caps) {
     if (hints->caps & ~info->caps) return false;
     uint64_t caps = hints->caps;
+    // A primary capability without direction bits means every direction (fi_getinfo(3)).
     if ((caps & (FI_MSG | FI_TAGGED)) && !(caps & (FI_SEND | FI_RECV))) caps |= FI_SEND | FI_RECV;
+    if ((caps & FI_RMA) && !(caps & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE))) {
+      caps |= FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+    }
     info->caps = caps | (info->caps & (FI_LOCAL_COMM | FI_REMOTE_COMM));
   }
   info->tx_attr->caps &= info->caps;

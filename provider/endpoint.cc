@@ -12,14 +12,35 @@
 namespace spray::fi {
 namespace {
 
+// The target side of a write that carried immediate data: an entry on the receive CQ
+// with no operation context (fi_cq(3), FI_REMOTE_CQ_DATA).
+void complete_remote_write(Endpoint& ep, const ses::Completion& c) {
+  if (!ep.rx_cq) return;
+  CqEntry e;
+  e.entry.flags = FI_RMA | FI_REMOTE_WRITE | FI_REMOTE_CQ_DATA;
+  e.entry.len = c.length;
+  e.entry.data = c.data;
+  e.source = ep.source(c.peer);
+  ep.rx_cq->entries.push_back(e);
+}
+
+// The counter an operation of `flags` counts on, if one is bound.
+Counter* counter_for(const Endpoint& ep, uint64_t flags) {
+  if (flags & FI_RECV) return ep.recv_cntr;
+  if (flags & FI_READ) return ep.read_cntr;
+  if (flags & FI_WRITE) return ep.write_cntr;
+  return ep.send_cntr;
+}
+
 void complete(Endpoint& ep, const ses::Completion& c) {
+  if (c.op == ses::OpKind::kRemoteWrite) return complete_remote_write(ep, c);
   const uint32_t index = static_cast<uint32_t>(c.context);
   if (index >= ep.ops.size() || !ep.ops[index].in_use) return;
   const Endpoint::Op op = ep.ops[index];
   ep.release_op(index);
   const bool receive = (op.flags & FI_RECV) != 0;
   CompletionQueue* cq = receive ? ep.rx_cq : ep.tx_cq;
-  Counter* cntr = receive ? ep.recv_cntr : ep.send_cntr;
+  Counter* cntr = counter_for(ep, op.flags);
   if (c.status == Status::kOk) {
     if (cntr) ++cntr->value;
     if (!op.report || !cq) return;
@@ -61,12 +82,15 @@ int ep_close(fid* f) {
       auto& v = cq->endpoints;
       v.erase(std::remove(v.begin(), v.end(), ep), v.end());
     }
-    for (Counter* c : {ep->send_cntr, ep->recv_cntr}) {
+    for (Counter* c : {ep->send_cntr, ep->recv_cntr, ep->read_cntr, ep->write_cntr}) {
       if (!c) continue;
       auto& v = c->endpoints;
       v.erase(std::remove(v.begin(), v.end(), ep), v.end());
     }
     if (ep->av) --ep->av->refs;
+    mr_forget_endpoint(*d, *ep);
+    d->endpoints.erase(std::remove(d->endpoints.begin(), d->endpoints.end(), ep),
+                       d->endpoints.end());
     --d->refs;
   }
   ep->engine.reset();
@@ -116,13 +140,16 @@ int ep_bind(fid* f, fid* bfid, uint64_t flags) {
     case FI_CLASS_CNTR: {
       auto* c = fid_to<Counter>(bfid);
       if (c->domain != ep->domain) return -FI_EINVAL;
-      if (flags & ~(FI_SEND | FI_RECV)) {
-        SPRAY_WARN(FI_LOG_EP_CTRL, "counter events %#lx not supported (FI_SEND, FI_RECV)\n",
+      if (flags & ~(FI_SEND | FI_RECV | FI_READ | FI_WRITE)) {
+        SPRAY_WARN(FI_LOG_EP_CTRL,
+                   "counter events %#lx not supported (FI_SEND, FI_RECV, FI_READ, FI_WRITE)\n",
                    static_cast<unsigned long>(flags));
         return -FI_ENOSYS;
       }
       if (flags & FI_SEND) ep->send_cntr = c;
       if (flags & FI_RECV) ep->recv_cntr = c;
+      if (flags & FI_READ) ep->read_cntr = c;
+      if (flags & FI_WRITE) ep->write_cntr = c;
       attach(c->endpoints, ep);
       return FI_SUCCESS;
     }
@@ -142,7 +169,7 @@ int ep_control(fid* f, int command, void* arg) {
         SPRAY_WARN(FI_LOG_EP_CTRL, "fi_enable: no address vector bound\n");
         return -FI_ENOAV;
       }
-      if (!ep->tx_cq && !ep->send_cntr) return -FI_ENOCQ;
+      if (!ep->tx_cq && !ep->send_cntr && !ep->read_cntr && !ep->write_cntr) return -FI_ENOCQ;
       if (!ep->rx_cq && !ep->recv_cntr) return -FI_ENOCQ;
       ep->enabled = true;
       return FI_SUCCESS;
@@ -377,6 +404,16 @@ void Endpoint::release_op(uint32_t index) {
   free_ops.push_back(index);
 }
 
+const void* Endpoint::inject_copy(uint32_t slot, const void* buf, size_t len) {
+  if (free_injects.empty()) return nullptr;
+  const uint32_t ib = free_injects.back();
+  free_injects.pop_back();
+  ops[slot].inject = ib;
+  uint8_t* copy = inject_storage.data() + size_t{ib} * inject_size;
+  if (len) std::memcpy(copy, buf, len);
+  return copy;
+}
+
 void endpoint_progress(Endpoint& ep) {
   if (!ep.engine) return;
   ep.engine->progress(dp::monotonic_now());
@@ -430,8 +467,19 @@ int endpoint_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context
   ep->fid.cm = &cm_ops;
   ep->fid.msg = &msg_ops;
   ep->fid.tagged = &tagged_ops;  // on DGRAM every tagged call fails with -FI_ENOSYS
+  ep->fid.rma = &rma_ops;        // and every RMA call
   {
     std::lock_guard lock(d->mutex);
+    if (!d->mr_endpoint_mode()) {  // domain-wide regions registered before us
+      for (auto& [key, mr] : d->keys) {
+        if (const int rc = mr_register_at(*mr, *ep); rc != FI_SUCCESS) {
+          mr_forget_endpoint(*d, *ep);
+          fi_freeinfo(ep->info);
+          return rc;
+        }
+      }
+    }
+    d->endpoints.push_back(ep.get());
     ++d->refs;
   }
   *out = &ep.release()->fid;

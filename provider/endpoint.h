@@ -19,7 +19,7 @@ struct Endpoint {
   struct Op {
     void* context = nullptr;
     void* buf = nullptr;
-    uint64_t flags = 0;       // FI_SEND|FI_MSG, FI_RECV|FI_TAGGED, ... as reported
+    uint64_t flags = 0;       // FI_SEND|FI_MSG, FI_RECV|FI_TAGGED, FI_RMA|FI_READ ... as reported
     uint32_t inject = kNone;  // inject buffer held until the engine is done with it
     bool report = true;       // false: no CQ entry (fi_inject, selective completion)
     bool in_use = false;
@@ -35,7 +35,9 @@ struct Endpoint {
   CompletionQueue* rx_cq = nullptr;
   Counter* send_cntr = nullptr;
   Counter* recv_cntr = nullptr;
-  bool tx_selective = false;  // bound with FI_SELECTIVE_COMPLETION
+  Counter* read_cntr = nullptr;   // FI_READ: completed fi_read
+  Counter* write_cntr = nullptr;  // FI_WRITE: completed fi_write
+  bool tx_selective = false;      // bound with FI_SELECTIVE_COMPLETION
   bool rx_selective = false;
   uint64_t tx_op_flags = 0;
   uint64_t rx_op_flags = 0;
@@ -61,6 +63,9 @@ struct Endpoint {
   // Takes an operation slot; kNone when all are in flight.
   uint32_t take_op(void* context, uint64_t flags, void* buf, bool report);
   void release_op(uint32_t index);
+  // Copies an inject payload into a buffer the operation in `slot` holds until it ends,
+  // so the caller may reuse `buf` at once. nullptr when every inject buffer is in use.
+  const void* inject_copy(uint32_t slot, const void* buf, size_t len);
 };
 
 // Posting helpers shared by the message and tagged tables. `flags` are fi_*msg flags.
@@ -74,6 +79,7 @@ ssize_t post_probe(Endpoint& ep, void* buf, size_t len, fi_addr_t src, uint64_t 
                    uint64_t ignore, void* context, uint64_t flags);
 
 extern fi_ops_msg msg_ops;
+extern fi_ops_rma rma_ops;
 extern fi_ops_tagged tagged_ops;
 
 }  // namespace spray::fi

@@ -1,15 +1,30 @@
 // fid_mr: a registered memory region. Message operations need none (we never require
-// FI_MR_LOCAL); keys are domain-unique, chosen by us under FI_MR_PROV_KEY and by the
-// application otherwise (a key already in use is refused with -FI_ENOKEY).
-#include "provider/spray_fi.h"
+// FI_MR_LOCAL). Keys are domain-unique, chosen by us under FI_MR_PROV_KEY and by the
+// application otherwise (a key already in use is refused with -FI_ENOKEY). Peers address
+// a region by its virtual address under FI_MR_VIRT_ADDR, else by offset from its start
+// (plus the registration's offset). A region with FI_REMOTE_READ/FI_REMOTE_WRITE is
+// entered into the engine of every endpoint of the domain, or, under FI_MR_ENDPOINT,
+// into the one endpoint it is bound to when it is enabled; every remote access is
+// checked there against key, rights and bounds.
+#include <algorithm>
+
+#include "provider/endpoint.h"
 
 namespace spray::fi {
 namespace {
+
+uint32_t remote_rights(uint64_t access) {
+  return ((access & FI_REMOTE_READ) ? ses::access::kRemoteRead : 0u) |
+         ((access & FI_REMOTE_WRITE) ? ses::access::kRemoteWrite : 0u);
+}
 
 int mr_close(fid* f) {
   auto* mr = fid_to<MemoryRegion>(f);
   {
     std::lock_guard lock(mr->domain->mutex);
+    for (Endpoint* ep : mr->registered_at) {
+      if (ep->engine) (void)ep->engine->deregister_memory(mr->fid.key);
+    }
     mr->domain->keys.erase(mr->fid.key);
     --mr->domain->refs;
   }
@@ -17,13 +32,32 @@ int mr_close(fid* f) {
   return FI_SUCCESS;
 }
 
-int mr_bind(fid*, fid* bfid, uint64_t) {
+int mr_bind(fid* f, fid* bfid, uint64_t flags) {
+  auto* mr = fid_to<MemoryRegion>(f);
   if (!bfid || (bfid->fclass != FI_CLASS_EP && bfid->fclass != FI_CLASS_CNTR)) return -FI_EINVAL;
-  return FI_SUCCESS;  // FI_MR_ENDPOINT is not required; binding is accepted and harmless
+  if (!mr->domain->mr_endpoint_mode()) return FI_SUCCESS;  // domain-wide already: harmless
+  if (bfid->fclass == FI_CLASS_CNTR) {
+    SPRAY_WARN(FI_LOG_MR, "remote-access counters on memory regions are not supported\n");
+    return -FI_ENOSYS;
+  }
+  if (flags != 0) return -FI_EBADFLAGS;
+  auto* ep = fid_to<Endpoint>(bfid);
+  std::lock_guard lock(mr->domain->mutex);
+  if (ep->domain != mr->domain || (mr->bound && mr->bound != ep)) return -FI_EINVAL;
+  mr->bound = ep;
+  return FI_SUCCESS;
 }
 
-int mr_control(fid*, int command, void*) {
-  return command == FI_ENABLE ? FI_SUCCESS : -FI_ENOSYS;
+int mr_control(fid* f, int command, void*) {
+  auto* mr = fid_to<MemoryRegion>(f);
+  if (command != FI_ENABLE) return -FI_ENOSYS;
+  if (!mr->domain->mr_endpoint_mode()) return FI_SUCCESS;
+  std::lock_guard lock(mr->domain->mutex);
+  if (!mr->bound) {
+    SPRAY_WARN(FI_LOG_MR, "fi_mr_enable under FI_MR_ENDPOINT before fi_mr_bind to an endpoint\n");
+    return -FI_EINVAL;
+  }
+  return mr_register_at(*mr, *mr->bound);
 }
 
 fi_ops mr_fi_ops = {
@@ -38,37 +72,77 @@ fi_ops mr_fi_ops = {
 
 }  // namespace
 
+int mr_register_at(MemoryRegion& mr, Endpoint& ep) {
+  const uint32_t rights = remote_rights(mr.access);
+  if (!rights || !ep.engine) return FI_SUCCESS;  // local use only: nothing for peers to check
+  if (std::find(mr.registered_at.begin(), mr.registered_at.end(), &ep) != mr.registered_at.end()) {
+    return FI_SUCCESS;
+  }
+  ses::MemoryRegion r;
+  r.addr = static_cast<uint8_t*>(const_cast<void*>(mr.base));
+  r.length = mr.length;
+  r.base_address = mr.remote_base;
+  r.key = mr.fid.key;
+  r.access = rights;
+  const Status s = ep.engine->register_memory(r);
+  if (s != Status::kOk) {
+    SPRAY_WARN(FI_LOG_MR, "cannot enter memory key %lu into an endpoint: %s\n",
+               static_cast<unsigned long>(mr.fid.key), std::string(to_string(s)).c_str());
+    return s == Status::kAgain ? -FI_ENOSPC : -FI_EINVAL;
+  }
+  mr.registered_at.push_back(&ep);
+  return FI_SUCCESS;
+}
+
+void mr_forget_endpoint(Domain& d, Endpoint& ep) {
+  for (auto& [key, mr] : d.keys) {
+    auto& at = mr->registered_at;
+    at.erase(std::remove(at.begin(), at.end(), &ep), at.end());
+    if (mr->bound == &ep) mr->bound = nullptr;
+  }
+}
+
 int mr_reg(fid* f, const void* buf, size_t len, uint64_t access, uint64_t offset,
            uint64_t requested_key, uint64_t flags, fid_mr** out, void* context) {
   if (!f || f->fclass != FI_CLASS_DOMAIN || !out) return -FI_EINVAL;
   if (!buf && len > 0) return -FI_EINVAL;
   if (flags != 0) return -FI_EBADFLAGS;
-  (void)offset;
+  constexpr uint64_t kAccess =
+      FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+  if (access & ~kAccess) return -FI_EINVAL;
   auto* d = fid_to<Domain>(f);
   std::lock_guard lock(d->mutex);
-  const bool prov_key = (d->info->domain_attr->mr_mode & FI_MR_PROV_KEY) != 0;
+  const uint64_t mode = d->info->domain_attr->mr_mode;
   uint64_t key = requested_key;
-  if (prov_key) {
+  if (mode & FI_MR_PROV_KEY) {
     while (d->keys.count(d->next_key)) ++d->next_key;
     key = d->next_key++;
   } else if (d->keys.count(key)) {
     SPRAY_WARN(FI_LOG_MR, "memory key %lu already in use\n", static_cast<unsigned long>(key));
     return -FI_ENOKEY;
   }
-  auto* mr = new (std::nothrow) MemoryRegion;
-  if (!mr) return -FI_ENOMEM;
+  auto mr = std::make_unique<MemoryRegion>();
   mr->domain = d;
   mr->access = access;
   mr->base = buf;
   mr->length = len;
+  mr->remote_base = (mode & FI_MR_VIRT_ADDR) ? reinterpret_cast<uintptr_t>(buf) : offset;
   mr->fid.fid.fclass = FI_CLASS_MR;
   mr->fid.fid.context = context;
   mr->fid.fid.ops = &mr_fi_ops;
-  mr->fid.mem_desc = mr;
+  mr->fid.mem_desc = mr.get();
   mr->fid.key = key;
-  d->keys[key] = mr;
+  if (!d->mr_endpoint_mode()) {
+    for (Endpoint* ep : d->endpoints) {
+      if (const int rc = mr_register_at(*mr, *ep); rc != FI_SUCCESS) {
+        for (Endpoint* done : mr->registered_at) (void)done->engine->deregister_memory(key);
+        return rc;
+      }
+    }
+  }
+  d->keys[key] = mr.get();
   ++d->refs;
-  *out = &mr->fid;
+  *out = &mr.release()->fid;
   return FI_SUCCESS;
 }
 

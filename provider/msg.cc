@@ -168,20 +168,16 @@ ssize_t post_send(Endpoint& ep, const void* buf, size_t len, fi_addr_t dest, boo
   }
   const bool report = !inject_call && (!ep.tx_selective || (flags & FI_COMPLETION));
   const uint64_t kind = FI_SEND | (tagged ? FI_TAGGED : FI_MSG);
-  uint32_t slot = ep.take_op(context, kind, nullptr, report);
-  if (slot == Endpoint::kNone || (inject && ep.free_injects.empty())) {
-    if (slot != Endpoint::kNone) ep.release_op(slot);
+  const uint32_t slot = ep.take_op(context, kind, nullptr, report);
+  if (slot == Endpoint::kNone) {
     endpoint_progress(ep);
     return -FI_EAGAIN;
   }
-  const void* payload = buf;
-  if (inject) {  // the caller may reuse buf at once: send from our copy
-    const uint32_t ib = ep.free_injects.back();
-    ep.free_injects.pop_back();
-    ep.ops[slot].inject = ib;
-    uint8_t* copy = ep.inject_storage.data() + size_t{ib} * ep.inject_size;
-    if (len) std::memcpy(copy, buf, len);
-    payload = copy;
+  const void* payload = inject ? ep.inject_copy(slot, buf, len) : buf;
+  if (!payload && len > 0) {  // out of inject buffers until sends complete
+    ep.release_op(slot);
+    endpoint_progress(ep);
+    return -FI_EAGAIN;
   }
   ses::SendSpec spec;
   spec.tagged = tagged;

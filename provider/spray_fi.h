@@ -16,6 +16,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 #include <rdma/providers/fi_log.h>
 #include <rdma/providers/fi_prov.h>
@@ -74,12 +75,17 @@ struct Fabric {
   fid_fabric fid{};
 };
 
+// A registered buffer. Regions with remote access are entered into the engine of every
+// endpoint of the domain (into one bound endpoint under FI_MR_ENDPOINT, at fi_mr_enable).
 struct MemoryRegion {
   fid_mr fid{};
   Domain* domain = nullptr;
   uint64_t access = 0;
   const void* base = nullptr;
   size_t length = 0;
+  uint64_t remote_base = 0;   // the address peers name for base: its VA (FI_MR_VIRT_ADDR) or 0
+  Endpoint* bound = nullptr;  // FI_MR_ENDPOINT: fi_mr_bind's endpoint
+  std::vector<Endpoint*> registered_at;  // engines that hold this region
 };
 
 struct Domain {
@@ -89,6 +95,9 @@ struct Domain {
   int refs = 0;  // open children (AVs, CQs, endpoints, MRs, counters)
   uint64_t next_key = 1;
   std::unordered_map<uint64_t, MemoryRegion*> keys;
+  std::vector<Endpoint*> endpoints;  // open endpoints, for domain-wide memory regions
+
+  bool mr_endpoint_mode() const { return info->domain_attr->mr_mode & FI_MR_ENDPOINT; }
 };
 
 // Address vector: fi_addr_t is the index of the entry in both FI_AV_MAP and FI_AV_TABLE.
@@ -149,6 +158,11 @@ int mr_reg(fid* fid, const void* buf, size_t len, uint64_t access, uint64_t offs
            uint64_t requested_key, uint64_t flags, fid_mr** mr, void* context);
 int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
             const fi_info* hints, fi_info** info);
+
+// Enters a region with remote access into an endpoint's engine (domain mutex held).
+int mr_register_at(MemoryRegion& mr, Endpoint& ep);
+// Forgets a closing endpoint in every region of its domain (domain mutex held).
+void mr_forget_endpoint(Domain& d, Endpoint& ep);
 
 // Drives one endpoint's engine and turns its completions into CQ entries.
 void endpoint_progress(Endpoint& ep);

@@ -51,8 +51,10 @@ struct Fabric : ::testing::Test {
   std::vector<fi_addr_t> addrs;
 
   void SetUp() override { open(FI_EP_RDM, FI_MSG | FI_TAGGED | FI_DIRECTED_RECV | FI_SOURCE); }
-  void open(fi_ep_type type, uint64_t caps) {
-    info = getinfo(hints_for(type, caps));
+  void open(fi_ep_type type, uint64_t caps, int mr_mode = 0) {
+    fi_info* hints = hints_for(type, caps);
+    hints->domain_attr->mr_mode = mr_mode;
+    info = getinfo(hints);
     ASSERT_NE(info, nullptr);
     ASSERT_EQ(fi_fabric(info->fabric_attr, &fabric, nullptr), 0);
     ASSERT_EQ(fi_domain(fabric, info, &domain, nullptr), 0);

@@ -1,0 +1,199 @@
+// RMA operations (fi_read/fi_write and their v/msg/inject/data forms): one-sided reads
+// and writes of a peer's registered memory, named by (address, key). Every form funnels
+// into post_rma. The target checks key, rights and bounds (memory_region.h) before a byte
+// moves; a bad key, range or right completes the operation in error at the initiator
+// and leaves the target's memory untouched. Writes with immediate data also complete
+// at the target (FI_REMOTE_CQ_DATA on its receive CQ).
+#include "provider/endpoint.h"
+
+namespace spray::fi {
+namespace {
+
+constexpr uint64_t kRmaFlags = FI_COMPLETION | FI_INJECT | FI_REMOTE_CQ_DATA |
+                               FI_TRANSMIT_COMPLETE | FI_DELIVERY_COMPLETE | FI_INJECT_COMPLETE |
+                               FI_MORE | FI_FENCE | FI_RMA | FI_READ | FI_WRITE;
+
+Endpoint& ep_of(fid_ep* f) {
+  return *fid_to<Endpoint>(f);
+}
+
+struct RmaOp {
+  bool write = false;
+  void* buf = nullptr;  // local source (write) or destination (read)
+  size_t len = 0;
+  fi_addr_t peer = FI_ADDR_UNSPEC;
+  uint64_t addr = 0;  // at the target: virtual address or offset, per its mr_mode
+  uint64_t key = 0;
+  bool has_data = false;
+  uint64_t data = 0;
+  void* context = nullptr;
+  uint64_t flags = 0;
+  bool inject_call = false;  // fi_inject_write*: no completion at all
+};
+
+ssize_t post_rma(Endpoint& ep, const RmaOp& r) {
+  if (!r.buf && r.len > 0) return -FI_EINVAL;
+  if (r.flags & ~kRmaFlags) return -FI_EBADFLAGS;
+  if (ep.type != FI_EP_RDM || !(ep.info->caps & FI_RMA)) {
+    SPRAY_WARN(FI_LOG_EP_DATA, "RMA on an endpoint opened without FI_RMA\n");
+    return -FI_ENOSYS;
+  }
+  std::lock_guard lock(ep.domain->mutex);
+  if (!ep.enabled) return -FI_EOPBADSTATE;
+  if (r.len > ep.info->ep_attr->max_msg_size) return -FI_EMSGSIZE;
+  const bool inject = (r.flags & FI_INJECT) != 0;
+  if (inject && (!r.write || r.len > ep.inject_size)) return -FI_EINVAL;
+  const pds::PeerIndex peer = ep.peer(r.peer);
+  if (peer == pds::kNoPeer) {
+    SPRAY_WARN(FI_LOG_EP_DATA, "RMA to fi_addr %lu, which names no address vector entry\n",
+               static_cast<unsigned long>(r.peer));
+    return -FI_EINVAL;
+  }
+  const bool report = !r.inject_call && (!ep.tx_selective || (r.flags & FI_COMPLETION));
+  const uint64_t kind = FI_RMA | (r.write ? FI_WRITE : FI_READ);
+  const uint32_t slot = ep.take_op(r.context, kind, nullptr, report);
+  if (slot == Endpoint::kNone) {
+    endpoint_progress(ep);
+    return -FI_EAGAIN;
+  }
+  const void* local = inject ? ep.inject_copy(slot, r.buf, r.len) : r.buf;
+  if (!local && r.len > 0) {
+    ep.release_op(slot);
+    endpoint_progress(ep);
+    return -FI_EAGAIN;
+  }
+  ses::SendSpec spec;
+  spec.has_data = r.has_data;
+  spec.data = r.data;
+  spec.mode = ep.ordered ? pds::Mode::kRod : pds::Mode::kRud;
+  const Status s = r.write ? ep.engine->write(peer, local, r.len, r.addr, r.key, slot, spec)
+                           : ep.engine->read(peer, r.buf, r.len, r.addr, r.key, slot);
+  if (s != Status::kOk) {
+    ep.release_op(slot);
+    if (s == Status::kAgain) endpoint_progress(ep);
+    return -to_fi_errno(s);
+  }
+  endpoint_progress(ep);
+  return FI_SUCCESS;
+}
+
+// The one-entry iov and rma_iov forms (iov_limit and rma_iov_limit are 1).
+bool single(const iovec* iov, size_t count, void*& buf, size_t& len) {
+  if (count > 1) return false;
+  buf = count ? iov[0].iov_base : nullptr;
+  len = count ? iov[0].iov_len : 0;
+  return true;
+}
+
+ssize_t from_msg(fid_ep* f, const fi_msg_rma* msg, uint64_t flags, bool write) {
+  RmaOp r;
+  if (!msg || !single(msg->msg_iov, msg->iov_count, r.buf, r.len) || msg->rma_iov_count != 1 ||
+      !msg->rma_iov || msg->rma_iov[0].len != r.len) {
+    return -FI_EINVAL;
+  }
+  r.write = write;
+  r.peer = msg->addr;
+  r.addr = msg->rma_iov[0].addr;
+  r.key = msg->rma_iov[0].key;
+  r.has_data = write && (flags & FI_REMOTE_CQ_DATA);
+  r.data = msg->data;
+  r.context = msg->context;
+  r.flags = flags;
+  return post_rma(ep_of(f), r);
+}
+
+ssize_t r_read(fid_ep* f, void* buf, size_t len, void*, fi_addr_t src, uint64_t addr, uint64_t key,
+               void* ctx) {
+  return post_rma(ep_of(f), {.buf = buf,
+                             .len = len,
+                             .peer = src,
+                             .addr = addr,
+                             .key = key,
+                             .context = ctx,
+                             .flags = ep_of(f).tx_op_flags});
+}
+ssize_t r_readv(fid_ep* f, const iovec* iov, void**, size_t count, fi_addr_t src, uint64_t addr,
+                uint64_t key, void* ctx) {
+  void* buf = nullptr;
+  size_t len = 0;
+  if (!single(iov, count, buf, len)) return -FI_EINVAL;
+  return r_read(f, buf, len, nullptr, src, addr, key, ctx);
+}
+ssize_t r_readmsg(fid_ep* f, const fi_msg_rma* msg, uint64_t flags) {
+  return from_msg(f, msg, flags, false);
+}
+ssize_t r_write(fid_ep* f, const void* buf, size_t len, void*, fi_addr_t dest, uint64_t addr,
+                uint64_t key, void* ctx) {
+  return post_rma(ep_of(f), {.write = true,
+                             .buf = const_cast<void*>(buf),
+                             .len = len,
+                             .peer = dest,
+                             .addr = addr,
+                             .key = key,
+                             .context = ctx,
+                             .flags = ep_of(f).tx_op_flags});
+}
+ssize_t r_writev(fid_ep* f, const iovec* iov, void**, size_t count, fi_addr_t dest, uint64_t addr,
+                 uint64_t key, void* ctx) {
+  void* buf = nullptr;
+  size_t len = 0;
+  if (!single(iov, count, buf, len)) return -FI_EINVAL;
+  return r_write(f, buf, len, nullptr, dest, addr, key, ctx);
+}
+ssize_t r_writemsg(fid_ep* f, const fi_msg_rma* msg, uint64_t flags) {
+  return from_msg(f, msg, flags, true);
+}
+ssize_t r_inject(fid_ep* f, const void* buf, size_t len, fi_addr_t dest, uint64_t addr,
+                 uint64_t key) {
+  return post_rma(ep_of(f), {.write = true,
+                             .buf = const_cast<void*>(buf),
+                             .len = len,
+                             .peer = dest,
+                             .addr = addr,
+                             .key = key,
+                             .flags = FI_INJECT,
+                             .inject_call = true});
+}
+ssize_t r_writedata(fid_ep* f, const void* buf, size_t len, void*, uint64_t data, fi_addr_t dest,
+                    uint64_t addr, uint64_t key, void* ctx) {
+  return post_rma(ep_of(f), {.write = true,
+                             .buf = const_cast<void*>(buf),
+                             .len = len,
+                             .peer = dest,
+                             .addr = addr,
+                             .key = key,
+                             .has_data = true,
+                             .data = data,
+                             .context = ctx,
+                             .flags = ep_of(f).tx_op_flags | FI_REMOTE_CQ_DATA});
+}
+ssize_t r_injectdata(fid_ep* f, const void* buf, size_t len, uint64_t data, fi_addr_t dest,
+                     uint64_t addr, uint64_t key) {
+  return post_rma(ep_of(f), {.write = true,
+                             .buf = const_cast<void*>(buf),
+                             .len = len,
+                             .peer = dest,
+                             .addr = addr,
+                             .key = key,
+                             .has_data = true,
+                             .data = data,
+                             .flags = FI_INJECT | FI_REMOTE_CQ_DATA,
+                             .inject_call = true});
+}
+
+}  // namespace
+
+fi_ops_rma rma_ops = {
+    .size = sizeof(fi_ops_rma),
+    .read = r_read,
+    .readv = r_readv,
+    .readmsg = r_readmsg,
+    .write = r_write,
+    .writev = r_writev,
+    .writemsg = r_writemsg,
+    .inject = r_inject,
+    .writedata = r_writedata,
+    .injectdata = r_injectdata,
+};
+
+}  // namespace spray::fi
