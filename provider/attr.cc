@@ -15,8 +15,8 @@ namespace spray::fi {
 namespace {
 
 constexpr uint64_t kRmaCaps = FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
-constexpr uint64_t kRdmCaps = FI_MSG | FI_TAGGED | kRmaCaps | FI_SEND | FI_RECV | FI_DIRECTED_RECV |
-                              FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+constexpr uint64_t kRdmCaps = FI_MSG | FI_TAGGED | kRmaCaps | FI_MULTI_RECV | FI_SEND | FI_RECV |
+                              FI_DIRECTED_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
 constexpr uint64_t kDgramCaps =
     FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
 constexpr uint64_t kMsgOrder = FI_ORDER_SAS;
@@ -71,7 +71,7 @@ fi_info* make_template(fi_ep_type type) {
   info->tx_attr->rma_iov_limit = rdm ? 1 : 0;
 
   info->rx_attr->caps = info->caps & (FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE |
-                                      FI_RMA | FI_REMOTE_READ | FI_REMOTE_WRITE);
+                                      FI_RMA | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_MULTI_RECV);
   info->rx_attr->msg_order = rdm ? kMsgOrder : 0;
   info->rx_attr->comp_order = FI_ORDER_NONE;
   info->rx_attr->size = kQueueSize;

@@ -32,12 +32,35 @@ Counter* counter_for(const Endpoint& ep, uint64_t flags) {
   return ep.send_cntr;
 }
 
+// A message landed in a multi-receive buffer (FI_MULTI_RECV): the next message goes right
+// after it. While at least min_multi_recv bytes remain, the rest of the buffer is posted
+// again under the same operation; otherwise the buffer is released and this completion
+// carries FI_MULTI_RECV. `op` is updated to describe this message's part of the buffer.
+// Returns true when the operation stays posted.
+bool advance_multi_recv(Endpoint& ep, uint32_t index, const ses::Completion& c, Endpoint::Op& op) {
+  Endpoint::Op& slot = ep.ops[index];
+  op.buf = static_cast<uint8_t*>(slot.buf) + slot.multi_used;
+  slot.multi_used += c.length;
+  const size_t left = slot.multi_capacity - slot.multi_used;
+  if (c.status != Status::kCanceled && left > 0 && left >= ep.min_multi_recv) {
+    ses::RecvSpec rest;
+    rest.buffer = static_cast<uint8_t*>(slot.buf) + slot.multi_used;
+    rest.length = left;
+    rest.context = index;
+    rest.source = slot.multi_source;
+    if (ep.engine->post_recv(rest) == Status::kOk) return true;
+  }
+  op.flags |= FI_MULTI_RECV;
+  return false;
+}
+
 void complete(Endpoint& ep, const ses::Completion& c) {
   if (c.op == ses::OpKind::kRemoteWrite) return complete_remote_write(ep, c);
   const uint32_t index = static_cast<uint32_t>(c.context);
   if (index >= ep.ops.size() || !ep.ops[index].in_use) return;
-  const Endpoint::Op op = ep.ops[index];
-  ep.release_op(index);
+  Endpoint::Op op = ep.ops[index];
+  const bool stays = op.multi_capacity > 0 && advance_multi_recv(ep, index, c, op);
+  if (!stays) ep.release_op(index);
   const bool receive = (op.flags & FI_RECV) != 0;
   CompletionQueue* cq = receive ? ep.rx_cq : ep.tx_cq;
   Counter* cntr = counter_for(ep, op.flags);

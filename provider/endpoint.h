@@ -23,6 +23,11 @@ struct Endpoint {
     uint32_t inject = kNone;  // inject buffer held until the engine is done with it
     bool report = true;       // false: no CQ entry (fi_inject, selective completion)
     bool in_use = false;
+    // FI_MULTI_RECV: `buf` holds multi_capacity bytes, multi_used of them filled by
+    // earlier messages (packed back to back); receives from multi_source only, if set.
+    size_t multi_capacity = 0;
+    size_t multi_used = 0;
+    pds::PeerIndex multi_source = pds::kNoPeer;
   };
   static constexpr uint32_t kNone = ~0u;
 
@@ -43,7 +48,8 @@ struct Endpoint {
   uint64_t rx_op_flags = 0;
   bool enabled = false;
   bool ordered = true;  // FI_ORDER_SAS: messages use ROD PDCs
-  size_t min_multi_recv = 0;
+  // FI_OPT_MIN_MULTI_RECV: a multi-receive buffer with less room than this is released.
+  size_t min_multi_recv = 64;
 
   std::unique_ptr<dp::UdpDatapath> datapath;
   std::unique_ptr<UdpEngine> engine;

@@ -199,12 +199,12 @@ ssize_t post_send(Endpoint& ep, const void* buf, size_t len, fi_addr_t dest, boo
 ssize_t post_recv(Endpoint& ep, void* buf, size_t len, fi_addr_t src, bool tagged, uint64_t tag,
                   uint64_t ignore, void* context, uint64_t flags) {
   if (!buf && len > 0) return -FI_EINVAL;
-  if (flags & ~kRecvFlags & ~(FI_RECV | FI_MSG | FI_TAGGED)) {
-    if (flags & FI_MULTI_RECV) {
-      SPRAY_WARN(FI_LOG_EP_DATA, "FI_MULTI_RECV is not implemented yet\n");
-      return -FI_ENOSYS;
-    }
-    return -FI_EBADFLAGS;
+  const bool multi = (flags & FI_MULTI_RECV) != 0;
+  if (flags & ~kRecvFlags & ~(FI_RECV | FI_MSG | FI_TAGGED | FI_MULTI_RECV)) return -FI_EBADFLAGS;
+  if (multi && (tagged || len == 0 || !(ep.info->caps & FI_MULTI_RECV))) {
+    SPRAY_WARN(FI_LOG_EP_DATA,
+               "FI_MULTI_RECV needs the capability and an untagged receive with a buffer\n");
+    return -FI_EINVAL;
   }
   std::lock_guard lock(ep.domain->mutex);
   if (!ep.enabled) {
@@ -229,6 +229,10 @@ ssize_t post_recv(Endpoint& ep, void* buf, size_t len, fi_addr_t src, bool tagge
     return -FI_EAGAIN;
   }
   spec.context = slot;
+  if (multi) {
+    ep.ops[slot].multi_capacity = len;
+    ep.ops[slot].multi_source = spec.source;
+  }
   const Status s = ep.engine->post_recv(spec);
   if (s != Status::kOk) {
     ep.release_op(slot);
