@@ -2,11 +2,12 @@
 // kept in the widest (tagged) form and written in the CQ's format. fi_cq_sread spins
 // briefly, then blocks on the datapath in slices of at most 1 ms with the domain lock
 // released, so ranks that outnumber cores leave the CPU to each other.
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <thread>
 
-#include "provider/spray_fi.h"
+#include "provider/endpoint.h"
 
 namespace spray::fi {
 namespace {
@@ -117,7 +118,9 @@ ssize_t cq_sreadfrom(fid_cq* f, void* buf, size_t count, fi_addr_t* src, const v
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
       slice = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(1, left.count())));
     }
-    if (waiter) {
+    if (cq->wait_fd) {
+      cq->wait_fd->wait(slice);  // every bound endpoint's socket at once
+    } else if (waiter) {
       endpoint_wait(*waiter, slice);
     } else {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -133,6 +136,7 @@ int cq_signal(fid_cq* f) {
   auto* cq = fid_to<CompletionQueue>(f);
   std::lock_guard lock(cq->domain->mutex);
   cq->signaled = true;
+  if (cq->wait_fd) cq->wait_fd->signal();
   return FI_SUCCESS;
 }
 
@@ -157,9 +161,13 @@ int cq_close(fid* f) {
   return FI_SUCCESS;
 }
 
-int cq_control(fid*, int command, void*) {
-  if (command == FI_GETWAIT) return -FI_ENODATA;  // no fd to hand out: use fi_cq_sread
-  return -FI_ENOSYS;
+int cq_control(fid* f, int command, void* arg) {
+  auto* cq = fid_to<CompletionQueue>(f);
+  if (command != FI_GETWAIT) return -FI_ENOSYS;
+  if (!cq->wait_fd) return -FI_ENODATA;  // FI_WAIT_UNSPEC: block in fi_cq_sread instead
+  if (!arg) return -FI_EINVAL;
+  *static_cast<int*>(arg) = cq->wait_fd->fd();
+  return FI_SUCCESS;
 }
 
 fi_ops cq_fi_ops = {
@@ -189,11 +197,29 @@ void CompletionQueue::progress() {
   for (Endpoint* ep : endpoints) endpoint_progress(*ep);
 }
 
+int CompletionQueue::trywait() {
+  std::lock_guard lock(domain->mutex);
+  progress();
+  const bool signal = wait_fd && wait_fd->clear();
+  if (!entries.empty() || !errors.empty() || signal) return -FI_EAGAIN;
+  if (wait_fd) {
+    // Sends in flight need their timers run even if nothing arrives: wake after the
+    // shortest retransmission timeout. Idle endpoints wake only for traffic.
+    const bool in_flight = std::any_of(endpoints.begin(), endpoints.end(), [](Endpoint* ep) {
+      return ep->engine && ep->engine->ses().tx_in_use() > 0;
+    });
+    wait_fd->arm(in_flight ? Duration::microseconds(params().rto_min_us) : Duration{});
+  }
+  return FI_SUCCESS;
+}
+
 int cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** out, void* context) {
   if (!attr) return -FI_EINVAL;
   if (attr->format > FI_CQ_FORMAT_TAGGED) return -FI_ENOSYS;
-  if (attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC) {
-    SPRAY_WARN(FI_LOG_CQ, "CQ wait object %d not supported (FI_WAIT_NONE, FI_WAIT_UNSPEC)\n",
+  if (attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC &&
+      attr->wait_obj != FI_WAIT_FD) {
+    SPRAY_WARN(FI_LOG_CQ,
+               "CQ wait object %d not supported (FI_WAIT_NONE, FI_WAIT_UNSPEC, FI_WAIT_FD)\n",
                attr->wait_obj);
     return -FI_ENOSYS;
   }
@@ -204,6 +230,14 @@ int cq_open(fid_domain* domain, fi_cq_attr* attr, fid_cq** out, void* context) {
   cq->domain = d;
   cq->format = attr->format == FI_CQ_FORMAT_UNSPEC ? FI_CQ_FORMAT_CONTEXT : attr->format;
   cq->wait_obj = attr->wait_obj;
+  if (attr->wait_obj == FI_WAIT_FD) {
+    std::string error;
+    if (!(cq->wait_fd = WaitFd::open(error))) {
+      SPRAY_WARN(FI_LOG_CQ, "cannot create the CQ's wait fd: %s\n", error.c_str());
+      delete cq;
+      return -FI_ENOMEM;
+    }
+  }
   cq->fid.fid.fclass = FI_CLASS_CQ;
   cq->fid.fid.context = context;
   cq->fid.fid.ops = &cq_fi_ops;

@@ -102,6 +102,7 @@ int ep_close(fid* f) {
     std::lock_guard lock(d->mutex);
     for (CompletionQueue* cq : {ep->tx_cq, ep->rx_cq}) {
       if (!cq) continue;
+      if (cq->wait_fd) cq->wait_fd->remove(ep->datapath->wait_fd());
       auto& v = cq->endpoints;
       v.erase(std::remove(v.begin(), v.end(), ep), v.end());
     }
@@ -157,6 +158,7 @@ int ep_bind(fid* f, fid* bfid, uint64_t flags) {
         ep->rx_cq = cq;
         ep->rx_selective = (flags & FI_SELECTIVE_COMPLETION) != 0;
       }
+      if (cq->wait_fd && !cq->wait_fd->add(ep->datapath->wait_fd())) return -FI_EIO;
       attach(cq->endpoints, ep);
       return FI_SUCCESS;
     }

@@ -17,8 +17,24 @@ int no_wait_open(fid_fabric*, fi_wait_attr*, fid_wait**) {
 int no_passive_ep(fid_fabric*, fi_info*, fid_pep**, void*) {
   return -FI_EOPNOTSUPP;  // connectionless endpoints only (RDM, DGRAM)
 }
-int trywait(fid_fabric*, fid**, int) {
-  return FI_SUCCESS;  // our waits poll the datapath; nothing to arm
+// Safe to block on the wait objects of `fids` only if none has anything to report.
+int trywait(fid_fabric*, fid** fids, int count) {
+  if (count < 0 || (count > 0 && !fids)) return -FI_EINVAL;
+  for (int i = 0; i < count; ++i) {
+    if (!fids[i]) return -FI_EINVAL;
+    switch (fids[i]->fclass) {
+      case FI_CLASS_CQ:
+        if (const int rc = fid_to<CompletionQueue>(fids[i])->trywait(); rc != FI_SUCCESS) {
+          return rc;
+        }
+        break;
+      case FI_CLASS_CNTR:
+        break;  // counters have no fd; fi_cntr_wait blocks by itself
+      default:
+        return -FI_EINVAL;
+    }
+  }
+  return FI_SUCCESS;
 }
 int domain2(fid_fabric* fabric, fi_info* info, fid_domain** domain, uint64_t flags, void* context) {
   if (flags != 0) return -FI_EINVAL;

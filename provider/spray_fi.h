@@ -30,6 +30,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "provider/wait_fd.h"
 #include "transport/base/status.h"
 #include "transport/datapath/net_addr.h"
 
@@ -128,8 +129,12 @@ struct CompletionQueue {
   std::deque<fi_cq_err_entry> errors;
   std::vector<Endpoint*> endpoints;  // bound: progressing this CQ drives them
   bool signaled = false;
+  std::unique_ptr<WaitFd> wait_fd;  // FI_WAIT_FD only
 
   void progress();  // drives the bound endpoints; domain mutex held
+  // fi_trywait on this CQ: -FI_EAGAIN when there is something to read, else arms the
+  // wait fd and returns FI_SUCCESS (domain mutex not held).
+  int trywait();
 };
 
 struct Counter {

@@ -49,6 +49,7 @@ struct Fabric : ::testing::Test {
   fid_cq* cq = nullptr;
   std::vector<fid_ep*> eps;
   std::vector<fi_addr_t> addrs;
+  fi_wait_obj cq_wait = FI_WAIT_UNSPEC;  // set before open()
 
   void SetUp() override { open(FI_EP_RDM, FI_MSG | FI_TAGGED | FI_DIRECTED_RECV | FI_SOURCE); }
   void open(fi_ep_type type, uint64_t caps, int mr_mode = 0) {
@@ -63,7 +64,7 @@ struct Fabric : ::testing::Test {
     ASSERT_EQ(fi_av_open(domain, &av_attr, &av, nullptr), 0);
     fi_cq_attr cq_attr{};
     cq_attr.format = FI_CQ_FORMAT_TAGGED;
-    cq_attr.wait_obj = FI_WAIT_UNSPEC;
+    cq_attr.wait_obj = cq_wait;
     ASSERT_EQ(fi_cq_open(domain, &cq_attr, &cq, nullptr), 0);
   }
   fid_ep* endpoint() {

@@ -79,6 +79,10 @@ class UdpDatapath {
 
   // Blocks until a datagram is waiting or `timeout` passes. True if one is waiting.
   bool wait(Duration timeout);
+  // The descriptor that becomes readable when a datagram arrives, for callers that wait
+  // on many sources at once (epoll). Datagrams already received but not yet handed up
+  // (a split GRO run) do not show on it: drain rx_burst before waiting.
+  int wait_fd() const { return sockets_[0]; }
   const UdpStats& stats() const { return stats_; }
 
  private:
