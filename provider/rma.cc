@@ -102,15 +102,33 @@ ssize_t from_msg(fid_ep* f, const fi_msg_rma* msg, uint64_t flags, bool write) {
   return post_rma(ep_of(f), r);
 }
 
+// A write of `buf` (every write form differs from this only in data and flags).
+RmaOp write_op(const void* buf, size_t len, fi_addr_t dest, uint64_t addr, uint64_t key, void* ctx,
+               uint64_t flags) {
+  RmaOp r;
+  r.write = true;
+  r.buf = const_cast<void*>(buf);  // only read from: the engine takes a const source
+  r.len = len;
+  r.peer = dest;
+  r.addr = addr;
+  r.key = key;
+  r.context = ctx;
+  r.flags = flags;
+  r.inject_call = inject_call;
+  return r;
+}
+RmaOp with_data(RmaOp r, uint64_t data) {
+  r.has_data = true;
+  r.data = data;
+  r.flags |= FI_REMOTE_CQ_DATA;
+  return r;
+}
+
 ssize_t r_read(fid_ep* f, void* buf, size_t len, void*, fi_addr_t src, uint64_t addr, uint64_t key,
                void* ctx) {
-  return post_rma(ep_of(f), {.buf = buf,
-                             .len = len,
-                             .peer = src,
-                             .addr = addr,
-                             .key = key,
-                             .context = ctx,
-                             .flags = ep_of(f).tx_op_flags});
+  RmaOp r = write_op(buf, len, src, addr, key, ctx, ep_of(f).tx_op_flags);
+  r.write = false;
+  return post_rma(ep_of(f), r);
 }
 ssize_t r_readv(fid_ep* f, const iovec* iov, void**, size_t count, fi_addr_t src, uint64_t addr,
                 uint64_t key, void* ctx) {
@@ -124,14 +142,7 @@ ssize_t r_readmsg(fid_ep* f, const fi_msg_rma* msg, uint64_t flags) {
 }
 ssize_t r_write(fid_ep* f, const void* buf, size_t len, void*, fi_addr_t dest, uint64_t addr,
                 uint64_t key, void* ctx) {
-  return post_rma(ep_of(f), {.write = true,
-                             .buf = const_cast<void*>(buf),
-                             .len = len,
-                             .peer = dest,
-                             .addr = addr,
-                             .key = key,
-                             .context = ctx,
-                             .flags = ep_of(f).tx_op_flags});
+  return post_rma(ep_of(f), write_op(buf, len, dest, addr, key, ctx, ep_of(f).tx_op_flags));
 }
 ssize_t r_writev(fid_ep* f, const iovec* iov, void**, size_t count, fi_addr_t dest, uint64_t addr,
                  uint64_t key, void* ctx) {
@@ -145,40 +156,17 @@ ssize_t r_writemsg(fid_ep* f, const fi_msg_rma* msg, uint64_t flags) {
 }
 ssize_t r_inject(fid_ep* f, const void* buf, size_t len, fi_addr_t dest, uint64_t addr,
                  uint64_t key) {
-  return post_rma(ep_of(f), {.write = true,
-                             .buf = const_cast<void*>(buf),
-                             .len = len,
-                             .peer = dest,
-                             .addr = addr,
-                             .key = key,
-                             .flags = FI_INJECT,
-                             .inject_call = true});
+  return post_rma(ep_of(f), write_op(buf, len, dest, addr, key, nullptr, FI_INJECT, true));
 }
 ssize_t r_writedata(fid_ep* f, const void* buf, size_t len, void*, uint64_t data, fi_addr_t dest,
                     uint64_t addr, uint64_t key, void* ctx) {
-  return post_rma(ep_of(f), {.write = true,
-                             .buf = const_cast<void*>(buf),
-                             .len = len,
-                             .peer = dest,
-                             .addr = addr,
-                             .key = key,
-                             .has_data = true,
-                             .data = data,
-                             .context = ctx,
-                             .flags = ep_of(f).tx_op_flags | FI_REMOTE_CQ_DATA});
+  return post_rma(ep_of(f),
+                  with_data(write_op(buf, len, dest, addr, key, ctx, ep_of(f).tx_op_flags), data));
 }
 ssize_t r_injectdata(fid_ep* f, const void* buf, size_t len, uint64_t data, fi_addr_t dest,
                      uint64_t addr, uint64_t key) {
-  return post_rma(ep_of(f), {.write = true,
-                             .buf = const_cast<void*>(buf),
-                             .len = len,
-                             .peer = dest,
-                             .addr = addr,
-                             .key = key,
-                             .has_data = true,
-                             .data = data,
-                             .flags = FI_INJECT | FI_REMOTE_CQ_DATA,
-                             .inject_call = true});
+  return post_rma(ep_of(f),
+                  with_data(write_op(buf, len, dest, addr, key, nullptr, FI_INJECT, true), data));
 }
 
 }  // namespace
