@@ -103,8 +103,9 @@ ssize_t from_msg(fid_ep* f, const fi_msg_rma* msg, uint64_t flags, bool write) {
 }
 
 // A write of `buf` (every write form differs from this only in data and flags).
+// `inject_call`: fi_inject_write*, which report no completion at all.
 RmaOp write_op(const void* buf, size_t len, fi_addr_t dest, uint64_t addr, uint64_t key, void* ctx,
-               uint64_t flags) {
+               uint64_t flags, bool inject_call = false) {
   RmaOp r;
   r.write = true;
   r.buf = const_cast<void*>(buf);  // only read from: the engine takes a const source
