@@ -74,6 +74,15 @@ struct Endpoint {
   const void* inject_copy(uint32_t slot, const void* buf, size_t len);
 };
 
+// The buffer of a one-entry iovec (iov_limit and rma_iov_limit are 1); zero entries mean
+// an empty buffer. False for more entries.
+inline bool single_iov(const iovec* iov, size_t count, void*& buf, size_t& len) {
+  if (count > 1) return false;
+  buf = count ? iov[0].iov_base : nullptr;
+  len = count ? iov[0].iov_len : 0;
+  return true;
+}
+
 // Posting helpers shared by the message and tagged tables. `flags` are fi_*msg flags.
 ssize_t post_send(Endpoint& ep, const void* buf, size_t len, fi_addr_t dest, bool tagged,
                   uint64_t tag, bool has_data, uint64_t data, void* context, uint64_t flags,

@@ -19,14 +19,6 @@ Endpoint& ep_of(fid_ep* f) {
   return *fid_to<Endpoint>(f);
 }
 
-// One iovec at most (iov_limit is 1); zero entries mean an empty buffer.
-bool single(const iovec* iov, size_t count, void*& buf, size_t& len) {
-  if (count > 1) return false;
-  buf = count ? iov[0].iov_base : nullptr;
-  len = count ? iov[0].iov_len : 0;
-  return true;
-}
-
 // ---- FI_MSG -------------------------------------------------------------------------
 
 ssize_t m_recv(fid_ep* ep, void* buf, size_t len, void*, fi_addr_t src, void* ctx) {
@@ -35,13 +27,13 @@ ssize_t m_recv(fid_ep* ep, void* buf, size_t len, void*, fi_addr_t src, void* ct
 ssize_t m_recvv(fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t src, void* ctx) {
   void* buf = nullptr;
   size_t len = 0;
-  if (!single(iov, count, buf, len)) return -FI_EINVAL;
+  if (!single_iov(iov, count, buf, len)) return -FI_EINVAL;
   return post_recv(ep_of(ep), buf, len, src, false, 0, 0, ctx, ep_of(ep).rx_op_flags);
 }
 ssize_t m_recvmsg(fid_ep* ep, const fi_msg* msg, uint64_t flags) {
   void* buf = nullptr;
   size_t len = 0;
-  if (!msg || !single(msg->msg_iov, msg->iov_count, buf, len)) return -FI_EINVAL;
+  if (!msg || !single_iov(msg->msg_iov, msg->iov_count, buf, len)) return -FI_EINVAL;
   return post_recv(ep_of(ep), buf, len, msg->addr, false, 0, 0, msg->context, flags);
 }
 ssize_t m_send(fid_ep* ep, const void* buf, size_t len, void*, fi_addr_t dest, void* ctx) {
@@ -51,14 +43,14 @@ ssize_t m_send(fid_ep* ep, const void* buf, size_t len, void*, fi_addr_t dest, v
 ssize_t m_sendv(fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t dest, void* ctx) {
   void* buf = nullptr;
   size_t len = 0;
-  if (!single(iov, count, buf, len)) return -FI_EINVAL;
+  if (!single_iov(iov, count, buf, len)) return -FI_EINVAL;
   return post_send(ep_of(ep), buf, len, dest, false, 0, false, 0, ctx, ep_of(ep).tx_op_flags,
                    false);
 }
 ssize_t m_sendmsg(fid_ep* ep, const fi_msg* msg, uint64_t flags) {
   void* buf = nullptr;
   size_t len = 0;
-  if (!msg || !single(msg->msg_iov, msg->iov_count, buf, len)) return -FI_EINVAL;
+  if (!msg || !single_iov(msg->msg_iov, msg->iov_count, buf, len)) return -FI_EINVAL;
   return post_send(ep_of(ep), buf, len, msg->addr, false, 0, (flags & FI_REMOTE_CQ_DATA) != 0,
                    msg->data, msg->context, flags, false);
 }
@@ -91,14 +83,14 @@ ssize_t t_recvv(fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t sr
   void* buf = nullptr;
   size_t len = 0;
   if (!tagged_ok(ep)) return -FI_ENOSYS;
-  if (!single(iov, count, buf, len)) return -FI_EINVAL;
+  if (!single_iov(iov, count, buf, len)) return -FI_EINVAL;
   return post_recv(ep_of(ep), buf, len, src, true, tag, ignore, ctx, ep_of(ep).rx_op_flags);
 }
 ssize_t t_recvmsg(fid_ep* ep, const fi_msg_tagged* msg, uint64_t flags) {
   void* buf = nullptr;
   size_t len = 0;
   if (!tagged_ok(ep)) return -FI_ENOSYS;
-  if (!msg || !single(msg->msg_iov, msg->iov_count, buf, len)) return -FI_EINVAL;
+  if (!msg || !single_iov(msg->msg_iov, msg->iov_count, buf, len)) return -FI_EINVAL;
   if (flags & (FI_PEEK | FI_CLAIM | FI_DISCARD)) {
     return post_probe(ep_of(ep), buf, len, msg->addr, msg->tag, msg->ignore, msg->context, flags);
   }
@@ -116,7 +108,7 @@ ssize_t t_sendv(fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t de
   void* buf = nullptr;
   size_t len = 0;
   if (!tagged_ok(ep)) return -FI_ENOSYS;
-  if (!single(iov, count, buf, len)) return -FI_EINVAL;
+  if (!single_iov(iov, count, buf, len)) return -FI_EINVAL;
   return post_send(ep_of(ep), buf, len, dest, true, tag, false, 0, ctx, ep_of(ep).tx_op_flags,
                    false);
 }
@@ -124,7 +116,7 @@ ssize_t t_sendmsg(fid_ep* ep, const fi_msg_tagged* msg, uint64_t flags) {
   void* buf = nullptr;
   size_t len = 0;
   if (!tagged_ok(ep)) return -FI_ENOSYS;
-  if (!msg || !single(msg->msg_iov, msg->iov_count, buf, len)) return -FI_EINVAL;
+  if (!msg || !single_iov(msg->msg_iov, msg->iov_count, buf, len)) return -FI_EINVAL;
   return post_send(ep_of(ep), buf, len, msg->addr, true, msg->tag, (flags & FI_REMOTE_CQ_DATA) != 0,
                    msg->data, msg->context, flags, false);
 }

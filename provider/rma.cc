@@ -77,17 +77,9 @@ ssize_t post_rma(Endpoint& ep, const RmaOp& r) {
   return FI_SUCCESS;
 }
 
-// The one-entry iov and rma_iov forms (iov_limit and rma_iov_limit are 1).
-bool single(const iovec* iov, size_t count, void*& buf, size_t& len) {
-  if (count > 1) return false;
-  buf = count ? iov[0].iov_base : nullptr;
-  len = count ? iov[0].iov_len : 0;
-  return true;
-}
-
 ssize_t from_msg(fid_ep* f, const fi_msg_rma* msg, uint64_t flags, bool write) {
   RmaOp r;
-  if (!msg || !single(msg->msg_iov, msg->iov_count, r.buf, r.len) || msg->rma_iov_count != 1 ||
+  if (!msg || !single_iov(msg->msg_iov, msg->iov_count, r.buf, r.len) || msg->rma_iov_count != 1 ||
       !msg->rma_iov || msg->rma_iov[0].len != r.len) {
     return -FI_EINVAL;
   }
@@ -135,7 +127,7 @@ ssize_t r_readv(fid_ep* f, const iovec* iov, void**, size_t count, fi_addr_t src
                 uint64_t key, void* ctx) {
   void* buf = nullptr;
   size_t len = 0;
-  if (!single(iov, count, buf, len)) return -FI_EINVAL;
+  if (!single_iov(iov, count, buf, len)) return -FI_EINVAL;
   return r_read(f, buf, len, nullptr, src, addr, key, ctx);
 }
 ssize_t r_readmsg(fid_ep* f, const fi_msg_rma* msg, uint64_t flags) {
@@ -149,7 +141,7 @@ ssize_t r_writev(fid_ep* f, const iovec* iov, void**, size_t count, fi_addr_t de
                  uint64_t key, void* ctx) {
   void* buf = nullptr;
   size_t len = 0;
-  if (!single(iov, count, buf, len)) return -FI_EINVAL;
+  if (!single_iov(iov, count, buf, len)) return -FI_EINVAL;
   return r_write(f, buf, len, nullptr, dest, addr, key, ctx);
 }
 ssize_t r_writemsg(fid_ep* f, const fi_msg_rma* msg, uint64_t flags) {
