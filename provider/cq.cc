@@ -206,7 +206,7 @@ int CompletionQueue::trywait() {
     // Sends in flight need their timers run even if nothing arrives: wake after the
     // shortest retransmission timeout. Idle endpoints wake only for traffic.
     const bool in_flight = std::any_of(endpoints.begin(), endpoints.end(), [](Endpoint* ep) {
-      return ep->engine && ep->engine->ses().tx_in_use() > 0;
+      return ep->engine && ep->engine->tx_in_use() > 0;
     });
     wait_fd->arm(in_flight ? Duration::microseconds(params().rto_min_us) : Duration{});
   }

@@ -102,7 +102,7 @@ int ep_close(fid* f) {
     std::lock_guard lock(d->mutex);
     for (CompletionQueue* cq : {ep->tx_cq, ep->rx_cq}) {
       if (!cq) continue;
-      if (cq->wait_fd) cq->wait_fd->remove(ep->datapath->wait_fd());
+      if (cq->wait_fd && ep->engine->wait_fd() >= 0) cq->wait_fd->remove(ep->engine->wait_fd());
       auto& v = cq->endpoints;
       v.erase(std::remove(v.begin(), v.end(), ep), v.end());
     }
@@ -118,7 +118,6 @@ int ep_close(fid* f) {
     --d->refs;
   }
   ep->engine.reset();
-  ep->datapath.reset();
   fi_freeinfo(ep->info);
   delete ep;
   return FI_SUCCESS;
@@ -150,6 +149,15 @@ int ep_bind(fid* f, fid* bfid, uint64_t flags) {
       if (cq->domain != ep->domain) return -FI_EINVAL;
       if (flags & ~(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION)) return -FI_EBADFLAGS;
       if (!(flags & (FI_TRANSMIT | FI_RECV))) return -FI_EBADFLAGS;
+      if (cq->wait_fd) {
+        const int fd = ep->engine->wait_fd();
+        if (fd < 0) {
+          SPRAY_WARN(FI_LOG_EP_CTRL, "the %s datapath has no descriptor for a FI_WAIT_FD CQ\n",
+                     params().datapath.c_str());
+          return -FI_EOPNOTSUPP;
+        }
+        if (!cq->wait_fd->add(fd)) return -FI_EIO;
+      }
       if (flags & FI_TRANSMIT) {
         ep->tx_cq = cq;
         ep->tx_selective = (flags & FI_SELECTIVE_COMPLETION) != 0;
@@ -158,7 +166,6 @@ int ep_bind(fid* f, fid* bfid, uint64_t flags) {
         ep->rx_cq = cq;
         ep->rx_selective = (flags & FI_SELECTIVE_COMPLETION) != 0;
       }
-      if (cq->wait_fd && !cq->wait_fd->add(ep->datapath->wait_fd())) return -FI_EIO;
       attach(cq->endpoints, ep);
       return FI_SUCCESS;
     }
@@ -353,40 +360,6 @@ fi_ops_cm cm_ops = {
     .join = no_join,
 };
 
-// The UDP datapath's configuration from the endpoint's source address and parameters.
-bool udp_config(const fi_info* info, dp::UdpConfig& c, std::string& error) {
-  c.address = params().address;
-  c.port = 0;
-  if (info->src_addr) {
-    const auto family = static_cast<const sockaddr*>(info->src_addr)->sa_family;
-    if (family != AF_INET && family != AF_INET6) {
-      error = "source address is not IPv4 or IPv6";
-      return false;
-    }
-    sockaddr_storage ss{};
-    std::memcpy(&ss, info->src_addr, std::min(info->src_addrlen, sizeof(ss)));
-    const dp::NetAddr a = dp::from_sockaddr(ss);
-    c.address = dp::ip_to_string(a);
-    c.port = a.port;
-  }
-  c.entropy_ports = static_cast<uint16_t>(params().entropy_ports);
-  c.mtu_bytes = datagram_bytes(c.address);
-  c.buffers = 4096;
-  return true;
-}
-
-engine::EngineConfig engine_config() {
-  const Params& p = params();
-  engine::EngineConfig e = engine::real_time_engine_config();
-  e.pds.cc_name = p.congestion;
-  e.pds.path_name = p.path_selection;
-  e.pds.entropy_count = static_cast<uint16_t>(p.entropy_ports);
-  e.pds.min_rto = Duration::microseconds(p.rto_min_us);
-  e.pds.max_rto = Duration::milliseconds(p.rto_max_ms);
-  e.pds.max_retries = static_cast<uint32_t>(p.retries);
-  return e;
-}
-
 }  // namespace
 
 pds::PeerIndex Endpoint::peer(fi_addr_t addr) {
@@ -447,7 +420,7 @@ void endpoint_progress(Endpoint& ep) {
 }
 
 void endpoint_wait(Endpoint& ep, int timeout_ms) {
-  if (ep.datapath) ep.datapath->wait(Duration::milliseconds(timeout_ms));
+  if (ep.engine) ep.engine->wait(Duration::milliseconds(timeout_ms));
 }
 
 int endpoint_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context) {
@@ -466,14 +439,13 @@ int endpoint_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context
   if (info->tx_attr) ep->tx_op_flags = info->tx_attr->op_flags;
   if (info->rx_attr) ep->rx_op_flags = info->rx_attr->op_flags;
 
-  dp::UdpConfig uc;
   std::string error;
-  if (!udp_config(info, uc, error) || !(ep->datapath = dp::UdpDatapath::open(uc, error))) {
-    SPRAY_WARN(FI_LOG_EP_CTRL, "cannot open the UDP datapath: %s\n", error.c_str());
+  if (!(ep->engine = open_endpoint_engine(info, error))) {
+    SPRAY_WARN(FI_LOG_EP_CTRL, "cannot open the %s datapath: %s\n", params().datapath.c_str(),
+               error.c_str());
     fi_freeinfo(ep->info);
     return -FI_EADDRNOTAVAIL;
   }
-  ep->engine = std::make_unique<UdpEngine>(*ep->datapath, engine_config());
 
   const size_t slots = std::max<size_t>(info->tx_attr ? info->tx_attr->size : 0, 1024) +
                        std::max<size_t>(info->rx_attr ? info->rx_attr->size : 0, 1024);

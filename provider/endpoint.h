@@ -1,18 +1,14 @@
-// The endpoint object: one transport engine over one datapath, the AV and CQs it is
+// The endpoint object: one transport engine over one datapath (EndpointEngine), the AV and CQs it is
 // bound to, and the table that maps engine operations back to libfabric contexts.
 #pragma once
 
 #include <memory>
 #include <vector>
 
+#include "provider/endpoint_engine.h"
 #include "provider/spray_fi.h"
-#include "transport/datapath/udp/udp_datapath.h"
-#include "transport/engine/engine.h"
-#include "transport/engine/real_time_config.h"
 
 namespace spray::fi {
-
-using UdpEngine = engine::Engine<dp::UdpDatapath>;
 
 struct Endpoint {
   // One operation in flight. `context` is the application's; `buf` the receive buffer.
@@ -51,8 +47,7 @@ struct Endpoint {
   // FI_OPT_MIN_MULTI_RECV: a multi-receive buffer with less room than this is released.
   size_t min_multi_recv = 64;
 
-  std::unique_ptr<dp::UdpDatapath> datapath;
-  std::unique_ptr<UdpEngine> engine;
+  std::unique_ptr<EndpointEngine> engine;
   std::vector<pds::PeerIndex> peer_of;  // by fi_addr_t: the engine's peer (kNoPeer: not yet)
   std::vector<fi_addr_t> fi_addr_of;    // by engine peer: the AV entry, once known
 

@@ -24,13 +24,21 @@ struct IntParam {
 };
 
 constexpr StringParam kStringParams[] = {
-    {"datapath", &Params::datapath, "Datapath under the transport: udp (kernel UDP sockets)."},
+    {"datapath", &Params::datapath,
+     "Datapath under the transport: udp (kernel UDP sockets) or dpdk (kernel bypass; one "
+     "endpoint per process, IPv4)."},
     {"address", &Params::address,
      "Local IPv4/IPv6 address endpoints bind when the application names none "
      "(fi_getinfo node with FI_SOURCE)."},
     {"congestion", &Params::congestion, "Congestion control: nscc or fixed."},
     {"path_selection", &Params::path_selection,
      "Path (entropy) selection: reps, oblivious or ecmp."},
+    {"dpdk_args", &Params::dpdk_args,
+     "DPDK EAL parameters, e.g. \"--no-huge -m 256 --vdev=net_memif0,role=server\"."},
+    {"dpdk_port", &Params::dpdk_port, "DPDK ethdev name; empty: the only port."},
+    {"dpdk_neighbours", &Params::dpdk_neighbours,
+     "Static DPDK neighbours, IPV4=MAC[,IPV4=MAC...]; others are resolved by ARP and from "
+     "the kernel's table."},
 };
 constexpr IntParam kIntParams[] = {
     {"entropy_ports", &Params::entropy_ports,

@@ -40,8 +40,11 @@ extern fi_provider provider;
 
 // Runtime parameters (fi_param_define'd once at load; `fi_info -e` lists them).
 struct Params {
-  std::string datapath = "udp";  // FI_SPRAY_DATAPATH: udp (the one this build drives)
+  std::string datapath = "udp";  // FI_SPRAY_DATAPATH: udp or dpdk
   std::string address = "127.0.0.1";
+  std::string dpdk_args;        // EAL parameters for the DPDK datapath
+  std::string dpdk_port;        // its ethdev; empty: the only one
+  std::string dpdk_neighbours;  // "IPV4=MAC,IPV4=MAC": static neighbours for DPDK
   int entropy_ports = 8;
   int mtu = 0;  // 0: from the interface of the bound address (see datagram_bytes)
   std::string congestion = "nscc";

@@ -1,0 +1,147 @@
+// The datapaths an endpoint can run over, and the engine over each: the configuration
+// each datapath takes from the endpoint's source address and the FI_SPRAY_* parameters.
+#include "provider/endpoint_engine.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cstring>
+#include <sstream>
+
+#include "transport/datapath/dpdk/dpdk_datapath.h"
+#include "transport/datapath/udp/socket_address.h"
+#include "transport/datapath/udp/udp_datapath.h"
+#include "transport/engine/engine.h"
+#include "transport/engine/real_time_config.h"
+
+namespace spray::fi {
+namespace {
+
+// One engine over a datapath of type D; owns both (the engine refers to the datapath).
+template <class D>
+class EngineOver final : public EndpointEngine {
+ public:
+  EngineOver(std::unique_ptr<D> datapath, const engine::EngineConfig& config)
+      : datapath_(std::move(datapath)), engine_(*datapath_, config) {}
+
+  pds::PeerIndex add_peer(const dp::NetAddr& addr) override { return engine_.add_peer(addr); }
+  dp::NetAddr peer_address(pds::PeerIndex p) const override { return engine_.peer_address(p); }
+  dp::NetAddr local_address() const override { return engine_.local_address(); }
+  Status send(pds::PeerIndex peer, const void* buf, uint64_t len, ses::UserContext ctx,
+              const ses::SendSpec& spec) override {
+    return engine_.send(peer, buf, len, ctx, spec);
+  }
+  Status send_datagram(pds::PeerIndex peer, const void* buf, uint64_t len, ses::UserContext ctx,
+                       const ses::SendSpec& spec) override {
+    return engine_.send_datagram(peer, buf, len, ctx, spec);
+  }
+  Status post_recv(const ses::RecvSpec& spec) override { return engine_.post_recv(spec); }
+  Status cancel_recv(ses::UserContext ctx) override { return engine_.cancel_recv(ctx); }
+  Status probe(const ses::RecvSpec& spec, ses::ProbeAction action, uint64_t claim_key) override {
+    return engine_.probe(spec, action, claim_key);
+  }
+  Status recv_claimed(const ses::RecvSpec& spec, uint64_t claim_key) override {
+    return engine_.recv_claimed(spec, claim_key);
+  }
+  Status write(pds::PeerIndex peer, const void* local, uint64_t len, uint64_t remote_addr,
+               uint64_t key, ses::UserContext ctx, const ses::SendSpec& spec) override {
+    return engine_.write(peer, local, len, remote_addr, key, ctx, spec);
+  }
+  Status read(pds::PeerIndex peer, void* local, uint64_t len, uint64_t remote_addr, uint64_t key,
+              ses::UserContext ctx) override {
+    return engine_.read(peer, local, len, remote_addr, key, ctx);
+  }
+  Status register_memory(const ses::MemoryRegion& r) override {
+    return engine_.register_memory(r);
+  }
+  Status deregister_memory(uint64_t key) override { return engine_.deregister_memory(key); }
+  void progress(Time now) override { engine_.progress(now); }
+  bool poll_completion(ses::Completion& out) override { return engine_.poll_completion(out); }
+  size_t tx_in_use() override { return engine_.ses().tx_in_use(); }
+  void wait(Duration timeout) override { datapath_->wait(timeout); }
+  int wait_fd() const override {
+    if constexpr (requires(const D& d) { d.wait_fd(); }) {
+      return datapath_->wait_fd();
+    } else {
+      return -1;
+    }
+  }
+
+ private:
+  std::unique_ptr<D> datapath_;
+  engine::Engine<D> engine_;
+};
+
+engine::EngineConfig engine_config() {
+  const Params& p = params();
+  engine::EngineConfig e = engine::real_time_engine_config();
+  e.pds.cc_name = p.congestion;
+  e.pds.path_name = p.path_selection;
+  e.pds.entropy_count = static_cast<uint16_t>(p.entropy_ports);
+  e.pds.min_rto = Duration::microseconds(p.rto_min_us);
+  e.pds.max_rto = Duration::milliseconds(p.rto_max_ms);
+  e.pds.max_retries = static_cast<uint32_t>(p.retries);
+  return e;
+}
+
+// The endpoint's local address: info's source address, else FI_SPRAY_ADDRESS port 0.
+bool local_address(const fi_info* info, dp::NetAddr& out, std::string& error) {
+  if (!info->src_addr) {
+    const auto a = dp::parse_ip(params().address, 0);
+    if (!a) error = "FI_SPRAY_ADDRESS '" + params().address + "' is not an IP address";
+    if (a) out = *a;
+    return a.has_value();
+  }
+  const auto family = static_cast<const sockaddr*>(info->src_addr)->sa_family;
+  if (family != AF_INET && family != AF_INET6) {
+    error = "source address is not IPv4 or IPv6";
+    return false;
+  }
+  sockaddr_storage ss{};
+  std::memcpy(&ss, info->src_addr, std::min(info->src_addrlen, sizeof(ss)));
+  out = dp::from_sockaddr(ss);
+  return true;
+}
+
+std::unique_ptr<EndpointEngine> open_udp(const dp::NetAddr& local, std::string& error) {
+  dp::UdpConfig c;
+  c.address = dp::ip_to_string(local);
+  c.port = local.port;
+  c.entropy_ports = static_cast<uint16_t>(params().entropy_ports);
+  c.mtu_bytes = datagram_bytes(c.address);
+  c.buffers = 4096;
+  auto datapath = dp::UdpDatapath::open(c, error);
+  if (!datapath) return nullptr;
+  return std::make_unique<EngineOver<dp::UdpDatapath>>(std::move(datapath), engine_config());
+}
+
+// DPDK owns no kernel interface, so the MTU is FI_SPRAY_MTU or a 1500-byte Ethernet's.
+std::unique_ptr<EndpointEngine> open_dpdk(const dp::NetAddr& local, std::string& error) {
+  const Params& p = params();
+  dp::DpdkConfig c;
+  c.eal_args = p.dpdk_args;
+  c.port = p.dpdk_port;
+  c.address = dp::ip_to_string(local);
+  c.udp_port = local.port ? local.port : c.udp_port;
+  c.entropy_ports = static_cast<uint16_t>(p.entropy_ports);
+  c.mtu_bytes = p.mtu > 0 ? static_cast<uint32_t>(p.mtu) : 1472;
+  std::istringstream entries(p.dpdk_neighbours);
+  for (std::string entry; std::getline(entries, entry, ',');) {
+    if (!entry.empty()) c.neighbours.push_back(entry);
+  }
+  auto datapath = dp::DpdkDatapath::open(c, error);
+  if (!datapath) return nullptr;
+  return std::make_unique<EngineOver<dp::DpdkDatapath>>(std::move(datapath), engine_config());
+}
+
+}  // namespace
+
+std::unique_ptr<EndpointEngine> open_endpoint_engine(const fi_info* info, std::string& error) {
+  dp::NetAddr local;
+  if (!local_address(info, local, error)) return nullptr;
+  if (params().datapath == "dpdk") return open_dpdk(local, error);
+  return open_udp(local, error);
+}
+
+}  // namespace spray::fi

@@ -1,0 +1,61 @@
+// EndpointEngine: the transport one endpoint drives — a transport engine over the
+// datapath FI_SPRAY_DATAPATH names (kernel UDP or DPDK), behind one interface so the rest
+// of the provider exists once for every datapath.
+//
+// Why virtual: the provider calls this once per libfabric operation or progress step,
+// never per packet (the engine's per-packet loop stays a template over its datapath), so
+// the indirect call costs nothing measurable, while templating the whole provider on the
+// datapath would compile it twice and spread the choice over every file.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "provider/spray_fi.h"
+#include "transport/base/status.h"
+#include "transport/base/time.h"
+#include "transport/datapath/net_addr.h"
+#include "transport/ses/ses.h"  // Completion, RecvSpec, SendSpec, MemoryRegion, ProbeAction
+
+namespace spray::fi {
+
+class EndpointEngine {
+ public:
+  virtual ~EndpointEngine() = default;
+
+  // The engine's operations (see engine::Engine for their contracts).
+  virtual pds::PeerIndex add_peer(const dp::NetAddr& addr) = 0;
+  virtual dp::NetAddr peer_address(pds::PeerIndex p) const = 0;
+  virtual dp::NetAddr local_address() const = 0;
+  virtual Status send(pds::PeerIndex peer, const void* buf, uint64_t len, ses::UserContext ctx,
+                      const ses::SendSpec& spec) = 0;
+  virtual Status send_datagram(pds::PeerIndex peer, const void* buf, uint64_t len,
+                               ses::UserContext ctx, const ses::SendSpec& spec) = 0;
+  virtual Status post_recv(const ses::RecvSpec& spec) = 0;
+  virtual Status cancel_recv(ses::UserContext ctx) = 0;
+  virtual Status probe(const ses::RecvSpec& spec, ses::ProbeAction action, uint64_t claim_key) = 0;
+  virtual Status recv_claimed(const ses::RecvSpec& spec, uint64_t claim_key) = 0;
+  virtual Status write(pds::PeerIndex peer, const void* local, uint64_t len, uint64_t remote_addr,
+                       uint64_t key, ses::UserContext ctx, const ses::SendSpec& spec) = 0;
+  virtual Status read(pds::PeerIndex peer, void* local, uint64_t len, uint64_t remote_addr,
+                      uint64_t key, ses::UserContext ctx) = 0;
+  virtual Status register_memory(const ses::MemoryRegion& r) = 0;
+  virtual Status deregister_memory(uint64_t key) = 0;
+  virtual void progress(Time now) = 0;
+  virtual bool poll_completion(ses::Completion& out) = 0;
+  // Sends, writes and reads not yet complete (their timers need progress).
+  virtual size_t tx_in_use() = 0;
+
+  // Blocks until a packet may be waiting or `timeout` passes.
+  virtual void wait(Duration timeout) = 0;
+  // A descriptor that becomes readable when packets arrive, for FI_WAIT_FD CQs; -1 when
+  // the datapath has none (DPDK), and such an endpoint cannot join a FI_WAIT_FD CQ.
+  virtual int wait_fd() const = 0;
+};
+
+// Opens the datapath FI_SPRAY_DATAPATH names, bound to `info`'s source address (or
+// FI_SPRAY_ADDRESS), and an engine over it. nullptr and a message naming the cause when
+// the datapath cannot be opened (address not local, port in use, no DPDK port, ...).
+std::unique_ptr<EndpointEngine> open_endpoint_engine(const fi_info* info, std::string& error);
+
+}  // namespace spray::fi

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# fi_pingpong over the `spray` provider on its DPDK datapath (FI_SPRAY_DATAPATH=dpdk): two
+# processes joined by net_memif (--no-huge, server first), several sizes, data checks on
+# (-c). fi_pingpong's own address exchange goes over a loopback TCP socket; every spray
+# packet goes through DPDK. The memif socket lives in a directory this script deletes.
+# Usage: fi_pingpong_dpdk.sh PROVIDER_DIR rdm|dgram
+set -euo pipefail
+dir=$1
+ep=$2
+command -v fi_pingpong >/dev/null || { echo "SKIP: fi_pingpong (libfabric-bin) not installed"; exit 77; }
+workdir=$(mktemp -d)
+server=""
+cleanup() {
+  [[ -n $server ]] && kill "$server" 2>/dev/null
+  rm -rf "$workdir"
+}
+trap cleanup EXIT
+export FI_PROVIDER_PATH=$dir FI_PROVIDER=spray FI_SPRAY_DATAPATH=dpdk
+sock="$workdir/memif.sock"
+# Each process: its own core, no shared EAL files, one memif port; static neighbours
+# (memif carries no ARP-capable kernel on either side, though ARP would work too).
+eal() { echo "--no-huge -m 256 --no-shconf --no-pci --log-level=error -l $1 --vdev=net_memif0,role=$2,socket=$sock,mac=$3"; }
+mac_a=02:00:00:00:00:0a mac_b=02:00:00:00:00:0b
+as_server() {
+  FI_SPRAY_ADDRESS=10.78.0.1 FI_SPRAY_DPDK_NEIGHBOURS=10.78.0.2=$mac_b \
+    FI_SPRAY_DPDK_ARGS="$(eal 0 server $mac_a)" "$@"
+}
+as_client() {
+  FI_SPRAY_ADDRESS=10.78.0.2 FI_SPRAY_DPDK_NEIGHBOURS=10.78.0.1=$mac_a \
+    FI_SPRAY_DPDK_ARGS="$(eal 1 client $mac_b)" "$@"
+}
+port=$(( 20000 + ($$ % 20000) ))
+if [[ $ep == rdm ]]; then sizes="8 4096 65536 1048576"; else sizes="8 1024"; fi
+for size in $sizes; do
+  iters=$(( size >= 1048576 ? 30 : 300 ))
+  as_server timeout 60 fi_pingpong -p spray -e "$ep" -I "$iters" -S "$size" -c -B "$port" \
+    > "$workdir/server.log" 2>&1 &
+  server=$!
+  sleep 1  # the memif server must listen before the client starts
+  if ! as_client timeout 60 fi_pingpong -p spray -e "$ep" -I "$iters" -S "$size" -c \
+      -P "$port" 127.0.0.1 > "$workdir/client.log" 2>&1; then
+    echo "FAIL: client, $size bytes"; cat "$workdir/client.log" "$workdir/server.log"; exit 1
+  fi
+  wait "$server" || { echo "FAIL: server, $size bytes"; cat "$workdir/server.log"; exit 1; }
+  server=""
+  tail -1 "$workdir/client.log"
+  port=$((port + 1))
+  rm -f "$sock"
+done
+echo "PASS: fi_pingpong $ep over spray on DPDK memif"
