@@ -117,6 +117,10 @@ int ep_close(fid* f) {
                        d->endpoints.end());
     --d->refs;
   }
+  if (ep->engine) {
+    FI_INFO(&provider, FI_LOG_EP_CTRL, "endpoint %s closed: %s\n",
+            ep->engine->local_address().to_string().c_str(), ep->engine->stats().c_str());
+  }
   ep->engine.reset();
   fi_freeinfo(ep->info);
   delete ep;

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "transport/datapath/dpdk/dpdk_datapath.h"
 #include "transport/datapath/udp/socket_address.h"
 #include "transport/datapath/udp/udp_datapath.h"
@@ -60,6 +62,18 @@ class EngineOver final : public EndpointEngine {
   bool poll_completion(ses::Completion& out) override { return engine_.poll_completion(out); }
   size_t tx_in_use() override { return engine_.ses().tx_in_use(); }
   void wait(Duration timeout) override { datapath_->wait(timeout); }
+  std::string stats() override {
+    const pds::PdsStats& p = engine_.pds().stats();
+    const engine::EngineStats& e = engine_.stats();
+    return fmt::format(
+        "packets tx {} rx {}; retransmits {} (rack {}, timeout {}); duplicates {}; acks sent {} "
+        "received {}; nacks sent {} received {}; bad {}; malformed {}; refused {}; unknown peers "
+        "{}; pdcs opened {} closed {} failed {}",
+        e.tx_packets, e.rx_packets, p.retransmits, p.rack_retransmits, p.timeout_retransmits,
+        p.rx_duplicates, p.acks_sent, p.acks_received, p.nacks_sent, p.nacks_received,
+        p.bad_packets, e.rx_malformed, e.rx_refused, e.rx_unknown_peer, p.pdcs_opened,
+        p.pdcs_closed, p.pdcs_failed);
+  }
   int wait_fd() const override {
     if constexpr (requires(const D& d) { d.wait_fd(); }) {
       return datapath_->wait_fd();

@@ -51,6 +51,8 @@ class EndpointEngine {
   // A descriptor that becomes readable when packets arrive, for FI_WAIT_FD CQs; -1 when
   // the datapath has none (DPDK), and such an endpoint cannot join a FI_WAIT_FD CQ.
   virtual int wait_fd() const = 0;
+  // The engine's counters in one line, logged (FI_LOG_LEVEL=info) when the endpoint closes.
+  virtual std::string stats() = 0;
 };
 
 // Opens the datapath FI_SPRAY_DATAPATH names, bound to `info`'s source address (or
