@@ -68,11 +68,11 @@ class EngineOver final : public EndpointEngine {
     return fmt::format(
         "packets tx {} rx {}; retransmits {} (rack {}, timeout {}); duplicates {}; acks sent {} "
         "received {}; nacks sent {} received {}; bad {}; malformed {}; refused {}; unknown peers "
-        "{}; pdcs opened {} closed {} failed {}",
+        "{}; pdcs opened {} closed {} failed {} refused {}",
         e.tx_packets, e.rx_packets, p.retransmits, p.rack_retransmits, p.timeout_retransmits,
         p.rx_duplicates, p.acks_sent, p.acks_received, p.nacks_sent, p.nacks_received,
         p.bad_packets, e.rx_malformed, e.rx_refused, e.rx_unknown_peer, p.pdcs_opened,
-        p.pdcs_closed, p.pdcs_failed);
+        p.pdcs_closed, p.pdcs_failed, p.pdcs_refused);
   }
   int wait_fd() const override {
     if constexpr (requires(const D& d) { d.wait_fd(); }) {

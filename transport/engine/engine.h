@@ -43,6 +43,7 @@ struct EngineStats {
 };
 
 inline constexpr size_t kBurst = 32;
+inline constexpr size_t kTxBatch = 64;
 
 template <dp::Datapath D>
 class Engine {
@@ -173,7 +174,7 @@ class Engine {
   EngineStats stats_;
   std::array<dp::PacketBuf*, kBurst> rx_batch_{};
   std::array<dp::PacketBuf*, kBurst> free_batch_{};
-  std::array<dp::PacketBuf*, kBurst> tx_batch_{};
+  std::array<dp::PacketBuf*, kTxBatch> tx_batch_{};
   size_t tx_count_ = 0;
   uint16_t control_entropy_ = 0;  // rotates over EVs for ACKs, NACKs and CTRL
 };

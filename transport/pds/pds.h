@@ -85,6 +85,7 @@ struct PdsStats {
   uint64_t pdcs_opened = 0;
   uint64_t pdcs_closed = 0;
   uint64_t pdcs_failed = 0;
+  uint64_t pdcs_refused = 0;  // SYNs NACKed: table full or the peer at its target PDC cap
 };
 
 class Pds {
@@ -198,6 +199,7 @@ class Pds {
   FlatMap by_id_;       // local PDC id -> PDC index
   FlatMap by_syn_;      // syn_key -> target PDC index, for SYN lookups
   FlatMap closed_syn_;  // syn_key of recently closed target PDCs -> 1 (late SYN guard)
+  FlatMap target_pdcs_of_peer_;  // peer -> target PDCs it holds open (only peers with some)
   std::vector<uint64_t> closed_ring_;
   size_t closed_next_ = 0;
   uint16_t next_local_id_ = 1;  // rolls over 1..65535, skipping ids in use, so a

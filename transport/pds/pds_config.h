@@ -12,6 +12,10 @@ namespace spray::pds {
 
 struct PdsConfig {
   uint32_t max_pdcs = 1024;       // PDCs this engine can hold at once (both roles)
+  // Target PDCs one peer may hold open here. A genuine initiator needs one per mode; the
+  // cap stops one source (a broken or forged one, whose every SYN names a new PDC) from
+  // filling the table for everyone else. SYNs beyond it get NACK kNoPdcAvailable.
+  uint32_t max_target_pdcs_per_peer = 16;
   uint32_t window_packets = 512;  // max PSNs in flight per PDC; a power of two
   // Retransmission timeout: `initial_rto` until a PDC has an RTT sample, then
   // SRTT + 4 * RTTVAR (RFC 6298); always within [min_rto, max_rto] before backoff doubles it

@@ -18,6 +18,7 @@ Pds::Pds(const PdsConfig& config)
       by_id_(config.max_pdcs),
       by_syn_(config.max_pdcs),
       closed_syn_(kClosedRingSize),
+      target_pdcs_of_peer_(config.max_pdcs),
       closed_ring_(kClosedRingSize, 0),
       timers_(Duration::microseconds(1), 4096),
       rng_(config.seed) {
@@ -84,6 +85,14 @@ void Pds::free_pdc(uint32_t index) {
   by_id_.erase(p.local_id);
   if (auto it = by_peer_.find(pdc_key(p.peer, p.mode)); it && *it == index) {
     by_peer_.erase(pdc_key(p.peer, p.mode));
+  }
+  if (!p.initiator) {
+    const uint32_t held = target_pdcs_of_peer_.find(p.peer).value_or(1);
+    if (held <= 1) {
+      target_pdcs_of_peer_.erase(p.peer);
+    } else {
+      target_pdcs_of_peer_.insert(p.peer, held - 1);
+    }
   }
   if (!p.initiator && p.remote_known) {
     const uint64_t key = syn_key(p.peer, p.remote_id);

@@ -32,7 +32,9 @@ RxClass Pds::classify_request(PeerIndex peer, const wire::PdsRequest& h, bool tr
         send_nack(peer, wire::NackCode::kTrimmed, h.psn, 0, h.spdcid);
         return c;
       }
-      if (pdcs_.used() >= pdcs_.capacity()) {
+      if (pdcs_.used() >= pdcs_.capacity() ||
+          target_pdcs_of_peer_.find(peer).value_or(0) >= cfg_.max_target_pdcs_per_peer) {
+        ++stats_.pdcs_refused;
         send_nack(peer, wire::NackCode::kNoPdcAvailable, h.psn, 0, h.spdcid);
         return c;
       }
@@ -105,6 +107,7 @@ void Pds::commit_request(RxClass& c, bool ecn_marked, uint64_t held) {
     fresh.start_psn = c.start_psn;
     fresh.rcv_nxt = fresh.rod_pop = fresh.snd_una = fresh.snd_nxt = c.start_psn;
     by_syn_.insert(syn_key(c.peer, c.remote_id), index);
+    target_pdcs_of_peer_.insert(c.peer, target_pdcs_of_peer_.find(c.peer).value_or(0) + 1);
     c.pdc = index;
     c.open_on_commit = false;
   }

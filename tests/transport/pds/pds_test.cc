@@ -274,6 +274,37 @@ TEST_F(Pair, pdc_table__full_on_target_nacks_no_pdc_available) {
   EXPECT_EQ(a.failed()[0].message, 1u);
 }
 
+TEST_F(Pair, pdc_table__one_peer_cannot_hold_more_than_its_share_of_target_pdcs) {
+  // A source whose every SYN names a new PDC (forged or broken) gets at most
+  // max_target_pdcs_per_peer of them; other peers still get theirs.
+  PdsConfig small = config();
+  small.max_pdcs = 8;
+  small.max_target_pdcs_per_peer = 2;
+  Pds target(small);
+  a.enqueue(kB, Mode::kRud, run(0, 1), us(0));
+  const TxPacket syn = drain_tx(a, us(0)).at(0);
+  ASSERT_TRUE(syn.request.is_syn());
+  auto from_pdc = [&](uint16_t spdcid) {
+    TxPacket forged = syn;
+    forged.request.spdcid = spdcid;
+    return forged;
+  };
+  EXPECT_EQ(deliver(target, kA, from_pdc(100)), RxVerdict::kDeliver);
+  EXPECT_EQ(deliver(target, kA, from_pdc(101)), RxVerdict::kDeliver);
+  EXPECT_EQ(deliver(target, kA, from_pdc(102)), RxVerdict::kReject);
+  EXPECT_EQ(deliver(target, kA, from_pdc(100)), RxVerdict::kDuplicate);  // its own PDC still works
+  EXPECT_EQ(target.stats().pdcs_refused, 1u);
+  target.flush_acks();
+  const auto& out = target.control_out();
+  EXPECT_TRUE(std::any_of(out.begin(), out.end(), [](const ControlPacket& c) {
+    const auto* n = std::get_if<wire::PdsNack>(&c.header);
+    return n && n->code == wire::NackCode::kNoPdcAvailable;
+  }));
+  constexpr PeerIndex kOther = 2;
+  EXPECT_EQ(deliver(target, kOther, from_pdc(102)), RxVerdict::kDeliver);
+  EXPECT_EQ(target.stats().pdcs_opened, 3u);
+}
+
 TEST_F(Pair, window__never_exceeds_the_configured_psn_count) {
   a.enqueue(kB, Mode::kRud, run(0, 200), us(0));
   EXPECT_EQ(drain_tx(a, us(0)).size(), 64u);
