@@ -1,5 +1,6 @@
 // fid_cntr: completion counter. Reading or waiting drives progress of the bound
-// endpoints; fi_cntr_wait blocks on the datapath in slices of at most 1 ms.
+// endpoints; fi_cntr_wait blocks in slices of at most 1 ms: on every bound endpoint's
+// socket at once when the counter has a wait fd (FI_WAIT_FD), else on the first one.
 #include <chrono>
 #include <thread>
 
@@ -27,6 +28,7 @@ int update(fid_cntr* f, uint64_t Counter::*field, uint64_t v, bool add) {
   auto* c = fid_to<Counter>(f);
   std::lock_guard lock(c->domain->mutex);
   c->*field = add ? c->*field + v : v;
+  if (c->wait_fd) c->wait_fd->signal();  // a thread blocked on the fd re-reads
   return FI_SUCCESS;
 }
 int cntr_add(fid_cntr* f, uint64_t v) {
@@ -61,7 +63,9 @@ int cntr_wait(fid_cntr* f, uint64_t threshold, int timeout_ms) {
       if (!c->endpoints.empty()) waiter = c->endpoints.front();
     }
     if (timeout_ms >= 0 && std::chrono::steady_clock::now() >= deadline) return -FI_ETIMEDOUT;
-    if (waiter) {
+    if (c->wait_fd) {
+      c->wait_fd->wait(1);
+    } else if (waiter) {
       endpoint_wait(*waiter, 1);
     } else {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -80,11 +84,20 @@ int cntr_close(fid* f) {
   return FI_SUCCESS;
 }
 
+int cntr_control(fid* f, int command, void* arg) {
+  auto* c = fid_to<Counter>(f);
+  if (command != FI_GETWAIT) return -FI_ENOSYS;
+  if (!c->wait_fd) return -FI_ENODATA;  // FI_WAIT_UNSPEC: block in fi_cntr_wait instead
+  if (!arg) return -FI_EINVAL;
+  *static_cast<int*>(arg) = c->wait_fd->fd();
+  return FI_SUCCESS;
+}
+
 fi_ops cntr_fi_ops = {
     .size = sizeof(fi_ops),
     .close = cntr_close,
     .bind = no_bind,
-    .control = no_control,
+    .control = cntr_control,
     .ops_open = no_ops_open,
     .tostr = nullptr,
     .ops_set = nullptr,
@@ -107,11 +120,27 @@ void Counter::progress() {
   for (Endpoint* ep : endpoints) endpoint_progress(*ep);
 }
 
+int Counter::trywait() {
+  std::lock_guard lock(domain->mutex);
+  progress();
+  const bool signal = wait_fd && wait_fd->clear();
+  const bool changed = value != value_at_trywait || errors != errors_at_trywait;
+  value_at_trywait = value;
+  errors_at_trywait = errors;
+  if (changed || signal) return -FI_EAGAIN;
+  if (wait_fd) arm_for_timers(*wait_fd, endpoints);
+  return FI_SUCCESS;
+}
+
 int cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** out, void* context) {
   if (attr) {
     if (attr->events != FI_CNTR_EVENTS_COMP) return -FI_ENOSYS;
-    if (attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC) {
-      SPRAY_WARN(FI_LOG_CNTR, "counter wait object %d not supported\n", attr->wait_obj);
+    if (attr->wait_obj != FI_WAIT_NONE && attr->wait_obj != FI_WAIT_UNSPEC &&
+        attr->wait_obj != FI_WAIT_FD) {
+      SPRAY_WARN(FI_LOG_CNTR,
+                 "counter wait object %d not supported (FI_WAIT_NONE, FI_WAIT_UNSPEC, "
+                 "FI_WAIT_FD)\n",
+                 attr->wait_obj);
       return -FI_ENOSYS;
     }
   }
@@ -119,6 +148,15 @@ int cntr_open(fid_domain* domain, fi_cntr_attr* attr, fid_cntr** out, void* cont
   auto* c = new (std::nothrow) Counter;
   if (!c) return -FI_ENOMEM;
   c->domain = d;
+  c->wait_obj = attr ? attr->wait_obj : FI_WAIT_UNSPEC;
+  if (c->wait_obj == FI_WAIT_FD) {
+    std::string error;
+    if (!(c->wait_fd = WaitFd::open(error))) {
+      SPRAY_WARN(FI_LOG_CNTR, "cannot create the counter's wait fd: %s\n", error.c_str());
+      delete c;
+      return -FI_ENOMEM;
+    }
+  }
   c->fid.fid.fclass = FI_CLASS_CNTR;
   c->fid.fid.context = context;
   c->fid.fid.ops = &cntr_fi_ops;

@@ -202,14 +202,7 @@ int CompletionQueue::trywait() {
   progress();
   const bool signal = wait_fd && wait_fd->clear();
   if (!entries.empty() || !errors.empty() || signal) return -FI_EAGAIN;
-  if (wait_fd) {
-    // Sends in flight need their timers run even if nothing arrives: wake after the
-    // shortest retransmission timeout. Idle endpoints wake only for traffic.
-    const bool in_flight = std::any_of(endpoints.begin(), endpoints.end(), [](Endpoint* ep) {
-      return ep->engine && ep->engine->tx_in_use() > 0;
-    });
-    wait_fd->arm(in_flight ? Duration::microseconds(params().rto_min_us) : Duration{});
-  }
+  if (wait_fd) arm_for_timers(*wait_fd, endpoints);
   return FI_SUCCESS;
 }
 

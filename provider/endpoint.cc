@@ -108,6 +108,7 @@ int ep_close(fid* f) {
     }
     for (Counter* c : {ep->send_cntr, ep->recv_cntr, ep->read_cntr, ep->write_cntr}) {
       if (!c) continue;
+      if (c->wait_fd && ep->engine->wait_fd() >= 0) c->wait_fd->remove(ep->engine->wait_fd());
       auto& v = c->endpoints;
       v.erase(std::remove(v.begin(), v.end(), ep), v.end());
     }
@@ -154,13 +155,7 @@ int ep_bind(fid* f, fid* bfid, uint64_t flags) {
       if (flags & ~(FI_TRANSMIT | FI_RECV | FI_SELECTIVE_COMPLETION)) return -FI_EBADFLAGS;
       if (!(flags & (FI_TRANSMIT | FI_RECV))) return -FI_EBADFLAGS;
       if (cq->wait_fd) {
-        const int fd = ep->engine->wait_fd();
-        if (fd < 0) {
-          SPRAY_WARN(FI_LOG_EP_CTRL, "the %s datapath has no descriptor for a FI_WAIT_FD CQ\n",
-                     params().datapath.c_str());
-          return -FI_EOPNOTSUPP;
-        }
-        if (!cq->wait_fd->add(fd)) return -FI_EIO;
+        if (const int rc = watch_endpoint(*cq->wait_fd, *ep); rc != FI_SUCCESS) return rc;
       }
       if (flags & FI_TRANSMIT) {
         ep->tx_cq = cq;
@@ -181,6 +176,9 @@ int ep_bind(fid* f, fid* bfid, uint64_t flags) {
                    "counter events %#lx not supported (FI_SEND, FI_RECV, FI_READ, FI_WRITE)\n",
                    static_cast<unsigned long>(flags));
         return -FI_ENOSYS;
+      }
+      if (c->wait_fd) {
+        if (const int rc = watch_endpoint(*c->wait_fd, *ep); rc != FI_SUCCESS) return rc;
       }
       if (flags & FI_SEND) ep->send_cntr = c;
       if (flags & FI_RECV) ep->recv_cntr = c;
@@ -421,6 +419,23 @@ void endpoint_progress(Endpoint& ep) {
   ep.engine->progress(dp::monotonic_now());
   ses::Completion c;
   while (ep.engine->poll_completion(c)) complete(ep, c);
+}
+
+void arm_for_timers(WaitFd& wait, const std::vector<Endpoint*>& endpoints) {
+  const bool in_flight = std::any_of(endpoints.begin(), endpoints.end(), [](Endpoint* ep) {
+    return ep->engine && ep->engine->tx_in_use() > 0;
+  });
+  wait.arm(in_flight ? Duration::microseconds(params().rto_min_us) : Duration{});
+}
+
+int watch_endpoint(WaitFd& wait, Endpoint& ep) {
+  const int fd = ep.engine->wait_fd();
+  if (fd < 0) {
+    SPRAY_WARN(FI_LOG_EP_CTRL, "the %s datapath has no descriptor for a FI_WAIT_FD object\n",
+               params().datapath.c_str());
+    return -FI_EOPNOTSUPP;
+  }
+  return wait.add(fd) ? FI_SUCCESS : -FI_EIO;
 }
 
 void endpoint_wait(Endpoint& ep, int timeout_ms) {

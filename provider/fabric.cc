@@ -29,7 +29,8 @@ int trywait(fid_fabric*, fid** fids, int count) {
         }
         break;
       case FI_CLASS_CNTR:
-        break;  // counters have no fd; fi_cntr_wait blocks by itself
+        if (const int rc = fid_to<Counter>(fids[i])->trywait(); rc != FI_SUCCESS) return rc;
+        break;
       default:
         return -FI_EINVAL;
     }

@@ -145,8 +145,17 @@ struct Counter {
   Domain* domain = nullptr;
   uint64_t value = 0;
   uint64_t errors = 0;
-  std::vector<Endpoint*> endpoints;
-  void progress();
+  std::vector<Endpoint*> endpoints;  // bound: reading or waiting drives them
+  fi_wait_obj wait_obj = FI_WAIT_NONE;
+  std::unique_ptr<WaitFd> wait_fd;  // FI_WAIT_FD only
+  // What the last fi_trywait saw: it returns -FI_EAGAIN once for every change since.
+  uint64_t value_at_trywait = 0;
+  uint64_t errors_at_trywait = 0;
+
+  void progress();  // drives the bound endpoints; domain mutex held
+  // fi_trywait on this counter: -FI_EAGAIN when it changed since the last call, else
+  // arms the wait fd and returns FI_SUCCESS (domain mutex not held).
+  int trywait();
 };
 
 struct EventQueue {
@@ -176,6 +185,13 @@ void mr_forget_endpoint(Domain& d, Endpoint& ep);
 void endpoint_progress(Endpoint& ep);
 // Blocks up to `timeout_ms` for traffic on the endpoint's datapath (domain mutex not held).
 void endpoint_wait(Endpoint& ep, int timeout_ms);
+// Arms `wait` to wake after the shortest retransmission timeout if any of `endpoints`
+// has operations in flight (their timers need progress even when nothing arrives);
+// disarms it otherwise. Domain mutex held.
+void arm_for_timers(WaitFd& wait, const std::vector<Endpoint*>& endpoints);
+// Adds `ep`'s receive descriptor to `wait`: -FI_EOPNOTSUPP (logged) when its datapath
+// has none, -FI_EIO when epoll refuses it.
+int watch_endpoint(WaitFd& wait, Endpoint& ep);
 
 // The not-supported stubs every table uses where an operation does not exist here.
 int no_bind(fid*, fid*, uint64_t);

@@ -1,6 +1,7 @@
-// FI_WAIT_FD through the public libfabric API: the CQ's fd (FI_GETWAIT) with the
-// fi_trywait protocol wakes a blocked application for arriving traffic, for
-// fi_cq_signal, and for retransmission timers while a send is in flight.
+// FI_WAIT_FD through the public libfabric API: the CQ's and the counter's fd
+// (FI_GETWAIT) with the fi_trywait protocol wake a blocked application for arriving
+// traffic, for fi_cq_signal / fi_cntr_add, and for retransmission timers while a send is
+// in flight; fi_cntr_wait blocks on every endpoint bound to its counter.
 #include <poll.h>
 
 #include <thread>
@@ -89,6 +90,128 @@ TEST_F(WaitFd, trywait__on_an_object_without_a_wait_fd_is_invalid) {
   fid_ep* a = endpoint();
   fid* f = &a->fid;
   EXPECT_EQ(fi_trywait(fabric, &f, 1), -FI_EINVAL);
+}
+
+// A counter opened with FI_WAIT_FD, bound to endpoints made by the fixture.
+struct CounterWaitFd : Fabric {
+  fid_cntr* cntr = nullptr;
+  int fd = -1;
+  void SetUp() override {
+    Fabric::SetUp();
+    fi_cntr_attr attr{};
+    attr.events = FI_CNTR_EVENTS_COMP;
+    attr.wait_obj = FI_WAIT_FD;
+    ASSERT_EQ(fi_cntr_open(domain, &attr, &cntr, nullptr), 0);
+    ASSERT_EQ(fi_control(&cntr->fid, FI_GETWAIT, &fd), 0);
+    ASSERT_GE(fd, 0);
+  }
+  void TearDown() override {
+    for (fid_ep* ep : eps) EXPECT_EQ(fi_close(&ep->fid), 0);
+    eps.clear();
+    if (cntr) {
+      EXPECT_EQ(fi_close(&cntr->fid), 0);
+    }
+    Fabric::TearDown();
+  }
+  fid_ep* counted_endpoint(uint64_t events) {
+    fid_ep* ep = nullptr;
+    EXPECT_EQ(fi_endpoint(domain, info, &ep, nullptr), 0);
+    EXPECT_EQ(fi_ep_bind(ep, &av->fid, 0), 0);
+    EXPECT_EQ(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+    EXPECT_EQ(fi_ep_bind(ep, &cntr->fid, events), 0);
+    EXPECT_EQ(fi_enable(ep), 0);
+    char name[64];
+    size_t len = sizeof(name);
+    EXPECT_EQ(fi_getname(&ep->fid, name, &len), 0);
+    fi_addr_t a = FI_ADDR_NOTAVAIL;
+    EXPECT_EQ(fi_av_insert(av, name, 1, &a, 0, nullptr), 1);
+    eps.push_back(ep);
+    addrs.push_back(a);
+    return ep;
+  }
+  int trywait() {
+    fid* f = &cntr->fid;
+    return fi_trywait(fabric, &f, 1);
+  }
+  int readable(int ms) const {
+    pollfd p{fd, POLLIN, 0};
+    return poll(&p, 1, ms);
+  }
+};
+
+TEST_F(CounterWaitFd, fd__wakes_a_blocked_application_when_a_counted_message_arrives) {
+  fid_ep* a = endpoint();  // not counted
+  fid_ep* b = counted_endpoint(FI_RECV);
+  uint64_t in = 0, out = 0x5678;
+  ASSERT_EQ(fi_recv(b, &in, sizeof(in), nullptr, FI_ADDR_UNSPEC, &in), 0);
+  ASSERT_EQ(trywait(), 0);  // nothing happened: safe to block
+  EXPECT_EQ(readable(0), 0);
+  std::thread sender([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(fi_send(a, &out, sizeof(out), nullptr, addrs[1], &out), 0);
+  });
+  EXPECT_EQ(readable(10000), 1);  // woken by the datagram, not by the timeout
+  sender.join();
+  // The sender progresses through the CQ; the counter's reader through the counter.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (fi_cntr_read(cntr) < 1 && std::chrono::steady_clock::now() < deadline) {
+    fi_cq_tagged_entry e;
+    (void)fi_cq_read(cq, &e, 1);
+  }
+  EXPECT_EQ(fi_cntr_read(cntr), 1u);
+  EXPECT_EQ(in, out);
+  EXPECT_EQ(trywait(), -FI_EAGAIN);  // it changed since the last trywait: read it first
+  EXPECT_EQ(trywait(), 0);
+}
+
+TEST_F(CounterWaitFd, cntr_add__wakes_the_fd) {
+  counted_endpoint(FI_SEND);
+  ASSERT_EQ(trywait(), 0);
+  EXPECT_EQ(readable(0), 0);
+  ASSERT_EQ(fi_cntr_add(cntr, 3), 0);
+  EXPECT_EQ(readable(1000), 1);
+  EXPECT_EQ(trywait(), -FI_EAGAIN);
+  EXPECT_EQ(fi_cntr_read(cntr), 3u);
+  EXPECT_EQ(trywait(), 0);
+  EXPECT_EQ(readable(0), 0);
+}
+
+TEST_F(CounterWaitFd, cntr_wait__progresses_and_blocks_on_every_bound_endpoint) {
+  // Two counted endpoints: the second one's traffic must end the wait even though the
+  // first one stays idle. 2 sends and 2 receives in all, counted on one counter.
+  fid_ep* a = counted_endpoint(FI_SEND | FI_RECV);
+  fid_ep* b = counted_endpoint(FI_SEND | FI_RECV);
+  std::vector<uint8_t> to_b = pattern(100000, 1), to_a = pattern(3000, 2);
+  std::vector<uint8_t> at_b(to_b.size()), at_a(to_a.size());
+  ASSERT_EQ(fi_recv(b, at_b.data(), at_b.size(), nullptr, FI_ADDR_UNSPEC, nullptr), 0);
+  ASSERT_EQ(fi_recv(a, at_a.data(), at_a.size(), nullptr, FI_ADDR_UNSPEC, nullptr), 0);
+  ASSERT_EQ(fi_send(a, to_b.data(), to_b.size(), nullptr, addrs[1], nullptr), 0);
+  ASSERT_EQ(fi_send(b, to_a.data(), to_a.size(), nullptr, addrs[0], nullptr), 0);
+  EXPECT_EQ(fi_cntr_wait(cntr, 4, 10000), 0);
+  EXPECT_EQ(fi_cntr_read(cntr), 4u);
+  EXPECT_EQ(fi_cntr_readerr(cntr), 0u);
+  EXPECT_EQ(at_b, to_b);
+  EXPECT_EQ(at_a, to_a);
+}
+
+TEST_F(CounterWaitFd, wait_objects__other_than_none_unspec_and_fd_are_refused) {
+  fi_cntr_attr attr{};
+  attr.events = FI_CNTR_EVENTS_COMP;
+  attr.wait_obj = FI_WAIT_SET;
+  fid_cntr* c = nullptr;
+  EXPECT_EQ(fi_cntr_open(domain, &attr, &c, nullptr), -FI_ENOSYS);
+  attr.wait_obj = FI_WAIT_UNSPEC;
+  ASSERT_EQ(fi_cntr_open(domain, &attr, &c, nullptr), 0);
+  int unspec_fd = -1;
+  EXPECT_EQ(fi_control(&c->fid, FI_GETWAIT, &unspec_fd), -FI_ENODATA);  // no fd to hand out
+  EXPECT_EQ(fi_control(&cntr->fid, FI_GETWAIT, nullptr), -FI_EINVAL);
+  EXPECT_EQ(fi_close(&c->fid), 0);
+}
+
+TEST_F(CounterWaitFd, cntr_wait__times_out_when_nothing_happens) {
+  counted_endpoint(FI_RECV);
+  EXPECT_EQ(fi_cntr_wait(cntr, 1, 20), -FI_ETIMEDOUT);
+  EXPECT_EQ(fi_cntr_read(cntr), 0u);
 }
 
 }  // namespace
