@@ -209,6 +209,12 @@ class Ses {
     wire::ReturnCode return_code = wire::ReturnCode::kOk;  // kResponse
     uint64_t rendezvous_key = 0;     // kRendezvous: the internal region exposing src
     uint32_t rendezvous_rx = kNone;  // internal kRead: the receive it fills
+    // A rendezvous send's source buffer is read by the peer through read responses that
+    // copy from it on every (re)transmission, so the send completes (and hands the buffer
+    // back to the application) only after they are all acknowledged.
+    uint32_t read_responses = 0;     // kRendezvous: read responses in flight copying from src
+    uint32_t rendezvous_tx = kNone;  // kReadResponse: the rendezvous send whose src it reads
+    bool source_gone = false;        // kReadResponse: that send ended anyway (failure); no payload
   };
 
   // One incoming message being assembled; in rx_, owned by SES until delivered.
@@ -250,6 +256,9 @@ class Ses {
   uint32_t packets_for(uint64_t len) const;
   void maybe_finish(uint32_t slot);
   void finish_tx(uint32_t slot);
+  // A rendezvous send ends while read responses still copy from its buffer (it failed):
+  // they stop carrying payload, so the buffer may go back to the application now.
+  void detach_read_responses(uint32_t send);
   Status queue_response(PeerIndex peer, uint16_t msg_id, wire::ReturnCode rc, uint64_t length,
                         Time now);
 
@@ -287,8 +296,9 @@ class Ses {
   uint32_t payload_per_packet_;
   SlotPool<TxMessage> tx_;
   SlotPool<RxMessage> rx_;
-  FlatMap tx_by_id_;  // (peer, msg id) -> tx slot, for messages awaiting a response
-  FlatMap rx_by_id_;  // (peer, msg id) -> rx slot
+  FlatMap tx_by_id_;              // (peer, msg id) -> tx slot, for messages awaiting a response
+  FlatMap tx_by_rendezvous_key_;  // rendezvous key -> its send's tx slot
+  FlatMap rx_by_id_;              // (peer, msg id) -> rx slot
   PostedReceives posted_;
   MemoryRegionTable regions_;
   CompletionQueue completions_;

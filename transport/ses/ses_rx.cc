@@ -542,6 +542,10 @@ RxResult Ses::on_read(PeerIndex peer, const wire::SesStandardRequest& h, Time no
   const auto slot = new_tx(TxKind::kReadResponse, peer, len);
   TxMessage& m = tx_[*slot];
   m.src = src;
+  if (const auto send = tx_by_rendezvous_key_.find(h.match_bits)) {
+    m.rendezvous_tx = *send;  // the send's buffer must outlive this response
+    ++tx_[*send].read_responses;
+  }
   m.msg_id = id;
   m.run.packet_count = packets_for(len);
   m.run.packet_bytes = cfg_.mtu_bytes;

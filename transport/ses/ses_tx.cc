@@ -63,6 +63,7 @@ Ses::Ses(const SesConfig& config, pds::Pds& pds)
       tx_(config.max_tx_messages),
       rx_(config.max_rx_messages),
       tx_by_id_(config.max_tx_messages),
+      tx_by_rendezvous_key_(config.max_tx_messages),
       rx_by_id_(config.max_rx_messages),
       posted_(config.max_posted_receives),
       regions_(config.max_memory_regions),
@@ -142,11 +143,15 @@ Status Ses::send(PeerIndex peer, const void* buf, uint64_t len, UserContext ctx,
       tx_.release(*slot);
       return Status::kAgain;
     }
+    tx_by_rendezvous_key_.insert(m.rendezvous_key, *slot);
   }
   const uint64_t key = m.rendezvous_key;
   const Status s = start(*slot, spec.mode, now);
   if (s != Status::kOk) {
-    if (rendezvous) regions_.remove(key);
+    if (rendezvous) {
+      regions_.remove(key);
+      tx_by_rendezvous_key_.erase(key);
+    }
     return s;
   }
   ++send_seq_[peer];
@@ -350,7 +355,7 @@ size_t Ses::build_packet(pds::PacketRef ref, std::span<uint8_t> out, wire::NextH
     r.modified_length = static_cast<uint32_t>(m.length);
     r.message_offset = static_cast<uint32_t>(offset);
     const size_t h = wire::encode(r, out);
-    if (h == 0 || out.size() < h + payload) return 0;
+    if (h == 0 || out.size() < h + payload || m.source_gone) return 0;
     std::memcpy(out.data() + h, m.src + offset, payload);
     next = wire::NextHeader::kSesResponseWithData;
     return h + payload;
@@ -415,7 +420,7 @@ size_t Ses::build_packet(pds::PacketRef ref, std::span<uint8_t> out, wire::NextH
 
 void Ses::maybe_finish(uint32_t slot) {
   TxMessage& m = tx_[slot];
-  if (m.packets_acked < m.packet_count) return;
+  if (m.packets_acked < m.packet_count || m.read_responses > 0) return;
   if (m.needs_response && !m.response_received) {
     if (!m.awaiting_listed) {
       m.awaiting_listed = true;
@@ -443,7 +448,18 @@ void Ses::peers_awaiting_response(std::vector<PeerIndex>& out) {
 void Ses::finish_tx(uint32_t slot) {
   TxMessage& m = tx_[slot];
   if (m.needs_response) tx_by_id_.erase(id_key(m.peer, m.msg_id));
-  if (m.kind == TxKind::kRendezvous) regions_.remove(m.rendezvous_key);
+  if (m.kind == TxKind::kRendezvous) {
+    regions_.remove(m.rendezvous_key);
+    tx_by_rendezvous_key_.erase(m.rendezvous_key);
+    if (m.read_responses > 0) detach_read_responses(slot);  // failing: the buffer goes back now
+  }
+  // A read response of a rendezvous send: the send may complete once the last is done.
+  uint32_t released_send = kNone;
+  if (m.kind == TxKind::kReadResponse && m.rendezvous_tx != kNone && !m.source_gone &&
+      tx_.in_use(m.rendezvous_tx) && tx_[m.rendezvous_tx].read_responses > 0) {
+    released_send = m.rendezvous_tx;
+    --tx_[released_send].read_responses;
+  }
   const uint32_t rendezvous_rx = m.rendezvous_rx;
   const Status status = m.status;
   if (m.user_op) {
@@ -457,6 +473,21 @@ void Ses::finish_tx(uint32_t slot) {
   }
   tx_.release(slot);
   if (rendezvous_rx != kNone) finish_rendezvous_receive(rendezvous_rx, status, now_);
+  if (released_send != kNone && tx_.in_use(released_send) &&
+      tx_[released_send].read_responses == 0) {
+    maybe_finish(released_send);
+  }
+}
+
+void Ses::detach_read_responses(uint32_t send) {
+  for (uint32_t i = 0; i < tx_.capacity() && tx_[send].read_responses > 0; ++i) {
+    if (!tx_.in_use(i)) continue;
+    TxMessage& r = tx_[i];
+    if (r.kind != TxKind::kReadResponse || r.rendezvous_tx != send || r.source_gone) continue;
+    r.source_gone = true;  // its packets go out empty until PDS gives up on the peer
+    r.src = nullptr;
+    --tx_[send].read_responses;
+  }
 }
 
 void Ses::on_acked(std::span<const pds::PacketRef> refs) {
