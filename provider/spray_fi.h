@@ -50,8 +50,11 @@ struct Params {
   std::string congestion = "nscc";
   std::string path_selection = "reps";
   int rto_min_us = 1000;
-  int rto_max_ms = 100;
-  int retries = 12;
+  // A silent peer is declared dead after about 1+2+...+256 ms + 7 x 500 ms = 4 s: long
+  // enough for a process descheduled on an oversubscribed host (0.6 s was not: ranks
+  // were declared dead under load), short enough that a dead one is noticed.
+  int rto_max_ms = 500;
+  int retries = 16;
   int inject_size = 1024;
 };
 const Params& params();
