@@ -1,5 +1,5 @@
-// The endpoint object: one transport engine over one datapath (EndpointEngine), the AV and CQs it is
-// bound to, and the table that maps engine operations back to libfabric contexts.
+// The endpoint object: one transport engine over one datapath (EndpointEngine), the AV and CQs it
+// is bound to, and the table that maps engine operations back to libfabric contexts.
 #pragma once
 
 #include <memory>

@@ -54,9 +54,7 @@ class EngineOver final : public EndpointEngine {
               ses::UserContext ctx) override {
     return engine_.read(peer, local, len, remote_addr, key, ctx);
   }
-  Status register_memory(const ses::MemoryRegion& r) override {
-    return engine_.register_memory(r);
-  }
+  Status register_memory(const ses::MemoryRegion& r) override { return engine_.register_memory(r); }
   Status deregister_memory(uint64_t key) override { return engine_.deregister_memory(key); }
   void progress(Time now) override { engine_.progress(now); }
   bool poll_completion(ses::Completion& out) override { return engine_.poll_completion(out); }

@@ -13,6 +13,7 @@ packages=(
   libdpdk-dev ethtool                # the DPDK datapath; ethtool sets veth offloads in its tests
   libfabric-dev libfabric-bin        # the provider builds against libfabric; fi_pingpong, fi_info
   openmpi-bin libopenmpi-dev         # Open MPI's OFI MTL runs the MPI tests over the provider
+  libboost-dev                       # Boost.Asio: the collectives' rendezvous store
 )
 
 missing=()

@@ -67,11 +67,16 @@ struct Fabric : ::testing::Test {
     cq_attr.wait_obj = cq_wait;
     ASSERT_EQ(fi_cq_open(domain, &cq_attr, &cq, nullptr), 0);
   }
-  fid_ep* endpoint() {
+  // An enabled endpoint bound to the AV and CQ (and to `cntr` for `cntr_events`), its
+  // address entered into the AV (addrs[] follows eps[]).
+  fid_ep* endpoint(fid_cntr* cntr = nullptr, uint64_t cntr_events = 0) {
     fid_ep* ep = nullptr;
     EXPECT_EQ(fi_endpoint(domain, info, &ep, nullptr), 0);
     EXPECT_EQ(fi_ep_bind(ep, &av->fid, 0), 0);
     EXPECT_EQ(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
+    if (cntr) {
+      EXPECT_EQ(fi_ep_bind(ep, &cntr->fid, cntr_events), 0);
+    }
     EXPECT_EQ(fi_enable(ep), 0);
     char name[64];
     size_t len = sizeof(name);

@@ -57,7 +57,8 @@ struct ForgedInput : Fabric, ::testing::WithParamInterface<uint32_t> {
     if (r == -FI_EAVAIL) {
       fi_cq_err_entry err{};
       ASSERT_EQ(fi_cq_readerr(cq, &err, 0), 1);
-      EXPECT_TRUE(is_capture(err.op_context)) << "genuine operation failed: " << fi_strerror(err.err);
+      EXPECT_TRUE(is_capture(err.op_context))
+          << "genuine operation failed: " << fi_strerror(err.err);
       EXPECT_EQ(err.err, FI_EHOSTUNREACH);
     }
   }
@@ -100,7 +101,8 @@ struct ForgedInput : Fabric, ::testing::WithParamInterface<uint32_t> {
     for (size_t m = 0; m < mutations; ++m) {
       switch (pick(6)) {
         case 0:  // flip one bit in the first 96 bytes (the headers)
-          if (!p.empty()) p[pick(std::min<size_t>(p.size(), 96))] ^= static_cast<uint8_t>(1u << pick(8));
+          if (!p.empty())
+            p[pick(std::min<size_t>(p.size(), 96))] ^= static_cast<uint8_t>(1u << pick(8));
           break;
         case 1:  // overwrite one byte anywhere
           if (!p.empty()) p[pick(p.size())] = static_cast<uint8_t>(rng());
@@ -149,8 +151,8 @@ TEST_P(ForgedInput, MutatedAndReplayedPacketsLoseNothingGenuine) {
     const size_t size = i == 0 ? 0 : (i * 5113) % 200000 + i;
     sent[i] = pattern(size, static_cast<uint8_t>(i));
     got[i].assign(size + 16, 0xee);  // 16 guard bytes must stay untouched
-    ASSERT_EQ(fi_trecv(receiver, got[i].data(), got[i].size(), nullptr, sender_addr, 0x1000 + i,
-                       0, &rx_ctx[i]),
+    ASSERT_EQ(fi_trecv(receiver, got[i].data(), got[i].size(), nullptr, sender_addr, 0x1000 + i, 0,
+                       &rx_ctx[i]),
               0);
   }
   std::mt19937 rng(GetParam());
@@ -188,8 +190,8 @@ TEST_P(ForgedInput, MutatedAndReplayedPacketsLoseNothingGenuine) {
       EXPECT_EQ(e.len, sent[i].size());
       EXPECT_EQ(e.tag, 0x1000 + i);
       EXPECT_TRUE(std::equal(sent[i].begin(), sent[i].end(), got[i].begin())) << "message " << i;
-      EXPECT_TRUE(std::all_of(got[i].begin() + static_cast<ptrdiff_t>(sent[i].size()),
-                              got[i].end(), [](uint8_t b) { return b == 0xee; }))
+      EXPECT_TRUE(std::all_of(got[i].begin() + static_cast<ptrdiff_t>(sent[i].size()), got[i].end(),
+                              [](uint8_t b) { return b == 0xee; }))
           << "bytes past message " << i << " were written";
     } else {
       const auto* ctx = static_cast<fi_context2*>(e.op_context);

@@ -11,21 +11,24 @@
 namespace spray_fi_test {
 namespace {
 
+// fi_trywait on one object.
+int trywait_on(fid_fabric* fabric, fid* object) {
+  return fi_trywait(fabric, &object, 1);
+}
+// poll(2) on a wait fd: 1 when readable within `ms`.
+int readable_within(int fd, int ms) {
+  pollfd p{fd, POLLIN, 0};
+  return poll(&p, 1, ms);
+}
+
 struct WaitFd : Fabric {
   void SetUp() override {
     cq_wait = FI_WAIT_FD;
     open(FI_EP_RDM, FI_MSG | FI_TAGGED | FI_SOURCE);
     ASSERT_EQ(fi_control(&cq->fid, FI_GETWAIT, &fd), 0);
   }
-  int trywait() {
-    fid* f = &cq->fid;
-    return fi_trywait(fabric, &f, 1);
-  }
-  // poll(2) on the CQ's fd: 1 when readable within `ms`.
-  int readable(int ms) const {
-    pollfd p{fd, POLLIN, 0};
-    return poll(&p, 1, ms);
-  }
+  int trywait() { return trywait_on(fabric, &cq->fid); }
+  int readable(int ms) const { return readable_within(fd, ms); }
   int fd = -1;
 };
 
@@ -113,30 +116,9 @@ struct CounterWaitFd : Fabric {
     }
     Fabric::TearDown();
   }
-  fid_ep* counted_endpoint(uint64_t events) {
-    fid_ep* ep = nullptr;
-    EXPECT_EQ(fi_endpoint(domain, info, &ep, nullptr), 0);
-    EXPECT_EQ(fi_ep_bind(ep, &av->fid, 0), 0);
-    EXPECT_EQ(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
-    EXPECT_EQ(fi_ep_bind(ep, &cntr->fid, events), 0);
-    EXPECT_EQ(fi_enable(ep), 0);
-    char name[64];
-    size_t len = sizeof(name);
-    EXPECT_EQ(fi_getname(&ep->fid, name, &len), 0);
-    fi_addr_t a = FI_ADDR_NOTAVAIL;
-    EXPECT_EQ(fi_av_insert(av, name, 1, &a, 0, nullptr), 1);
-    eps.push_back(ep);
-    addrs.push_back(a);
-    return ep;
-  }
-  int trywait() {
-    fid* f = &cntr->fid;
-    return fi_trywait(fabric, &f, 1);
-  }
-  int readable(int ms) const {
-    pollfd p{fd, POLLIN, 0};
-    return poll(&p, 1, ms);
-  }
+  fid_ep* counted_endpoint(uint64_t events) { return endpoint(cntr, events); }
+  int trywait() { return trywait_on(fabric, &cntr->fid); }
+  int readable(int ms) const { return readable_within(fd, ms); }
 };
 
 TEST_F(CounterWaitFd, fd__wakes_a_blocked_application_when_a_counted_message_arrives) {

@@ -195,10 +195,10 @@ class Pds {
   PdsConfig cfg_;
   uint32_t window_;  // cfg_.window_packets, rounded to a power of two
   SlotPool<Pdc> pdcs_;
-  FlatMap by_peer_;     // pdc_key -> PDC index: the PDC this engine sends on
-  FlatMap by_id_;       // local PDC id -> PDC index
-  FlatMap by_syn_;      // syn_key -> target PDC index, for SYN lookups
-  FlatMap closed_syn_;  // syn_key of recently closed target PDCs -> 1 (late SYN guard)
+  FlatMap by_peer_;              // pdc_key -> PDC index: the PDC this engine sends on
+  FlatMap by_id_;                // local PDC id -> PDC index
+  FlatMap by_syn_;               // syn_key -> target PDC index, for SYN lookups
+  FlatMap closed_syn_;           // syn_key of recently closed target PDCs -> 1 (late SYN guard)
   FlatMap target_pdcs_of_peer_;  // peer -> target PDCs it holds open (only peers with some)
   std::vector<uint64_t> closed_ring_;
   size_t closed_next_ = 0;

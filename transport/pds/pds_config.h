@@ -11,7 +11,7 @@
 namespace spray::pds {
 
 struct PdsConfig {
-  uint32_t max_pdcs = 1024;       // PDCs this engine can hold at once (both roles)
+  uint32_t max_pdcs = 1024;  // PDCs this engine can hold at once (both roles)
   // Target PDCs one peer may hold open here. A genuine initiator needs one per mode; the
   // cap stops one source (a broken or forged one, whose every SYN names a new PDC) from
   // filling the table for everyone else. SYNs beyond it get NACK kNoPdcAvailable.

@@ -1,0 +1,45 @@
+// The collective algorithms, one per file. Each works for any number of ranks and any
+// count (including 0), in place on the buffers it is given; Communicator validates
+// arguments and does the copies in and out.
+//
+// Large transfers are cut into pieces of at most kPieceBytes, so a receiver reduces or
+// forwards one piece while the next is still on the wire.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+#include "collectives/communicator.h"
+
+namespace spray::coll::algo {
+
+inline constexpr size_t kPieceBytes = 512 * 1024;
+
+// Block boundaries (in elements) of a ring over `parts` blocks: block b is
+// [offsets[b], offsets[b + 1]).
+std::vector<size_t> equal_blocks(size_t total, int parts);
+std::vector<size_t> fixed_blocks(size_t per_block, int parts);
+
+// Ring reduce-scatter over `data` (all blocks): afterwards block rank() holds the
+// reduction of every rank's block rank(). Other blocks hold partial results.
+void ring_reduce_scatter(Communicator& c, void* data, std::span<const size_t> blocks, DataType type,
+                         ReduceOp op, uint32_t first_step);
+// Ring all-gather: block rank() of `data` is this rank's; afterwards every block is.
+void ring_all_gather(Communicator& c, void* data, std::span<const size_t> blocks, size_t elem_bytes,
+                     uint32_t first_step);
+// The two above back to back (all-reduce in place).
+void ring_all_reduce(Communicator& c, void* data, size_t count, DataType type, ReduceOp op);
+
+void binomial_broadcast(Communicator& c, void* data, size_t bytes, int root);
+// In place: `data` at root ends as the reduction; other ranks' data is clobbered.
+void binomial_reduce(Communicator& c, void* data, size_t count, DataType type, ReduceOp op,
+                     int root);
+// Byte counts and displacements, one per rank.
+void pairwise_all_to_all_v(Communicator& c, const uint8_t* send, std::span<const size_t> send_bytes,
+                           std::span<const size_t> send_offsets, uint8_t* recv,
+                           std::span<const size_t> recv_bytes,
+                           std::span<const size_t> recv_offsets);
+void dissemination_barrier(Communicator& c);
+
+}  // namespace spray::coll::algo

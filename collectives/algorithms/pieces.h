@@ -1,0 +1,52 @@
+// Cutting one transfer into pieces (see kPieceBytes) and tagging each: the tag's step
+// field holds (step << 12 | piece), so a step may carry up to 4096 pieces and a call up
+// to 4096 steps.
+#pragma once
+
+#include <algorithm>
+#include <vector>
+
+#include "collectives/algorithms/algorithms.h"
+
+namespace spray::coll::algo {
+
+inline constexpr uint32_t kMaxPieces = 4096;
+inline constexpr uint32_t kMaxSteps = 4096;
+
+// Bytes per piece for a transfer of `bytes`: kPieceBytes, or more if that would need
+// more than kMaxPieces pieces; always a multiple of 8, so no element (at most 8 bytes)
+// straddles two pieces. Both sides compute the same from the same size.
+inline size_t piece_bytes(size_t bytes) {
+  const size_t spread = (bytes + kMaxPieces - 1) / kMaxPieces;
+  return std::max(kPieceBytes, (spread + 7) / 8 * 8);
+}
+inline size_t piece_count(size_t bytes) {
+  return bytes == 0 ? 1 : (bytes + piece_bytes(bytes) - 1) / piece_bytes(bytes);  // 0 B: one empty
+}
+
+inline uint32_t piece_step(uint32_t step, size_t piece) {
+  if (step >= kMaxSteps) throw CollectiveError("collective needs more than 4096 steps");
+  return step << 12 | static_cast<uint32_t>(piece);
+}
+
+// Posts the pieces of one transfer to / from `peer`, appending their requests.
+inline void post_send_pieces(Communicator& c, int peer, const uint8_t* data, size_t bytes,
+                             uint32_t step, std::vector<Request>& out) {
+  const size_t piece = piece_bytes(bytes);
+  for (size_t i = 0, n = piece_count(bytes); i < n; ++i) {
+    const size_t off = std::min(bytes, i * piece);
+    out.push_back(c.link().isend(peer, data + off, std::min(piece, bytes - off),
+                                 c.tag(c.rank(), piece_step(step, i))));
+  }
+}
+inline void post_recv_pieces(Communicator& c, int peer, uint8_t* data, size_t bytes, uint32_t step,
+                             std::vector<Request>& out) {
+  const size_t piece = piece_bytes(bytes);
+  for (size_t i = 0, n = piece_count(bytes); i < n; ++i) {
+    const size_t off = std::min(bytes, i * piece);
+    out.push_back(c.link().irecv(peer, data + off, std::min(piece, bytes - off),
+                                 c.tag(peer, piece_step(step, i))));
+  }
+}
+
+}  // namespace spray::coll::algo

@@ -1,0 +1,205 @@
+#include "collectives/fabric_link.h"
+
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_tagged.h>
+
+#include <cstring>
+#include <thread>
+
+#include <fmt/format.h>
+
+namespace spray::coll {
+namespace {
+
+constexpr size_t kSlots = 4096;  // requests in flight at once
+constexpr auto kSpin = std::chrono::microseconds(50);
+
+std::string fi_error(const char* call, int rc) {
+  return fmt::format("{} failed: {}", call, fi_strerror(-rc));
+}
+
+}  // namespace
+
+std::unique_ptr<FabricLink> FabricLink::open(const std::string& provider, std::string& error) {
+  std::unique_ptr<FabricLink> link(new FabricLink);
+  link->provider_ = provider;
+  fi_info* hints = fi_allocinfo();
+  hints->fabric_attr->prov_name = strdup(provider.c_str());
+  hints->ep_attr->type = FI_EP_RDM;
+  hints->caps = FI_TAGGED;
+  hints->mode = FI_CONTEXT | FI_CONTEXT2;
+  // We register no memory, so providers that require FI_MR_LOCAL are filtered out.
+  hints->domain_attr->mr_mode = 0;
+  hints->domain_attr->threading = FI_THREAD_DOMAIN;
+  int rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &link->info_);
+  fi_freeinfo(hints);
+  if (rc != 0) {
+    error =
+        fmt::format("provider '{}' offers no tagged RDM endpoint: {}", provider, fi_strerror(-rc));
+    return nullptr;
+  }
+  fi_info* info = link->info_;
+  if ((rc = fi_fabric(info->fabric_attr, &link->fabric_, nullptr)) != 0 ||
+      (rc = fi_domain(link->fabric_, info, &link->domain_, nullptr)) != 0) {
+    error = fi_error("fi_fabric/fi_domain", rc);
+    return nullptr;
+  }
+  fi_av_attr av_attr{};
+  av_attr.type = FI_AV_TABLE;
+  if ((rc = fi_av_open(link->domain_, &av_attr, &link->av_, nullptr)) != 0) {
+    error = fi_error("fi_av_open", rc);
+    return nullptr;
+  }
+  fi_cq_attr cq_attr{};
+  cq_attr.format = FI_CQ_FORMAT_TAGGED;
+  cq_attr.size = kSlots;
+  cq_attr.wait_obj = FI_WAIT_UNSPEC;
+  if (fi_cq_open(link->domain_, &cq_attr, &link->cq_, nullptr) == 0) {
+    link->cq_can_block_ = true;
+  } else {
+    cq_attr.wait_obj = FI_WAIT_NONE;  // this provider only polls: we yield instead
+    if ((rc = fi_cq_open(link->domain_, &cq_attr, &link->cq_, nullptr)) != 0) {
+      error = fi_error("fi_cq_open", rc);
+      return nullptr;
+    }
+  }
+  if ((rc = fi_endpoint(link->domain_, info, &link->ep_, nullptr)) != 0 ||
+      (rc = fi_ep_bind(link->ep_, &link->av_->fid, 0)) != 0 ||
+      (rc = fi_ep_bind(link->ep_, &link->cq_->fid, FI_TRANSMIT | FI_RECV)) != 0 ||
+      (rc = fi_enable(link->ep_)) != 0) {
+    error = fi_error("fi_endpoint/bind/enable", rc);
+    return nullptr;
+  }
+  link->slots_.resize(kSlots);
+  link->free_slots_.reserve(kSlots);
+  for (size_t i = kSlots; i-- > 0;) link->free_slots_.push_back(static_cast<uint32_t>(i));
+  return link;
+}
+
+FabricLink::~FabricLink() {
+  for (fid* f : {ep_ ? &ep_->fid : nullptr, cq_ ? &cq_->fid : nullptr, av_ ? &av_->fid : nullptr,
+                 domain_ ? &domain_->fid : nullptr, fabric_ ? &fabric_->fid : nullptr}) {
+    if (f) fi_close(f);
+  }
+  if (info_) fi_freeinfo(info_);
+}
+
+std::vector<uint8_t> FabricLink::address() const {
+  std::vector<uint8_t> name(256);
+  size_t len = name.size();
+  if (fi_getname(&ep_->fid, name.data(), &len) == -FI_ETOOSMALL) {
+    name.resize(len);
+    fi_getname(&ep_->fid, name.data(), &len);
+  }
+  name.resize(len);
+  return name;
+}
+
+bool FabricLink::set_peers(const std::vector<std::vector<uint8_t>>& addresses, std::string& error) {
+  peers_.assign(addresses.size(), FI_ADDR_NOTAVAIL);
+  for (size_t r = 0; r < addresses.size(); ++r) {
+    if (fi_av_insert(av_, addresses[r].data(), 1, &peers_[r], 0, nullptr) != 1) {
+      error = fmt::format("fi_av_insert refused the address of rank {}", r);
+      return false;
+    }
+  }
+  return true;
+}
+
+Request FabricLink::take_slot(int peer, bool is_send, uint64_t tag, size_t len) {
+  while (free_slots_.empty()) progress(0);  // completions free nothing by themselves;
+  // a caller that posts more than kSlots without waiting is a bug in the algorithm
+  const uint32_t i = free_slots_.back();
+  free_slots_.pop_back();
+  Slot& s = slots_[i];
+  s.in_use = true;
+  s.done = false;
+  s.error = 0;
+  s.peer = peer;
+  s.is_send = is_send;
+  s.tag = tag;
+  s.len = len;
+  return i;
+}
+
+Request FabricLink::isend(int peer, const void* buf, size_t len, uint64_t tag) {
+  const Request r = take_slot(peer, true, tag, len);
+  for (;;) {
+    const ssize_t rc =
+        fi_tsend(ep_, buf, len, nullptr, peers_.at(static_cast<size_t>(peer)), tag, &slots_[r].ctx);
+    if (rc == 0) return r;
+    if (rc != -FI_EAGAIN) fail(slots_[r], fi_error("fi_tsend", static_cast<int>(rc)));
+    progress(0);
+  }
+}
+
+Request FabricLink::irecv(int peer, void* buf, size_t len, uint64_t tag) {
+  const Request r = take_slot(peer, false, tag, len);
+  for (;;) {
+    const ssize_t rc = fi_trecv(ep_, buf, len, nullptr, FI_ADDR_UNSPEC, tag, 0, &slots_[r].ctx);
+    if (rc == 0) return r;
+    if (rc != -FI_EAGAIN) fail(slots_[r], fi_error("fi_trecv", static_cast<int>(rc)));
+    progress(0);
+  }
+}
+
+bool FabricLink::progress(int block_ms) {
+  fi_cq_tagged_entry e[16];
+  ssize_t n = block_ms > 0 && cq_can_block_ ? fi_cq_sread(cq_, e, 16, nullptr, block_ms)
+                                            : fi_cq_read(cq_, e, 16);
+  if (n == -FI_EAVAIL) {
+    fi_cq_err_entry err{};
+    if (fi_cq_readerr(cq_, &err, 0) == 1) {
+      auto* s = reinterpret_cast<Slot*>(err.op_context);
+      s->done = true;
+      s->error = err.err ? err.err : FI_EOTHER;
+    }
+    return true;
+  }
+  for (ssize_t i = 0; i < n; ++i) reinterpret_cast<Slot*>(e[i].op_context)->done = true;
+  return n > 0;
+}
+
+void FabricLink::wait(Request r, std::chrono::steady_clock::time_point deadline) {
+  wait_all(std::span<const Request>(&r, 1), deadline);
+}
+
+void FabricLink::wait_all(std::span<const Request> rs,
+                          std::chrono::steady_clock::time_point deadline) {
+  auto last_event = std::chrono::steady_clock::now();
+  size_t next = 0;  // requests before it are complete
+  for (;;) {
+    while (next < rs.size() && slots_[rs[next]].done) {
+      if (slots_[rs[next]].error) fail(slots_[rs[next]], fi_strerror(slots_[rs[next]].error));
+      ++next;
+    }
+    if (next == rs.size()) break;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) fail(slots_[rs[next]], "timed out");
+    if (progress(0)) {
+      last_event = now;
+    } else if (now - last_event > kSpin) {
+      // Idle: give the CPU to the other ranks of this machine.
+      if (cq_can_block_) {
+        progress(1);
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  }
+  for (Request r : rs) {
+    slots_[r].in_use = false;
+    free_slots_.push_back(r);
+  }
+}
+
+void FabricLink::fail(const Slot& s, const std::string& why) const {
+  throw CollectiveError(fmt::format("{} of {} bytes {} rank {} (tag {:#x}) over '{}': {}",
+                                    s.is_send ? "send" : "receive", s.len,
+                                    s.is_send ? "to" : "from", s.peer, s.tag, provider_, why));
+}
+
+}  // namespace spray::coll

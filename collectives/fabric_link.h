@@ -1,0 +1,94 @@
+// FabricLink: the collective layer's one libfabric endpoint (FI_EP_RDM, tagged), opened on
+// any provider by name, and the requests posted on it. Only the public libfabric API is
+// used, so `spray`, `tcp`, `shm`, ... are interchangeable underneath.
+//
+// Requests: isend/irecv return a Request (a slot index); wait()/wait_all() progress the
+// CQ until those complete. Slots come from a fixed pool sized at open (no allocation per
+// message); a request's slot is free again once it has been waited for.
+//
+// Waiting (ranks may outnumber cores): poll the CQ in a tight loop for a short spin,
+// then block in fi_cq_sread for at most 1 ms at a time when the provider's CQ has a wait
+// object, else yield the CPU between polls. Every wait has a deadline: a peer that died
+// or stalled becomes an error naming the request, never a hang.
+#pragma once
+
+#include <rdma/fabric.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+struct fid_fabric;
+struct fid_domain;
+struct fid_ep;
+struct fid_av;
+struct fid_cq;
+
+namespace spray::coll {
+
+// Thrown by the collective layer for what a caller cannot retry: a peer that failed or
+// timed out, a provider error, inconsistent arguments across ranks.
+struct CollectiveError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+using Request = uint32_t;
+
+class FabricLink {
+ public:
+  // Opens fabric, domain, AV (FI_AV_TABLE), CQ and an RDM endpoint on `provider`.
+  // nullptr and an error (naming the provider and the failing call) on failure.
+  static std::unique_ptr<FabricLink> open(const std::string& provider, std::string& error);
+  ~FabricLink();
+  FabricLink(const FabricLink&) = delete;
+  FabricLink& operator=(const FabricLink&) = delete;
+
+  const std::string& provider() const { return provider_; }
+  // The endpoint's address, to publish through the rendezvous store.
+  std::vector<uint8_t> address() const;
+  // Enters every rank's address, in rank order; false and an error on failure.
+  bool set_peers(const std::vector<std::vector<uint8_t>>& addresses, std::string& error);
+
+  // Posts a tagged send / receive. `peer` is a rank. Throws CollectiveError if the
+  // provider refuses the post for good.
+  Request isend(int peer, const void* buf, size_t len, uint64_t tag);
+  Request irecv(int peer, void* buf, size_t len, uint64_t tag);
+  // Progresses until `r` completes (then frees it). Throws on error or at `deadline`.
+  void wait(Request r, std::chrono::steady_clock::time_point deadline);
+  void wait_all(std::span<const Request> rs, std::chrono::steady_clock::time_point deadline);
+
+ private:
+  struct Slot {
+    fi_context2 ctx{};  // first: the provider hands it back as op_context
+    bool in_use = false;
+    bool done = false;
+    int error = 0;  // fi errno of an error completion
+    int peer = -1;
+    bool is_send = false;
+    uint64_t tag = 0;
+    size_t len = 0;
+  };
+  FabricLink() = default;
+  Request take_slot(int peer, bool is_send, uint64_t tag, size_t len);
+  // Reads completions once; true if any arrived. `block_ms` > 0 blocks in fi_cq_sread.
+  bool progress(int block_ms);
+  [[noreturn]] void fail(const Slot& s, const std::string& why) const;
+
+  std::string provider_;
+  fi_info* info_ = nullptr;
+  fid_fabric* fabric_ = nullptr;
+  fid_domain* domain_ = nullptr;
+  fid_av* av_ = nullptr;
+  fid_cq* cq_ = nullptr;
+  fid_ep* ep_ = nullptr;
+  bool cq_can_block_ = false;
+  std::vector<fi_addr_t> peers_;
+  std::vector<Slot> slots_;
+  std::vector<uint32_t> free_slots_;
+};
+
+}  // namespace spray::coll
