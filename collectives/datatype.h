@@ -47,6 +47,11 @@ constexpr bool is_valid(DataType t, ReduceOp op) {
   return op != ReduceOp::kAvg || is_floating(t);
 }
 
+// Element i of a buffer of type t as a double, and back (integers wrap like two's
+// complement; f16/bf16 round to nearest even). For checks and tools, not fast paths.
+double load_element(const void* buf, size_t i, DataType t);
+void store_element(void* buf, size_t i, DataType t, double v);
+
 std::string_view name(DataType t);
 std::string_view name(ReduceOp op);
 std::optional<DataType> parse_data_type(std::string_view s);  // "f32", "bf16", "u64", ...

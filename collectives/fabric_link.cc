@@ -15,7 +15,7 @@ namespace spray::coll {
 namespace {
 
 constexpr size_t kSlots = 4096;  // requests in flight at once
-constexpr auto kSpin = std::chrono::microseconds(50);
+constexpr auto kSpin = std::chrono::microseconds(5);
 
 std::string fi_error(const char* call, int rc) {
   return fmt::format("{} failed: {}", call, fi_strerror(-rc));

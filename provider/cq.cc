@@ -12,7 +12,7 @@
 namespace spray::fi {
 namespace {
 
-constexpr auto kSpin = std::chrono::microseconds(50);
+constexpr auto kSpin = std::chrono::microseconds(5);
 
 size_t entry_size(fi_cq_format f) {
   switch (f) {

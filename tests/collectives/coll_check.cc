@@ -27,7 +27,7 @@ using namespace spray::coll;
 
 // Input element i of `rank` for reduction `op`: small integers, so every sum, product,
 // min and max is exact in every type (products only reach 2^ranks).
-double input(int rank, size_t i, ReduceOp op, DataType t) {
+double instore_element(int rank, size_t i, ReduceOp op, DataType t) {
   switch (op) {
     case ReduceOp::kProd:
       return ((rank + i) % 3 == 0) ? 2.0 : 1.0;
@@ -41,100 +41,12 @@ double input(int rank, size_t i, ReduceOp op, DataType t) {
   }
 }
 
-// Stores `v` as element i of `buf` in type t (integers wrap like two's complement).
-void put(void* buf, size_t i, DataType t, double v) {
-  auto* b = static_cast<uint8_t*>(buf);
-  const auto wrapped = static_cast<uint64_t>(static_cast<int64_t>(v));
-  switch (t) {
-    case DataType::kF32: {
-      const auto f = static_cast<float>(v);
-      std::memcpy(b + i * 4, &f, 4);
-      return;
-    }
-    case DataType::kF64:
-      std::memcpy(b + i * 8, &v, 8);
-      return;
-    case DataType::kF16: {
-      const uint16_t h = float_to_half(static_cast<float>(v));
-      std::memcpy(b + i * 2, &h, 2);
-      return;
-    }
-    case DataType::kBF16: {
-      const uint16_t h = float_to_bf16(static_cast<float>(v));
-      std::memcpy(b + i * 2, &h, 2);
-      return;
-    }
-    case DataType::kI8:
-    case DataType::kU8:
-      b[i] = static_cast<uint8_t>(wrapped);
-      return;
-    case DataType::kI32:
-    case DataType::kU32: {
-      const auto x = static_cast<uint32_t>(wrapped);
-      std::memcpy(b + i * 4, &x, 4);
-      return;
-    }
-    case DataType::kI64:
-    case DataType::kU64:
-      std::memcpy(b + i * 8, &wrapped, 8);
-      return;
-  }
-}
-
-// Element i of `buf` as a double (integers read back in their own signedness).
-double get(const void* buf, size_t i, DataType t) {
-  const auto* b = static_cast<const uint8_t*>(buf);
-  switch (t) {
-    case DataType::kF32: {
-      float f;
-      std::memcpy(&f, b + i * 4, 4);
-      return f;
-    }
-    case DataType::kF64: {
-      double d;
-      std::memcpy(&d, b + i * 8, 8);
-      return d;
-    }
-    case DataType::kF16:
-    case DataType::kBF16: {
-      uint16_t h;
-      std::memcpy(&h, b + i * 2, 2);
-      return t == DataType::kF16 ? half_to_float(h) : bf16_to_float(h);
-    }
-    case DataType::kI8:
-      return static_cast<int8_t>(b[i]);
-    case DataType::kU8:
-      return b[i];
-    case DataType::kI32: {
-      int32_t x;
-      std::memcpy(&x, b + i * 4, 4);
-      return x;
-    }
-    case DataType::kU32: {
-      uint32_t x;
-      std::memcpy(&x, b + i * 4, 4);
-      return x;
-    }
-    case DataType::kI64: {
-      int64_t x;
-      std::memcpy(&x, b + i * 8, 8);
-      return static_cast<double>(x);
-    }
-    case DataType::kU64: {
-      uint64_t x;
-      std::memcpy(&x, b + i * 8, 8);
-      return static_cast<double>(x);
-    }
-  }
-  return 0;
-}
-
-// The reduction over `ranks` of input(r, i), as type t holds it: integers wrap (stored
+// The reduction over `ranks` of instore_element(r, i), as type t holds it: integers wrap (stored
 // and read back through the type), floating averages are compared with a tolerance.
 double reference(int ranks, size_t i, ReduceOp op, DataType t) {
-  double acc = input(0, i, op, t);
+  double acc = instore_element(0, i, op, t);
   for (int r = 1; r < ranks; ++r) {
-    const double v = input(r, i, op, t);
+    const double v = instore_element(r, i, op, t);
     switch (op) {
       case ReduceOp::kSum:
       case ReduceOp::kAvg:
@@ -153,8 +65,8 @@ double reference(int ranks, size_t i, ReduceOp op, DataType t) {
   }
   if (op == ReduceOp::kAvg) acc /= ranks;
   uint64_t cell = 0;  // through the type: wraps integers exactly as the wire does
-  put(&cell, 0, t, acc);
-  return op == ReduceOp::kAvg ? acc : get(&cell, 0, t);
+  store_element(&cell, 0, t, acc);
+  return op == ReduceOp::kAvg ? acc : load_element(&cell, 0, t);
 }
 
 double tolerance(DataType t) {
@@ -193,36 +105,36 @@ struct Checker {
 
   void all_reduce(DataType t, ReduceOp op, size_t count, bool in_place) {
     auto send = buffer(count, t), recv = buffer(count, t);
-    for (size_t i = 0; i < count; ++i) put(send.data(), i, t, input(comm.rank(), i, op, t));
+    for (size_t i = 0; i < count; ++i) store_element(send.data(), i, t, instore_element(comm.rank(), i, op, t));
     void* out = in_place ? send.data() : recv.data();
     comm.all_reduce(send.data(), out, count, t, op);
     const auto what = fmt::format("all_reduce {} {} n={}{}", name(t), name(op), count,
                                   in_place ? " in place" : "");
     for (size_t i = 0; i < count; ++i) {
-      expect(get(out, i, t), reference(comm.size(), i, op, t), t, what, i);
+      expect(load_element(out, i, t), reference(comm.size(), i, op, t), t, what, i);
     }
   }
 
   void reduce_scatter(DataType t, ReduceOp op, size_t count) {
     const auto p = static_cast<size_t>(comm.size());
     auto send = buffer(count * p, t), recv = buffer(count, t);
-    for (size_t i = 0; i < count * p; ++i) put(send.data(), i, t, input(comm.rank(), i, op, t));
+    for (size_t i = 0; i < count * p; ++i) store_element(send.data(), i, t, instore_element(comm.rank(), i, op, t));
     comm.reduce_scatter(send.data(), recv.data(), count, t, op);
     const auto what = fmt::format("reduce_scatter {} {} n={}", name(t), name(op), count);
     const size_t base = static_cast<size_t>(comm.rank()) * count;
     for (size_t i = 0; i < count; ++i) {
-      expect(get(recv.data(), i, t), reference(comm.size(), base + i, op, t), t, what, i);
+      expect(load_element(recv.data(), i, t), reference(comm.size(), base + i, op, t), t, what, i);
     }
   }
 
   void reduce(DataType t, ReduceOp op, size_t count, int root) {
     auto send = buffer(count, t), recv = buffer(count, t);
-    for (size_t i = 0; i < count; ++i) put(send.data(), i, t, input(comm.rank(), i, op, t));
+    for (size_t i = 0; i < count; ++i) store_element(send.data(), i, t, instore_element(comm.rank(), i, op, t));
     comm.reduce(send.data(), recv.data(), count, t, op, root);
     if (comm.rank() != root) return;
     const auto what = fmt::format("reduce {} {} n={} root={}", name(t), name(op), count, root);
     for (size_t i = 0; i < count; ++i) {
-      expect(get(recv.data(), i, t), reference(comm.size(), i, op, t), t, what, i);
+      expect(load_element(recv.data(), i, t), reference(comm.size(), i, op, t), t, what, i);
     }
   }
 
@@ -234,12 +146,12 @@ struct Checker {
   void all_gather(DataType t, size_t count) {
     const auto p = static_cast<size_t>(comm.size());
     auto send = buffer(count, t), recv = buffer(count * p, t);
-    for (size_t i = 0; i < count; ++i) put(send.data(), i, t, mark(comm.rank(), i));
+    for (size_t i = 0; i < count; ++i) store_element(send.data(), i, t, mark(comm.rank(), i));
     comm.all_gather(send.data(), recv.data(), count, t);
     const auto what = fmt::format("all_gather {} n={}", name(t), count);
     for (size_t r = 0; r < p; ++r) {
       for (size_t i = 0; i < count; ++i) {
-        expect(get(recv.data(), r * count + i, t), mark(static_cast<int>(r), i), t, what,
+        expect(load_element(recv.data(), r * count + i, t), mark(static_cast<int>(r), i), t, what,
                r * count + i);
       }
     }
@@ -248,11 +160,11 @@ struct Checker {
   void broadcast(DataType t, size_t count, int root) {
     auto buf = buffer(count, t);
     if (comm.rank() == root) {
-      for (size_t i = 0; i < count; ++i) put(buf.data(), i, t, mark(root, i));
+      for (size_t i = 0; i < count; ++i) store_element(buf.data(), i, t, mark(root, i));
     }
     comm.broadcast(buf.data(), count, t, root);
     const auto what = fmt::format("broadcast {} n={} root={}", name(t), count, root);
-    for (size_t i = 0; i < count; ++i) expect(get(buf.data(), i, t), mark(root, i), t, what, i);
+    for (size_t i = 0; i < count; ++i) expect(load_element(buf.data(), i, t), mark(root, i), t, what, i);
   }
 
   void all_to_all(DataType t, size_t count) {
@@ -261,7 +173,7 @@ struct Checker {
     // Block j (for rank j) holds mark(rank * p + j, i).
     for (size_t j = 0; j < p; ++j) {
       for (size_t i = 0; i < count; ++i) {
-        put(send.data(), j * count + i, t,
+        store_element(send.data(), j * count + i, t,
             mark(comm.rank() * comm.size() + static_cast<int>(j), i));
       }
     }
@@ -269,7 +181,7 @@ struct Checker {
     const auto what = fmt::format("all_to_all {} n={}", name(t), count);
     for (size_t s = 0; s < p; ++s) {
       for (size_t i = 0; i < count; ++i) {
-        expect(get(recv.data(), s * count + i, t),
+        expect(load_element(recv.data(), s * count + i, t),
                mark(static_cast<int>(s) * comm.size() + comm.rank(), i), t, what, s * count + i);
       }
     }
@@ -293,13 +205,13 @@ struct Checker {
     auto send = buffer(st, t), recv = buffer(rt, t);
     for (size_t j = 0; j < p; ++j) {
       for (size_t i = 0; i < sc[j]; ++i)
-        put(send.data(), sd[j] + i, t, mark(static_cast<int>(me * p + j), i));
+        store_element(send.data(), sd[j] + i, t, mark(static_cast<int>(me * p + j), i));
     }
     comm.all_to_all_v(send.data(), sc, sd, recv.data(), rc, rd, t);
     const auto what = fmt::format("all_to_all_v {} unit={}", name(t), unit);
     for (size_t s = 0; s < p; ++s) {
       for (size_t i = 0; i < rc[s]; ++i) {
-        expect(get(recv.data(), rd[s] + i, t), mark(static_cast<int>(s * p + me), i), t, what,
+        expect(load_element(recv.data(), rd[s] + i, t), mark(static_cast<int>(s * p + me), i), t, what,
                rd[s] + i);
       }
     }

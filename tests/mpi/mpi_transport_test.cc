@@ -9,6 +9,9 @@
 //   mpi_transport_test --bench N  pingpong latency (8 B) and streaming bandwidth (64 KiB,
 //                                 1 MiB) between ranks 0 and 1, N iterations; one JSON
 //                                 line on rank 0.
+//   mpi_transport_test --coll-bench MPI_Allreduce (f32 sum) and MPI_Alltoall at 4 KiB,
+//                                 1 MiB and 64 MiB per rank, in spray-coll-perf's row
+//                                 format (time = the slowest rank's mean; nccl-tests busbw).
 #include <mpi.h>
 #include <unistd.h>
 
@@ -310,6 +313,45 @@ void bench(int iters) {
   }
 }
 
+// Mean seconds per call of `op` over `reps` calls, the slowest rank's.
+template <class Op>
+double seconds_per_call(int reps, Op op) {
+  for (int i = 0; i < 2; ++i) op();  // warm up
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double start = MPI_Wtime();
+  for (int i = 0; i < reps; ++i) op();
+  double t = (MPI_Wtime() - start) / reps;
+  MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return t;
+}
+
+void coll_bench() {
+  const double n = g_size;
+  for (const char* coll : {"allreduce", "alltoall"}) {
+    if (g_rank == 0) std::printf("# MPI %s f32 sum, %d ranks\n", coll, g_size);
+    for (size_t bytes : {size_t{4096}, size_t{1} << 20, size_t{64} << 20}) {
+      std::vector<float> send(bytes / 4, 1.0f), recv(bytes / 4);
+      const int reps = static_cast<int>(std::clamp<size_t>((size_t{256} << 20) / bytes, 2, 50));
+      const bool allreduce = std::strcmp(coll, "allreduce") == 0;
+      const int block = static_cast<int>(bytes / 4 / static_cast<size_t>(g_size));
+      const double t = seconds_per_call(reps, [&] {
+        if (allreduce) {
+          MPI_Allreduce(send.data(), recv.data(), static_cast<int>(send.size()), MPI_FLOAT, MPI_SUM,
+                        MPI_COMM_WORLD);
+        } else {
+          MPI_Alltoall(send.data(), block, MPI_FLOAT, recv.data(), block, MPI_FLOAT, MPI_COMM_WORLD);
+        }
+      });
+      const double algbw = static_cast<double>(bytes) / t / 1e9;
+      const double busbw = algbw * (allreduce ? 2 * (n - 1) / n : (n - 1) / n);
+      if (g_rank == 0) {
+        std::printf("  %12zu %12zu %6s %5s %11.1f %9.3f %9.3f\n", bytes, bytes / 4, "f32", "sum",
+                    t * 1e6, algbw, busbw);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -318,6 +360,8 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &g_size);
   if (argc >= 2 && std::strcmp(argv[1], "--bench") == 0) {
     bench(argc >= 3 ? std::atoi(argv[2]) : 10000);
+  } else if (argc >= 2 && std::strcmp(argv[1], "--coll-bench") == 0) {
+    coll_bench();
   } else if (g_size < 2) {
     if (g_rank == 0) std::fprintf(stderr, "needs at least 2 ranks\n");
     g_failures = 1;

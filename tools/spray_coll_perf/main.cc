@@ -1,0 +1,293 @@
+// spray-coll-perf: nccl-tests-style benchmark of spray::coll, one row per size.
+//
+//   spray-run -n 4 --provider spray spray-coll-perf --coll allreduce -b 8 -e 256M -f 2 --check
+//
+// Sizes follow nccl-tests: for all-reduce, broadcast and reduce the size is one rank's
+// buffer; for all-gather the gathered output; for reduce-scatter the input; for
+// all-to-all one rank's whole send buffer. Time is the mean per iteration, the slowest
+// rank's. algbw = size / time; busbw = algbw x the nccl-tests factor (all-reduce
+// 2(n-1)/n; reduce-scatter, all-gather and all-to-all (n-1)/n; broadcast and reduce 1),
+// which makes busbw comparable with the link's bandwidth whatever the rank count.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "collectives/communicator.h"
+
+namespace {
+
+using namespace spray::coll;
+
+enum class Coll { kAllReduce, kReduceScatter, kAllGather, kBroadcast, kReduce, kAllToAll };
+
+struct CollInfo {
+  const char* name;
+  Coll coll;
+};
+constexpr CollInfo kColls[] = {
+    {"allreduce", Coll::kAllReduce}, {"reducescatter", Coll::kReduceScatter},
+    {"allgather", Coll::kAllGather}, {"broadcast", Coll::kBroadcast},
+    {"reduce", Coll::kReduce},       {"alltoall", Coll::kAllToAll},
+};
+
+double bus_factor(Coll c, int n) {
+  const double r = n;
+  switch (c) {
+    case Coll::kAllReduce:
+      return 2 * (r - 1) / r;
+    case Coll::kReduceScatter:
+    case Coll::kAllGather:
+    case Coll::kAllToAll:
+      return (r - 1) / r;
+    default:
+      return 1;
+  }
+}
+
+// "256M", "4K", "8" -> bytes.
+size_t parse_size(const std::string& s) {
+  size_t used = 0;
+  double v = std::stod(s, &used);
+  const std::string unit = s.substr(used);
+  if (unit == "K" || unit == "k") v *= 1024;
+  if (unit == "M" || unit == "m") v *= 1024 * 1024;
+  if (unit == "G" || unit == "g") v *= 1024.0 * 1024 * 1024;
+  return static_cast<size_t>(v);
+}
+
+// One benchmark point: buffers sized for `bytes` under nccl-tests' convention, filled
+// with values whose results are exact, and the check of one result.
+struct Point {
+  Coll coll;
+  DataType type;
+  ReduceOp op;
+  int n;
+  int rank;
+  size_t count;  // elements per rank-block, as the collective call takes it
+  std::vector<uint8_t> send, recv;
+
+  Point(Coll c, DataType t, ReduceOp o, int ranks, int me, size_t bytes)
+      : coll(c), type(t), op(o), n(ranks), rank(me) {
+    const size_t es = size_of(t);
+    const auto un = static_cast<size_t>(ranks);
+    size_t send_elems = 0, recv_elems = 0;
+    switch (c) {
+      case Coll::kAllReduce:
+      case Coll::kBroadcast:
+      case Coll::kReduce:
+        count = bytes / es;
+        send_elems = recv_elems = count;
+        break;
+      case Coll::kAllGather:
+        count = bytes / es / un;
+        send_elems = count;
+        recv_elems = count * un;
+        break;
+      case Coll::kReduceScatter:
+        count = bytes / es / un;
+        send_elems = count * un;
+        recv_elems = count;
+        break;
+      case Coll::kAllToAll:
+        count = bytes / es / un;
+        send_elems = recv_elems = count * un;
+        break;
+    }
+    send.assign(std::max<size_t>(1, send_elems * es), 0);
+    recv.assign(std::max<size_t>(1, recv_elems * es), 0);
+    for (size_t i = 0; i < send_elems; ++i) store_element(send.data(), i, t, value(rank, i));
+  }
+  size_t bytes_reported() const {
+    const size_t es = size_of(type), un = static_cast<size_t>(n);
+    return coll == Coll::kAllReduce || coll == Coll::kBroadcast || coll == Coll::kReduce
+               ? count * es
+               : count * es * un;
+  }
+  // Small integers: every reduction of them is exact in every type.
+  static double value(int r, size_t i) { return static_cast<double>((r + 1) + i % 3); }
+
+  void run(Communicator& c) {
+    switch (coll) {
+      case Coll::kAllReduce:
+        return c.all_reduce(send.data(), recv.data(), count, type, op);
+      case Coll::kReduceScatter:
+        return c.reduce_scatter(send.data(), recv.data(), count, type, op);
+      case Coll::kAllGather:
+        return c.all_gather(send.data(), recv.data(), count, type);
+      case Coll::kBroadcast:
+        if (rank == 0) recv = send;
+        return c.broadcast(recv.data(), count, type, 0);
+      case Coll::kReduce:
+        return c.reduce(send.data(), recv.data(), count, type, op, 0);
+      case Coll::kAllToAll:
+        return c.all_to_all(send.data(), recv.data(), count, type);
+    }
+  }
+
+  double reduced(size_t i) const {
+    double acc = value(0, i);
+    for (int r = 1; r < n; ++r) {
+      const double v = value(r, i);
+      switch (op) {
+        case ReduceOp::kSum:
+        case ReduceOp::kAvg:
+          acc += v;
+          break;
+        case ReduceOp::kProd:
+          acc *= v;
+          break;
+        case ReduceOp::kMin:
+          acc = std::min(acc, v);
+          break;
+        case ReduceOp::kMax:
+          acc = std::max(acc, v);
+          break;
+      }
+    }
+    return op == ReduceOp::kAvg ? acc / n : acc;
+  }
+
+  // Elements of this rank's result that differ from what the inputs imply.
+  size_t wrong() const {
+    size_t bad = 0;
+    auto expect = [&](size_t i, double want) {
+      uint64_t cell = 0;  // the expected value as the type holds it
+      store_element(&cell, 0, type, want);
+      if (load_element(recv.data(), i, type) != load_element(&cell, 0, type)) ++bad;
+    };
+    const auto un = static_cast<size_t>(n);
+    const auto me = static_cast<size_t>(rank);
+    switch (coll) {
+      case Coll::kAllReduce:
+        for (size_t i = 0; i < count; ++i) expect(i, reduced(i));
+        break;
+      case Coll::kReduce:
+        if (rank == 0) {
+          for (size_t i = 0; i < count; ++i) expect(i, reduced(i));
+        }
+        break;
+      case Coll::kReduceScatter:
+        for (size_t i = 0; i < count; ++i) expect(i, reduced(me * count + i));
+        break;
+      case Coll::kBroadcast:
+        for (size_t i = 0; i < count; ++i) expect(i, value(0, i));
+        break;
+      case Coll::kAllGather:
+        for (size_t r = 0; r < un; ++r) {
+          for (size_t i = 0; i < count; ++i) expect(r * count + i, value(static_cast<int>(r), i));
+        }
+        break;
+      case Coll::kAllToAll:
+        for (size_t r = 0; r < un; ++r) {
+          for (size_t i = 0; i < count; ++i) {
+            expect(r * count + i, value(static_cast<int>(r), me * count + i));
+          }
+        }
+        break;
+    }
+    return bad;
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"nccl-tests-style benchmark of spray::coll (run under spray-run)"};
+  std::string coll_name = "allreduce", type_name = "f32", op_name = "sum", algo = "auto";
+  std::string min_text = "8", max_text = "64M", json_path, provider;
+  std::vector<std::string> size_list;
+  double factor = 2;
+  int iters = 0, warmup = 2;
+  bool check = false;
+  app.add_option("--coll", coll_name, "allreduce|reducescatter|allgather|broadcast|reduce|alltoall");
+  app.add_option("-b,--minbytes", min_text, "Smallest size (8, 4K, 1M, ...)");
+  app.add_option("-e,--maxbytes", max_text, "Largest size");
+  app.add_option("-f,--stepfactor", factor, "Size multiplier between rows")->check(CLI::Range(1.01, 1024.0));
+  app.add_option("--sizes", size_list, "Exact sizes instead of a sweep (4K,1M,64M)")->delimiter(',');
+  app.add_option("-d,--datatype", type_name, "f32|f64|f16|bf16|i8|u8|i32|u32|i64|u64");
+  app.add_option("-o,--op", op_name, "sum|prod|min|max|avg");
+  app.add_option("-n,--iters", iters, "Iterations per size (0: about 256 MiB moved, 2..50)");
+  app.add_option("-w,--warmup", warmup, "Untimed iterations per size");
+  app.add_option("--algo", algo, "Algorithm: auto (the only one built so far per collective)");
+  app.add_option("--provider", provider, "libfabric provider (default: SPRAY_PROVIDER, else tcp)");
+  app.add_flag("-c,--check", check, "Count wrong elements in every result");
+  app.add_option("--json", json_path, "Also write the rows as JSON to this file");
+  CLI11_PARSE(app, argc, argv);
+
+  const CollInfo* which = nullptr;
+  for (const CollInfo& c : kColls) {
+    if (coll_name == c.name) which = &c;
+  }
+  const auto type = parse_data_type(type_name);
+  const auto op = parse_reduce_op(op_name);
+  if (!which || !type || !op || algo != "auto") {
+    fmt::print(stderr, "spray-coll-perf: unknown {}\n",
+               !which ? "--coll" : !type ? "--datatype" : !op ? "--op" : "--algo (only auto exists)");
+    return 2;
+  }
+  try {
+    CommunicatorOptions options;
+    auto comm = provider.empty() ? Communicator::from_environment()
+                                 : Communicator::from_environment({provider, options.timeout});
+    const int n = comm->size();
+    const bool root = comm->rank() == 0;
+    const size_t min_bytes = parse_size(min_text), max_bytes = parse_size(max_text);
+    std::vector<size_t> sizes;
+    for (double s = static_cast<double>(std::max<size_t>(min_bytes, 1));
+         size_list.empty() && s <= static_cast<double>(max_bytes); s *= factor) {
+      sizes.push_back(static_cast<size_t>(s));
+    }
+    for (const std::string& s : size_list) sizes.push_back(parse_size(s));
+    nlohmann::json rows = nlohmann::json::array();
+    if (root) {
+      fmt::print("# spray-coll-perf: {} {} {} over '{}', {} ranks\n", which->name, name(*type),
+                 name(*op), comm->provider(), n);
+      fmt::print("# {:>12} {:>12} {:>6} {:>5} {:>11} {:>9} {:>9} {:>8}\n", "size(B)", "count", "type",
+                 "op", "time(us)", "algbw", "busbw", "#wrong");
+    }
+    const bool progress = root && isatty(STDERR_FILENO);
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      if (progress) fmt::print(stderr, "\r[{}/{}] {} B ", k + 1, sizes.size(), sizes[k]);
+      Point p(which->coll, *type, *op, n, comm->rank(), sizes[k]);
+      const size_t moved = std::max<size_t>(p.bytes_reported(), 1);
+      const int reps = iters > 0 ? iters : static_cast<int>(std::clamp<size_t>((256u << 20) / moved, 2, 50));
+      for (int i = 0; i < warmup; ++i) p.run(*comm);
+      comm->barrier();
+      const auto start = std::chrono::steady_clock::now();
+      for (int i = 0; i < reps; ++i) p.run(*comm);
+      double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / reps;
+      comm->all_reduce(&us, &us, 1, DataType::kF64, ReduceOp::kMax);  // the slowest rank
+      double wrong = check ? static_cast<double>(p.wrong()) : 0;
+      comm->all_reduce(&wrong, &wrong, 1, DataType::kF64, ReduceOp::kSum);
+      const double algbw = static_cast<double>(p.bytes_reported()) / us / 1e3;  // GB/s
+      const double busbw = algbw * bus_factor(which->coll, n);
+      if (!root) continue;
+      if (progress) fmt::print(stderr, "\r");
+      fmt::print("  {:>12} {:>12} {:>6} {:>5} {:>11.1f} {:>9.3f} {:>9.3f} {:>8}\n", p.bytes_reported(),
+                 p.count, name(*type), name(*op), us, algbw, busbw,
+                 check ? fmt::format("{}", static_cast<uint64_t>(wrong)) : std::string("-"));
+      std::fflush(stdout);
+      rows.push_back({{"size", p.bytes_reported()}, {"count", p.count}, {"time_us", us},
+                      {"algbw_gbps", algbw}, {"busbw_gbps", busbw},
+                      {"wrong", check ? nlohmann::json(static_cast<uint64_t>(wrong)) : nlohmann::json()}});
+    }
+    if (root && !json_path.empty()) {
+      nlohmann::json out{{"collective", which->name}, {"type", name(*type)}, {"op", name(*op)},
+                         {"provider", comm->provider()}, {"ranks", n}, {"rows", rows}};
+      std::ofstream(json_path) << out.dump(2) << "\n";
+    }
+    comm->barrier();
+    return 0;
+  } catch (const CollectiveError& e) {
+    fmt::print(stderr, "CollectiveError: {}\n", e.what());
+    return 2;
+  }
+}
