@@ -1,5 +1,6 @@
 #include "collectives/datatype.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "collectives/reduce_kernels.h"
@@ -95,6 +96,19 @@ double load_element(const void* buf, size_t i, DataType t) {
     }
   }
   return 0;
+}
+
+double combine_scalar(ReduceOp op, double a, double b) {
+  switch (op) {
+    case ReduceOp::kProd:
+      return a * b;
+    case ReduceOp::kMin:
+      return std::min(a, b);
+    case ReduceOp::kMax:
+      return std::max(a, b);
+    default:
+      return a + b;
+  }
 }
 
 std::string_view name(DataType t) {

@@ -52,6 +52,9 @@ constexpr bool is_valid(DataType t, ReduceOp op) {
 double load_element(const void* buf, size_t i, DataType t);
 void store_element(void* buf, size_t i, DataType t, double v);
 
+// a OP b on doubles (avg combines as a sum), for references computed outside the kernels.
+double combine_scalar(ReduceOp op, double a, double b);
+
 std::string_view name(DataType t);
 std::string_view name(ReduceOp op);
 std::optional<DataType> parse_data_type(std::string_view s);  // "f32", "bf16", "u64", ...

@@ -27,7 +27,7 @@ using namespace spray::coll;
 
 // Input element i of `rank` for reduction `op`: small integers, so every sum, product,
 // min and max is exact in every type (products only reach 2^ranks).
-double instore_element(int rank, size_t i, ReduceOp op, DataType t) {
+double input(int rank, size_t i, ReduceOp op, DataType t) {
   switch (op) {
     case ReduceOp::kProd:
       return ((rank + i) % 3 == 0) ? 2.0 : 1.0;
@@ -41,28 +41,11 @@ double instore_element(int rank, size_t i, ReduceOp op, DataType t) {
   }
 }
 
-// The reduction over `ranks` of instore_element(r, i), as type t holds it: integers wrap (stored
+// The reduction over `ranks` of input(r, i), as type t holds it: integers wrap (stored
 // and read back through the type), floating averages are compared with a tolerance.
 double reference(int ranks, size_t i, ReduceOp op, DataType t) {
-  double acc = instore_element(0, i, op, t);
-  for (int r = 1; r < ranks; ++r) {
-    const double v = instore_element(r, i, op, t);
-    switch (op) {
-      case ReduceOp::kSum:
-      case ReduceOp::kAvg:
-        acc += v;
-        break;
-      case ReduceOp::kProd:
-        acc *= v;
-        break;
-      case ReduceOp::kMin:
-        acc = std::min(acc, v);
-        break;
-      case ReduceOp::kMax:
-        acc = std::max(acc, v);
-        break;
-    }
-  }
+  double acc = input(0, i, op, t);
+  for (int r = 1; r < ranks; ++r) acc = combine_scalar(op, acc, input(r, i, op, t));
   if (op == ReduceOp::kAvg) acc /= ranks;
   uint64_t cell = 0;  // through the type: wraps integers exactly as the wire does
   store_element(&cell, 0, t, acc);
@@ -105,7 +88,8 @@ struct Checker {
 
   void all_reduce(DataType t, ReduceOp op, size_t count, bool in_place) {
     auto send = buffer(count, t), recv = buffer(count, t);
-    for (size_t i = 0; i < count; ++i) store_element(send.data(), i, t, instore_element(comm.rank(), i, op, t));
+    for (size_t i = 0; i < count; ++i)
+      store_element(send.data(), i, t, input(comm.rank(), i, op, t));
     void* out = in_place ? send.data() : recv.data();
     comm.all_reduce(send.data(), out, count, t, op);
     const auto what = fmt::format("all_reduce {} {} n={}{}", name(t), name(op), count,
@@ -118,7 +102,8 @@ struct Checker {
   void reduce_scatter(DataType t, ReduceOp op, size_t count) {
     const auto p = static_cast<size_t>(comm.size());
     auto send = buffer(count * p, t), recv = buffer(count, t);
-    for (size_t i = 0; i < count * p; ++i) store_element(send.data(), i, t, instore_element(comm.rank(), i, op, t));
+    for (size_t i = 0; i < count * p; ++i)
+      store_element(send.data(), i, t, input(comm.rank(), i, op, t));
     comm.reduce_scatter(send.data(), recv.data(), count, t, op);
     const auto what = fmt::format("reduce_scatter {} {} n={}", name(t), name(op), count);
     const size_t base = static_cast<size_t>(comm.rank()) * count;
@@ -129,7 +114,8 @@ struct Checker {
 
   void reduce(DataType t, ReduceOp op, size_t count, int root) {
     auto send = buffer(count, t), recv = buffer(count, t);
-    for (size_t i = 0; i < count; ++i) store_element(send.data(), i, t, instore_element(comm.rank(), i, op, t));
+    for (size_t i = 0; i < count; ++i)
+      store_element(send.data(), i, t, input(comm.rank(), i, op, t));
     comm.reduce(send.data(), recv.data(), count, t, op, root);
     if (comm.rank() != root) return;
     const auto what = fmt::format("reduce {} {} n={} root={}", name(t), name(op), count, root);
@@ -164,7 +150,8 @@ struct Checker {
     }
     comm.broadcast(buf.data(), count, t, root);
     const auto what = fmt::format("broadcast {} n={} root={}", name(t), count, root);
-    for (size_t i = 0; i < count; ++i) expect(load_element(buf.data(), i, t), mark(root, i), t, what, i);
+    for (size_t i = 0; i < count; ++i)
+      expect(load_element(buf.data(), i, t), mark(root, i), t, what, i);
   }
 
   void all_to_all(DataType t, size_t count) {
@@ -174,7 +161,7 @@ struct Checker {
     for (size_t j = 0; j < p; ++j) {
       for (size_t i = 0; i < count; ++i) {
         store_element(send.data(), j * count + i, t,
-            mark(comm.rank() * comm.size() + static_cast<int>(j), i));
+                      mark(comm.rank() * comm.size() + static_cast<int>(j), i));
       }
     }
     comm.all_to_all(send.data(), recv.data(), count, t);
@@ -211,8 +198,8 @@ struct Checker {
     const auto what = fmt::format("all_to_all_v {} unit={}", name(t), unit);
     for (size_t s = 0; s < p; ++s) {
       for (size_t i = 0; i < rc[s]; ++i) {
-        expect(load_element(recv.data(), rd[s] + i, t), mark(static_cast<int>(s * p + me), i), t, what,
-               rd[s] + i);
+        expect(load_element(recv.data(), rd[s] + i, t), mark(static_cast<int>(s * p + me), i), t,
+               what, rd[s] + i);
       }
     }
   }

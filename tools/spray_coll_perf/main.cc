@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "collectives/communicator.h"
@@ -134,24 +134,7 @@ struct Point {
 
   double reduced(size_t i) const {
     double acc = value(0, i);
-    for (int r = 1; r < n; ++r) {
-      const double v = value(r, i);
-      switch (op) {
-        case ReduceOp::kSum:
-        case ReduceOp::kAvg:
-          acc += v;
-          break;
-        case ReduceOp::kProd:
-          acc *= v;
-          break;
-        case ReduceOp::kMin:
-          acc = std::min(acc, v);
-          break;
-        case ReduceOp::kMax:
-          acc = std::max(acc, v);
-          break;
-      }
-    }
+    for (int r = 1; r < n; ++r) acc = combine_scalar(op, acc, value(r, i));
     return op == ReduceOp::kAvg ? acc / n : acc;
   }
 
@@ -207,11 +190,14 @@ int main(int argc, char** argv) {
   double factor = 2;
   int iters = 0, warmup = 2;
   bool check = false;
-  app.add_option("--coll", coll_name, "allreduce|reducescatter|allgather|broadcast|reduce|alltoall");
+  app.add_option("--coll", coll_name,
+                 "allreduce|reducescatter|allgather|broadcast|reduce|alltoall");
   app.add_option("-b,--minbytes", min_text, "Smallest size (8, 4K, 1M, ...)");
   app.add_option("-e,--maxbytes", max_text, "Largest size");
-  app.add_option("-f,--stepfactor", factor, "Size multiplier between rows")->check(CLI::Range(1.01, 1024.0));
-  app.add_option("--sizes", size_list, "Exact sizes instead of a sweep (4K,1M,64M)")->delimiter(',');
+  app.add_option("-f,--stepfactor", factor, "Size multiplier between rows")
+      ->check(CLI::Range(1.01, 1024.0));
+  app.add_option("--sizes", size_list, "Exact sizes instead of a sweep (4K,1M,64M)")
+      ->delimiter(',');
   app.add_option("-d,--datatype", type_name, "f32|f64|f16|bf16|i8|u8|i32|u32|i64|u64");
   app.add_option("-o,--op", op_name, "sum|prod|min|max|avg");
   app.add_option("-n,--iters", iters, "Iterations per size (0: about 256 MiB moved, 2..50)");
@@ -230,7 +216,10 @@ int main(int argc, char** argv) {
   const auto op = parse_reduce_op(op_name);
   if (!which || !type || !op || algo != "auto") {
     fmt::print(stderr, "spray-coll-perf: unknown {}\n",
-               !which ? "--coll" : !type ? "--datatype" : !op ? "--op" : "--algo (only auto exists)");
+               !which  ? "--coll"
+               : !type ? "--datatype"
+               : !op   ? "--op"
+                       : "--algo (only auto exists)");
     return 2;
   }
   try {
@@ -250,20 +239,24 @@ int main(int argc, char** argv) {
     if (root) {
       fmt::print("# spray-coll-perf: {} {} {} over '{}', {} ranks\n", which->name, name(*type),
                  name(*op), comm->provider(), n);
-      fmt::print("# {:>12} {:>12} {:>6} {:>5} {:>11} {:>9} {:>9} {:>8}\n", "size(B)", "count", "type",
-                 "op", "time(us)", "algbw", "busbw", "#wrong");
+      fmt::print("# {:>12} {:>12} {:>6} {:>5} {:>11} {:>9} {:>9} {:>8}\n", "size(B)", "count",
+                 "type", "op", "time(us)", "algbw", "busbw", "#wrong");
     }
     const bool progress = root && isatty(STDERR_FILENO);
     for (size_t k = 0; k < sizes.size(); ++k) {
       if (progress) fmt::print(stderr, "\r[{}/{}] {} B ", k + 1, sizes.size(), sizes[k]);
       Point p(which->coll, *type, *op, n, comm->rank(), sizes[k]);
       const size_t moved = std::max<size_t>(p.bytes_reported(), 1);
-      const int reps = iters > 0 ? iters : static_cast<int>(std::clamp<size_t>((256u << 20) / moved, 2, 50));
+      const int reps =
+          iters > 0 ? iters : static_cast<int>(std::clamp<size_t>((256u << 20) / moved, 2, 50));
       for (int i = 0; i < warmup; ++i) p.run(*comm);
       comm->barrier();
       const auto start = std::chrono::steady_clock::now();
       for (int i = 0; i < reps; ++i) p.run(*comm);
-      double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / reps;
+      double us =
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+              .count() /
+          reps;
       comm->all_reduce(&us, &us, 1, DataType::kF64, ReduceOp::kMax);  // the slowest rank
       double wrong = check ? static_cast<double>(p.wrong()) : 0;
       comm->all_reduce(&wrong, &wrong, 1, DataType::kF64, ReduceOp::kSum);
@@ -271,17 +264,21 @@ int main(int argc, char** argv) {
       const double busbw = algbw * bus_factor(which->coll, n);
       if (!root) continue;
       if (progress) fmt::print(stderr, "\r");
-      fmt::print("  {:>12} {:>12} {:>6} {:>5} {:>11.1f} {:>9.3f} {:>9.3f} {:>8}\n", p.bytes_reported(),
-                 p.count, name(*type), name(*op), us, algbw, busbw,
+      fmt::print("  {:>12} {:>12} {:>6} {:>5} {:>11.1f} {:>9.3f} {:>9.3f} {:>8}\n",
+                 p.bytes_reported(), p.count, name(*type), name(*op), us, algbw, busbw,
                  check ? fmt::format("{}", static_cast<uint64_t>(wrong)) : std::string("-"));
       std::fflush(stdout);
-      rows.push_back({{"size", p.bytes_reported()}, {"count", p.count}, {"time_us", us},
-                      {"algbw_gbps", algbw}, {"busbw_gbps", busbw},
-                      {"wrong", check ? nlohmann::json(static_cast<uint64_t>(wrong)) : nlohmann::json()}});
+      rows.push_back(
+          {{"size", p.bytes_reported()},
+           {"count", p.count},
+           {"time_us", us},
+           {"algbw_gbps", algbw},
+           {"busbw_gbps", busbw},
+           {"wrong", check ? nlohmann::json(static_cast<uint64_t>(wrong)) : nlohmann::json()}});
     }
     if (root && !json_path.empty()) {
-      nlohmann::json out{{"collective", which->name}, {"type", name(*type)}, {"op", name(*op)},
-                         {"provider", comm->provider()}, {"ranks", n}, {"rows", rows}};
+      nlohmann::json out{{"collective", which->name},    {"type", name(*type)}, {"op", name(*op)},
+                         {"provider", comm->provider()}, {"ranks", n},          {"rows", rows}};
       std::ofstream(json_path) << out.dump(2) << "\n";
     }
     comm->barrier();
