@@ -54,6 +54,14 @@ std::unique_ptr<Communicator> Communicator::from_environment(CommunicatorOptions
   if (const char* t = std::getenv("SPRAY_COLL_TIMEOUT_MS"); t && *t) {
     options.timeout = std::chrono::milliseconds(std::strtol(t, nullptr, 10));
   }
+  if (const char* a = std::getenv("SPRAY_COLL_ALLREDUCE_ALGO"); a && *a) {
+    const auto algo = parse_all_reduce_algorithm(a);
+    if (!algo) {
+      throw CollectiveError(
+          fmt::format("SPRAY_COLL_ALLREDUCE_ALGO='{}' is not auto, ring or recursive_doubling", a));
+    }
+    options.all_reduce = *algo;
+  }
   return create(rank, size, store, options);
 }
 
@@ -98,16 +106,24 @@ std::unique_ptr<Communicator> Communicator::create(int rank, int size, const std
     }
   }
   return std::unique_ptr<Communicator>(
-      new Communicator(rank, size, std::move(link), std::move(server), options.timeout));
+      new Communicator(rank, size, std::move(link), std::move(server), options));
 }
 
 Communicator::Communicator(int rank, int size, std::unique_ptr<FabricLink> link,
-                           std::unique_ptr<StoreServer> server, std::chrono::milliseconds timeout)
+                           std::unique_ptr<StoreServer> server, const CommunicatorOptions& options)
     : rank_(rank),
       size_(size),
       link_(std::move(link)),
       server_(std::move(server)),
-      timeout_(timeout) {}
+      timeout_(options.timeout),
+      all_reduce_algorithm_(options.all_reduce) {}
+
+std::optional<AllReduceAlgorithm> parse_all_reduce_algorithm(std::string_view s) {
+  if (s == "auto") return AllReduceAlgorithm::kAuto;
+  if (s == "ring") return AllReduceAlgorithm::kRing;
+  if (s == "recursive_doubling") return AllReduceAlgorithm::kRecursiveDoubling;
+  return std::nullopt;
+}
 
 Communicator::~Communicator() = default;
 
@@ -117,7 +133,14 @@ void Communicator::all_reduce(const void* send, void* recv, size_t count, DataTy
   check_reduction(type, op, "all_reduce");
   begin();
   if (send != recv && count > 0) std::memmove(recv, send, count * size_of(type));
-  algo::ring_all_reduce(*this, recv, count, type, op);
+  const bool doubling = all_reduce_algorithm_ == AllReduceAlgorithm::kRecursiveDoubling ||
+                        (all_reduce_algorithm_ == AllReduceAlgorithm::kAuto &&
+                         count * size_of(type) <= kRecursiveDoublingMaxBytes);
+  if (doubling) {
+    algo::recursive_doubling_all_reduce(*this, recv, count, type, op);
+  } else {
+    algo::ring_all_reduce(*this, recv, count, type, op);
+  }
   if (op == ReduceOp::kAvg) finish_average(recv, count, type, size_);
 }
 

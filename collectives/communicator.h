@@ -21,8 +21,10 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "collectives/datatype.h"
 #include "collectives/fabric_link.h"
@@ -31,8 +33,17 @@ namespace spray::coll {
 
 class StoreServer;
 
+// Which all-reduce algorithm runs. kAuto: recursive doubling up to
+// kRecursiveDoublingMaxBytes (few latencies), the ring above (bandwidth-optimal).
+enum class AllReduceAlgorithm : uint8_t { kAuto, kRing, kRecursiveDoubling };
+inline constexpr size_t kRecursiveDoublingMaxBytes = 64 * 1024;
+// "auto", "ring", "recursive_doubling"; nullopt otherwise.
+std::optional<AllReduceAlgorithm> parse_all_reduce_algorithm(std::string_view s);
+
 struct CommunicatorOptions {
   std::string provider = "tcp";
+  // SPRAY_COLL_ALLREDUCE_ALGO overrides it in from_environment().
+  AllReduceAlgorithm all_reduce = AllReduceAlgorithm::kAuto;
   // Bound on every wait: bootstrap and each collective's steps.
   std::chrono::milliseconds timeout{30000};
 };
@@ -50,6 +61,8 @@ class Communicator {
   int rank() const { return rank_; }
   int size() const { return size_; }
   const std::string& provider() const { return link_->provider(); }
+  // Every rank must choose the same algorithm for a given call.
+  void set_all_reduce_algorithm(AllReduceAlgorithm a) { all_reduce_algorithm_ = a; }
 
   // recv[i] = OP over ranks of send[i], for `count` elements, on every rank.
   void all_reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op);
@@ -85,7 +98,7 @@ class Communicator {
 
  private:
   Communicator(int rank, int size, std::unique_ptr<FabricLink> link,
-               std::unique_ptr<StoreServer> server, std::chrono::milliseconds timeout);
+               std::unique_ptr<StoreServer> server, const CommunicatorOptions& options);
   // Starts a collective call: a new tag space.
   void begin() { ++sequence_; }
 
@@ -95,6 +108,7 @@ class Communicator {
   std::unique_ptr<StoreServer> server_;  // rank 0 only
   std::chrono::milliseconds timeout_;
   uint32_t sequence_ = 0;
+  AllReduceAlgorithm all_reduce_algorithm_;
 };
 
 }  // namespace spray::coll

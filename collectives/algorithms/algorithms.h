@@ -30,6 +30,9 @@ void ring_all_gather(Communicator& c, void* data, std::span<const size_t> blocks
                      uint32_t first_step);
 // The two above back to back (all-reduce in place).
 void ring_all_reduce(Communicator& c, void* data, size_t count, DataType type, ReduceOp op);
+// log2(P) whole-buffer exchanges (non-powers of two fold the extra ranks first).
+void recursive_doubling_all_reduce(Communicator& c, void* data, size_t count, DataType type,
+                                   ReduceOp op);
 
 void binomial_broadcast(Communicator& c, void* data, size_t bytes, int root);
 // In place: `data` at root ends as the reduction; other ranks' data is clobbered.

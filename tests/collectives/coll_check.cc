@@ -86,17 +86,27 @@ struct Checker {
     return std::vector<uint8_t>(std::max<size_t>(1, count * size_of(t)), 0xcd);
   }
 
+  // Each algorithm in turn (every rank forces the same one), then automatic choice.
   void all_reduce(DataType t, ReduceOp op, size_t count, bool in_place) {
-    auto send = buffer(count, t), recv = buffer(count, t);
-    for (size_t i = 0; i < count; ++i)
-      store_element(send.data(), i, t, input(comm.rank(), i, op, t));
-    void* out = in_place ? send.data() : recv.data();
-    comm.all_reduce(send.data(), out, count, t, op);
-    const auto what = fmt::format("all_reduce {} {} n={}{}", name(t), name(op), count,
-                                  in_place ? " in place" : "");
-    for (size_t i = 0; i < count; ++i) {
-      expect(load_element(out, i, t), reference(comm.size(), i, op, t), t, what, i);
+    constexpr std::pair<AllReduceAlgorithm, const char*> kAlgorithms[] = {
+        {AllReduceAlgorithm::kRing, "ring"},
+        {AllReduceAlgorithm::kRecursiveDoubling, "recursive_doubling"},
+        {AllReduceAlgorithm::kAuto, "auto"}};
+    for (const auto& [algorithm, algorithm_name] : kAlgorithms) {
+      auto send = buffer(count, t), recv = buffer(count, t);
+      for (size_t i = 0; i < count; ++i) {
+        store_element(send.data(), i, t, input(comm.rank(), i, op, t));
+      }
+      void* out = in_place ? send.data() : recv.data();
+      comm.set_all_reduce_algorithm(algorithm);
+      comm.all_reduce(send.data(), out, count, t, op);
+      const auto what = fmt::format("all_reduce/{} {} {} n={}{}", algorithm_name, name(t), name(op),
+                                    count, in_place ? " in place" : "");
+      for (size_t i = 0; i < count; ++i) {
+        expect(load_element(out, i, t), reference(comm.size(), i, op, t), t, what, i);
+      }
     }
+    comm.set_all_reduce_algorithm(AllReduceAlgorithm::kAuto);
   }
 
   void reduce_scatter(DataType t, ReduceOp op, size_t count) {

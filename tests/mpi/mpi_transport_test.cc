@@ -339,7 +339,8 @@ void coll_bench() {
           MPI_Allreduce(send.data(), recv.data(), static_cast<int>(send.size()), MPI_FLOAT, MPI_SUM,
                         MPI_COMM_WORLD);
         } else {
-          MPI_Alltoall(send.data(), block, MPI_FLOAT, recv.data(), block, MPI_FLOAT, MPI_COMM_WORLD);
+          MPI_Alltoall(send.data(), block, MPI_FLOAT, recv.data(), block, MPI_FLOAT,
+                       MPI_COMM_WORLD);
         }
       });
       const double algbw = static_cast<double>(bytes) / t / 1e9;

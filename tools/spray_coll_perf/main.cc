@@ -202,7 +202,9 @@ int main(int argc, char** argv) {
   app.add_option("-o,--op", op_name, "sum|prod|min|max|avg");
   app.add_option("-n,--iters", iters, "Iterations per size (0: about 256 MiB moved, 2..50)");
   app.add_option("-w,--warmup", warmup, "Untimed iterations per size");
-  app.add_option("--algo", algo, "Algorithm: auto (the only one built so far per collective)");
+  app.add_option("--algo", algo,
+                 "Algorithm: auto; for allreduce also ring or recursive_doubling (other "
+                 "collectives have one algorithm so far)");
   app.add_option("--provider", provider, "libfabric provider (default: SPRAY_PROVIDER, else tcp)");
   app.add_flag("-c,--check", check, "Count wrong elements in every result");
   app.add_option("--json", json_path, "Also write the rows as JSON to this file");
@@ -214,18 +216,21 @@ int main(int argc, char** argv) {
   }
   const auto type = parse_data_type(type_name);
   const auto op = parse_reduce_op(op_name);
-  if (!which || !type || !op || algo != "auto") {
+  const auto all_reduce_algo = parse_all_reduce_algorithm(algo);
+  const bool algo_ok =
+      all_reduce_algo && (which == nullptr || which->coll == Coll::kAllReduce || algo == "auto");
+  if (!which || !type || !op || !algo_ok) {
     fmt::print(stderr, "spray-coll-perf: unknown {}\n",
                !which  ? "--coll"
                : !type ? "--datatype"
                : !op   ? "--op"
-                       : "--algo (only auto exists)");
+                       : "--algo for this collective");
     return 2;
   }
   try {
-    CommunicatorOptions options;
-    auto comm = provider.empty() ? Communicator::from_environment()
-                                 : Communicator::from_environment({provider, options.timeout});
+    if (!provider.empty()) setenv("SPRAY_PROVIDER", provider.c_str(), 1);  // the flag wins
+    auto comm = Communicator::from_environment();
+    if (algo != "auto") comm->set_all_reduce_algorithm(*all_reduce_algo);
     const int n = comm->size();
     const bool root = comm->rank() == 0;
     const size_t min_bytes = parse_size(min_text), max_bytes = parse_size(max_text);
