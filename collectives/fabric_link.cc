@@ -110,8 +110,12 @@ bool FabricLink::set_peers(const std::vector<std::vector<uint8_t>>& addresses, s
 }
 
 Request FabricLink::take_slot(int peer, bool is_send, uint64_t tag, size_t len) {
-  while (free_slots_.empty()) progress(0);  // completions free nothing by themselves;
-  // a caller that posts more than kSlots without waiting is a bug in the algorithm
+  // Slots come back only through wait(): more than kSlots posted without waiting is a
+  // bug in the algorithm, reported rather than spun on forever.
+  if (free_slots_.empty()) {
+    throw CollectiveError(
+        fmt::format("more than {} requests in flight on '{}'", kSlots, provider_));
+  }
   const uint32_t i = free_slots_.back();
   free_slots_.pop_back();
   Slot& s = slots_[i];
