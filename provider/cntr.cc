@@ -85,12 +85,7 @@ int cntr_close(fid* f) {
 }
 
 int cntr_control(fid* f, int command, void* arg) {
-  auto* c = fid_to<Counter>(f);
-  if (command != FI_GETWAIT) return -FI_ENOSYS;
-  if (!c->wait_fd) return -FI_ENODATA;  // FI_WAIT_UNSPEC: block in fi_cntr_wait instead
-  if (!arg) return -FI_EINVAL;
-  *static_cast<int*>(arg) = c->wait_fd->fd();
-  return FI_SUCCESS;
+  return wait_fd_control(fid_to<Counter>(f)->wait_fd.get(), command, arg);
 }
 
 fi_ops cntr_fi_ops = {

@@ -161,12 +161,7 @@ int cq_close(fid* f) {
 }
 
 int cq_control(fid* f, int command, void* arg) {
-  auto* cq = fid_to<CompletionQueue>(f);
-  if (command != FI_GETWAIT) return -FI_ENOSYS;
-  if (!cq->wait_fd) return -FI_ENODATA;  // FI_WAIT_UNSPEC: block in fi_cq_sread instead
-  if (!arg) return -FI_EINVAL;
-  *static_cast<int*>(arg) = cq->wait_fd->fd();
-  return FI_SUCCESS;
+  return wait_fd_control(fid_to<CompletionQueue>(f)->wait_fd.get(), command, arg);
 }
 
 fi_ops cq_fi_ops = {

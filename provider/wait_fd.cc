@@ -10,6 +10,9 @@
 #include <cstdint>
 #include <cstring>
 
+#include <rdma/fabric.h>
+#include <rdma/fi_errno.h>
+
 namespace spray::fi {
 namespace {
 
@@ -39,6 +42,14 @@ WaitFd::~WaitFd() {
   for (int fd : {epoll_, timer_, event_}) {
     if (fd >= 0) close(fd);
   }
+}
+
+int wait_fd_control(const WaitFd* w, int command, void* arg) {
+  if (command != FI_GETWAIT) return -FI_ENOSYS;
+  if (!w) return -FI_ENODATA;
+  if (!arg) return -FI_EINVAL;
+  *static_cast<int*>(arg) = w->fd();
+  return FI_SUCCESS;
 }
 
 bool WaitFd::add(int socket_fd) {

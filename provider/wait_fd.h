@@ -40,4 +40,8 @@ class WaitFd {
   int event_ = -1;
 };
 
+// fi_control on a CQ or counter whose wait fd is `w` (null when it has none): FI_GETWAIT
+// hands out the fd; -FI_ENODATA without one (FI_WAIT_UNSPEC blocks in sread/wait).
+int wait_fd_control(const WaitFd* w, int command, void* arg);
+
 }  // namespace spray::fi

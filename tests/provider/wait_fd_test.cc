@@ -20,6 +20,17 @@ int readable_within(int fd, int ms) {
   pollfd p{fd, POLLIN, 0};
   return poll(&p, 1, ms);
 }
+// Blocks on `fd` while another thread sends `*value` from `from` to `to` 50 ms later;
+// 1 when the fd woke (for the datagram, not the 10 s timeout).
+int readable_when_sent(int fd, fid_ep* from, fi_addr_t to, uint64_t* value) {
+  std::thread sender([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(fi_send(from, value, sizeof(*value), nullptr, to, value), 0);
+  });
+  const int woke = readable_within(fd, 10000);
+  sender.join();
+  return woke;
+}
 
 struct WaitFd : Fabric {
   void SetUp() override {
@@ -40,12 +51,7 @@ TEST_F(WaitFd, fd__wakes_a_blocked_reader_when_a_message_arrives) {
   ASSERT_EQ(fi_recv(b, &in, sizeof(in), nullptr, FI_ADDR_UNSPEC, &in), 0);
   ASSERT_EQ(trywait(), 0);  // nothing to read: safe to block
   EXPECT_EQ(readable(0), 0);
-  std::thread sender([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    EXPECT_EQ(fi_send(a, &out, sizeof(out), nullptr, addrs[1], &out), 0);
-  });
-  EXPECT_EQ(readable(10000), 1);  // woken by the datagram, not by the timeout
-  sender.join();
+  EXPECT_EQ(readable_when_sent(fd, a, addrs[1], &out), 1);
   wait(2);
   EXPECT_EQ(in, out);
 }
@@ -128,12 +134,7 @@ TEST_F(CounterWaitFd, fd__wakes_a_blocked_application_when_a_counted_message_arr
   ASSERT_EQ(fi_recv(b, &in, sizeof(in), nullptr, FI_ADDR_UNSPEC, &in), 0);
   ASSERT_EQ(trywait(), 0);  // nothing happened: safe to block
   EXPECT_EQ(readable(0), 0);
-  std::thread sender([&] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    EXPECT_EQ(fi_send(a, &out, sizeof(out), nullptr, addrs[1], &out), 0);
-  });
-  EXPECT_EQ(readable(10000), 1);  // woken by the datagram, not by the timeout
-  sender.join();
+  EXPECT_EQ(readable_when_sent(fd, a, addrs[1], &out), 1);
   // The sender progresses through the CQ; the counter's reader through the counter.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (fi_cntr_read(cntr) < 1 && std::chrono::steady_clock::now() < deadline) {
