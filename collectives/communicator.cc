@@ -1,5 +1,6 @@
 #include "collectives/communicator.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -13,6 +14,18 @@
 namespace spray::coll {
 namespace {
 
+// Operation names, indexed by CallSignature::operation.
+constexpr const char* kOperations[] = {
+    "all_reduce", "all_reduce_compressed", "reduce_scatter", "all_gather", "broadcast", "reduce",
+    "all_to_all", "all_to_all_v",          "barrier"};
+
+uint8_t operation_code(const char* what) {
+  for (uint8_t i = 0; i < std::size(kOperations); ++i) {
+    if (std::strcmp(kOperations[i], what) == 0) return i;
+  }
+  return 0xff;
+}
+
 int env_int(const char* name) {
   const char* v = std::getenv(name);
   if (!v || !*v)
@@ -23,6 +36,18 @@ int env_int(const char* name) {
     throw CollectiveError(fmt::format("{}='{}' is not a rank number", name, v));
   }
   return static_cast<int>(n);
+}
+
+// An algorithm named by an environment variable, or `fallback` when it is unset.
+template <typename Algorithm, typename Parse>
+Algorithm env_algorithm(const char* variable, Algorithm fallback, Parse parse,
+                        std::span<const Algorithm> choices) {
+  const char* a = std::getenv(variable);
+  if (!a || !*a) return fallback;
+  if (const auto algo = parse(a)) return *algo;
+  std::string known = "auto";
+  for (Algorithm c : choices) known += fmt::format(", {}", name(c));
+  throw CollectiveError(fmt::format("{}='{}' is not one of: {}", variable, a, known));
 }
 
 void check_root(int root, int size, const char* op) {
@@ -54,13 +79,15 @@ std::unique_ptr<Communicator> Communicator::from_environment(CommunicatorOptions
   if (const char* t = std::getenv("SPRAY_COLL_TIMEOUT_MS"); t && *t) {
     options.timeout = std::chrono::milliseconds(std::strtol(t, nullptr, 10));
   }
-  if (const char* a = std::getenv("SPRAY_COLL_ALLREDUCE_ALGO"); a && *a) {
-    const auto algo = parse_all_reduce_algorithm(a);
-    if (!algo) {
-      throw CollectiveError(
-          fmt::format("SPRAY_COLL_ALLREDUCE_ALGO='{}' is not auto, ring or recursive_doubling", a));
-    }
-    options.all_reduce = *algo;
+  options.all_reduce =
+      env_algorithm("SPRAY_COLL_ALLREDUCE_ALGO", options.all_reduce, parse_all_reduce_algorithm,
+                    std::span<const AllReduceAlgorithm>(kAllReduceAlgorithms));
+  options.all_to_all =
+      env_algorithm("SPRAY_COLL_ALLTOALL_ALGO", options.all_to_all, parse_all_to_all_algorithm,
+                    std::span<const AllToAllAlgorithm>(kAllToAllAlgorithms));
+  if (const char* f = std::getenv("SPRAY_COLL_TUNING"); f && *f) options.cost_model_path = f;
+  if (const char* v = std::getenv("SPRAY_COLL_VERIFY"); v && *v) {
+    options.verify_calls = std::strcmp(v, "0") != 0;
   }
   return create(rank, size, store, options);
 }
@@ -79,10 +106,35 @@ std::unique_ptr<Communicator> Communicator::create(int rank, int size, const std
   if (!client) throw CollectiveError(fmt::format("rank {}: {}", rank, error));
   auto link = FabricLink::open(options.provider, error);
   if (!link) throw CollectiveError(fmt::format("rank {}: {}", rank, error));
+  auto publish = [&](const std::string& key, const std::vector<uint8_t>& value) {
+    if (!client->set(key, value, error)) {
+      throw CollectiveError(fmt::format("rank {}: {}", rank, error));
+    }
+  };
 
-  if (!client->set(fmt::format("addr/{}", rank), link->address(), error)) {
-    throw CollectiveError(fmt::format("rank {}: {}", rank, error));
+  // Rank 0 reads the cost model once and hands every rank the same one, so that all
+  // make the same algorithm choices.
+  if (rank == 0) {
+    std::string text = CostModel{}.to_json();
+    if (!options.cost_model_path.empty()) {
+      const auto model = CostModel::load(options.cost_model_path, error);
+      text = model ? model->to_json() : "error: " + error;
+    }
+    publish("cost_model", std::vector<uint8_t>(text.begin(), text.end()));
   }
+  std::vector<uint8_t> model_text;
+  if (!client->get("cost_model", options.timeout, model_text, error)) {
+    throw CollectiveError(fmt::format("rank {}: no cost model from rank 0 ({})", rank, error));
+  }
+  const auto cost_model = CostModel::from_json(
+      std::string_view(reinterpret_cast<const char*>(model_text.data()), model_text.size()), error);
+  if (!cost_model) {
+    throw CollectiveError(fmt::format(
+        "rank {}: unusable cost model: {}", rank,
+        std::string_view(reinterpret_cast<const char*>(model_text.data()), model_text.size())));
+  }
+
+  publish(fmt::format("addr/{}", rank), link->address());
   std::vector<std::vector<uint8_t>> addresses(static_cast<size_t>(size));
   for (int r = 0; r < size; ++r) {
     if (!client->get(fmt::format("addr/{}", r), options.timeout, addresses[static_cast<size_t>(r)],
@@ -94,9 +146,7 @@ std::unique_ptr<Communicator> Communicator::create(int rank, int size, const std
   if (!link->set_peers(addresses, error))
     throw CollectiveError(fmt::format("rank {}: {}", rank, error));
   // Rank 0 keeps the store up until everyone has read every address.
-  if (!client->set(fmt::format("ready/{}", rank), {}, error)) {
-    throw CollectiveError(fmt::format("rank {}: {}", rank, error));
-  }
+  publish(fmt::format("ready/{}", rank), {});
   if (rank == 0) {
     std::vector<uint8_t> ignored;
     for (int r = 1; r < size; ++r) {
@@ -106,131 +156,321 @@ std::unique_ptr<Communicator> Communicator::create(int rank, int size, const std
     }
   }
   return std::unique_ptr<Communicator>(
-      new Communicator(rank, size, std::move(link), std::move(server), options));
+      new Communicator(rank, size, std::move(link), std::move(server), options, *cost_model));
 }
 
 Communicator::Communicator(int rank, int size, std::unique_ptr<FabricLink> link,
-                           std::unique_ptr<StoreServer> server, const CommunicatorOptions& options)
+                           std::unique_ptr<StoreServer> server, const CommunicatorOptions& options,
+                           const CostModel& cost_model)
     : rank_(rank),
       size_(size),
       link_(std::move(link)),
       server_(std::move(server)),
       timeout_(options.timeout),
-      all_reduce_algorithm_(options.all_reduce) {}
-
-std::optional<AllReduceAlgorithm> parse_all_reduce_algorithm(std::string_view s) {
-  if (s == "auto") return AllReduceAlgorithm::kAuto;
-  if (s == "ring") return AllReduceAlgorithm::kRing;
-  if (s == "recursive_doubling") return AllReduceAlgorithm::kRecursiveDoubling;
-  return std::nullopt;
-}
+      all_reduce_algorithm_(options.all_reduce),
+      all_to_all_algorithm_(options.all_to_all),
+      verify_calls_(options.verify_calls),
+      cost_model_(cost_model) {}
 
 Communicator::~Communicator() = default;
 
-void Communicator::all_reduce(const void* send, void* recv, size_t count, DataType type,
-                              ReduceOp op) {
+AllReduceAlgorithm Communicator::all_reduce_algorithm_for(size_t bytes) const {
+  return all_reduce_algorithm_ != AllReduceAlgorithm::kAuto
+             ? all_reduce_algorithm_
+             : cost_model_.best_all_reduce(bytes, size_);
+}
+
+AllToAllAlgorithm Communicator::all_to_all_algorithm_for(size_t block_bytes) const {
+  return all_to_all_algorithm_ != AllToAllAlgorithm::kAuto
+             ? all_to_all_algorithm_
+             : cost_model_.best_all_to_all(block_bytes, size_);
+}
+
+CollectiveRequest Communicator::launch(Mode mode, const char* what, CallSignature signature,
+                                       std::function<void()> body) {
+  signature.operation = operation_code(what);
+  auto call = [this, what, signature, body = std::move(body)] {
+    if (verify_calls_) {
+      ++sequence_;
+      verify(what, signature);
+    }
+    ++sequence_;  // a new tag space for the call
+    body();
+  };
+  if (mode == Mode::kBlocking) {
+    calls_.run(call);
+    return {};
+  }
+  return calls_.start(std::move(call));
+}
+
+void Communicator::verify(const char* what, const CallSignature& mine) {
+  static_assert(sizeof(CallSignature) == 16);
+  std::vector<CallSignature> all(static_cast<size_t>(size_));
+  all[static_cast<size_t>(rank_)] = mine;
+  algo::ring_all_gather(*this, all.data(), algo::fixed_blocks(sizeof(CallSignature), size_), 1, 0);
+  auto describe = [](const CallSignature& s) {
+    const char* op = s.operation < std::size(kOperations) ? kOperations[s.operation] : "?";
+    return fmt::format("{}(type {}, op {}, count {}, root {})", op,
+                       name(static_cast<DataType>(s.type)), name(static_cast<ReduceOp>(s.op)),
+                       s.count, s.root);
+  };
+  for (int r = 0; r < size_; ++r) {
+    if (std::memcmp(&all[static_cast<size_t>(r)], &mine, sizeof mine) != 0) {
+      throw CollectiveError(fmt::format("{}: ranks disagree: rank {} called {}, rank {} called {}",
+                                        what, rank_, describe(mine), r,
+                                        describe(all[static_cast<size_t>(r)])));
+    }
+  }
+}
+
+CollectiveRequest Communicator::start_all_reduce(Mode mode, const void* send, void* recv,
+                                                 size_t count, DataType type, ReduceOp op) {
   check_buffers(send, recv, count, "all_reduce");
   check_reduction(type, op, "all_reduce");
-  begin();
-  if (send != recv && count > 0) std::memmove(recv, send, count * size_of(type));
-  const bool doubling = all_reduce_algorithm_ == AllReduceAlgorithm::kRecursiveDoubling ||
-                        (all_reduce_algorithm_ == AllReduceAlgorithm::kAuto &&
-                         count * size_of(type) <= kRecursiveDoublingMaxBytes);
-  if (doubling) {
-    algo::recursive_doubling_all_reduce(*this, recv, count, type, op);
-  } else {
-    algo::ring_all_reduce(*this, recv, count, type, op);
-  }
-  if (op == ReduceOp::kAvg) finish_average(recv, count, type, size_);
+  const AllReduceAlgorithm algorithm = all_reduce_algorithm_for(count * size_of(type));
+  CallSignature s{
+      .type = static_cast<uint8_t>(type), .op = static_cast<uint8_t>(op), .count = count};
+  return launch(mode, "all_reduce", s, [=, this] {
+    if (send != recv && count > 0) std::memmove(recv, send, count * size_of(type));
+    switch (algorithm) {
+      case AllReduceAlgorithm::kRecursiveDoubling:
+        algo::recursive_doubling_all_reduce(*this, recv, count, type, op);
+        break;
+      case AllReduceAlgorithm::kRabenseifner:
+        algo::rabenseifner_all_reduce(*this, recv, count, type, op);
+        break;
+      case AllReduceAlgorithm::kDoubleBinaryTree:
+        algo::double_binary_tree_all_reduce(*this, recv, count, type, op);
+        break;
+      case AllReduceAlgorithm::kRing:
+      case AllReduceAlgorithm::kAuto:
+        algo::ring_all_reduce(*this, recv, count, type, op);
+        break;
+    }
+    if (op == ReduceOp::kAvg) finish_average(recv, count, type, size_);
+  });
 }
 
-void Communicator::reduce_scatter(const void* send, void* recv, size_t count, DataType type,
-                                  ReduceOp op) {
+void Communicator::all_reduce_compressed(const void* send, void* recv, size_t count, DataType type,
+                                         ReduceOp op, const Compression& z) {
+  check_buffers(send, recv, count, "all_reduce_compressed");
+  if (type != DataType::kF32 && type != DataType::kF16 && type != DataType::kBF16) {
+    throw CollectiveError(fmt::format(
+        "all_reduce_compressed: {} is not a floating type it compresses (f32, f16, bf16)",
+        name(type)));
+  }
+  if (op != ReduceOp::kSum && op != ReduceOp::kAvg) {
+    throw CollectiveError("all_reduce_compressed: only sum and avg are defined");
+  }
+  if ((z.bits != 4 && z.bits != 8) || z.group_size == 0) {
+    throw CollectiveError(fmt::format(
+        "all_reduce_compressed: {} bits in groups of {}: need 4 or 8 bits, groups of 1 or more",
+        z.bits, z.group_size));
+  }
+  CallSignature s{
+      .type = static_cast<uint8_t>(type), .op = static_cast<uint8_t>(op), .count = count};
+  launch(Mode::kBlocking, "all_reduce_compressed", s, [=, this] {
+    if (size_ == 1) {
+      if (send != recv && count > 0) std::memmove(recv, send, count * size_of(type));
+    } else {
+      algo::compressed_all_reduce(*this, send, recv, count, type, z);
+    }
+    if (op == ReduceOp::kAvg) finish_average(recv, count, type, size_);
+  });
+}
+
+CollectiveRequest Communicator::start_reduce_scatter(Mode mode, const void* send, void* recv,
+                                                     size_t count, DataType type, ReduceOp op) {
   check_buffers(send, recv, count, "reduce_scatter");
   check_reduction(type, op, "reduce_scatter");
-  begin();
-  const size_t es = size_of(type), all = count * static_cast<size_t>(size_);
-  // The ring works over every block in place; the caller's send buffer stays intact.
-  std::vector<uint8_t> work(all * es);
-  if (all > 0) std::memcpy(work.data(), send, all * es);
-  algo::ring_reduce_scatter(*this, work.data(), algo::fixed_blocks(count, size_), type, op, 0);
-  if (count > 0)
-    std::memcpy(recv, work.data() + static_cast<size_t>(rank_) * count * es, count * es);
-  if (op == ReduceOp::kAvg) finish_average(recv, count, type, size_);
+  CallSignature s{
+      .type = static_cast<uint8_t>(type), .op = static_cast<uint8_t>(op), .count = count};
+  return launch(mode, "reduce_scatter", s, [=, this] {
+    const size_t es = size_of(type), all = count * static_cast<size_t>(size_);
+    // The ring works over every block in place; the caller's send buffer stays intact.
+    std::vector<uint8_t> work(all * es);
+    if (all > 0) std::memcpy(work.data(), send, all * es);
+    algo::ring_reduce_scatter(*this, work.data(), algo::fixed_blocks(count, size_), type, op, 0);
+    if (count > 0)
+      std::memcpy(recv, work.data() + static_cast<size_t>(rank_) * count * es, count * es);
+    if (op == ReduceOp::kAvg) finish_average(recv, count, type, size_);
+  });
 }
 
-void Communicator::all_gather(const void* send, void* recv, size_t count, DataType type) {
+CollectiveRequest Communicator::start_all_gather(Mode mode, const void* send, void* recv,
+                                                 size_t count, DataType type) {
   check_buffers(send, recv, count, "all_gather");
-  begin();
-  const size_t es = size_of(type);
-  auto* own = static_cast<uint8_t*>(recv) + static_cast<size_t>(rank_) * count * es;
-  if (send != own && count > 0) std::memmove(own, send, count * es);  // in place: send == own
-  algo::ring_all_gather(*this, recv, algo::fixed_blocks(count, size_), es, 0);
+  CallSignature s{.type = static_cast<uint8_t>(type), .count = count};
+  return launch(mode, "all_gather", s, [=, this] {
+    const size_t es = size_of(type);
+    auto* own = static_cast<uint8_t*>(recv) + static_cast<size_t>(rank_) * count * es;
+    if (send != own && count > 0) std::memmove(own, send, count * es);  // in place: send == own
+    algo::ring_all_gather(*this, recv, algo::fixed_blocks(count, size_), es, 0);
+  });
 }
 
-void Communicator::broadcast(void* buffer, size_t count, DataType type, int root) {
+CollectiveRequest Communicator::start_broadcast(Mode mode, void* buffer, size_t count,
+                                                DataType type, int root) {
   check_buffers(buffer, buffer, count, "broadcast");
   check_root(root, size_, "broadcast");
-  begin();
-  algo::binomial_broadcast(*this, buffer, count * size_of(type), root);
+  CallSignature s{.type = static_cast<uint8_t>(type), .root = root, .count = count};
+  return launch(mode, "broadcast", s, [=, this] {
+    algo::binomial_broadcast(*this, buffer, count * size_of(type), root);
+  });
 }
 
-void Communicator::reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
-                          int root) {
+CollectiveRequest Communicator::start_reduce(Mode mode, const void* send, void* recv, size_t count,
+                                             DataType type, ReduceOp op, int root) {
   check_root(root, size_, "reduce");
   check_buffers(send, rank_ == root ? recv : send, count, "reduce");
   check_reduction(type, op, "reduce");
-  begin();
-  const size_t bytes = count * size_of(type);
-  std::vector<uint8_t> work(bytes);  // the tree reduces in place; keep send intact
-  if (bytes > 0) std::memcpy(work.data(), send, bytes);
-  algo::binomial_reduce(*this, work.data(), count, type, op, root);
-  if (rank_ != root) return;
-  if (bytes > 0) std::memcpy(recv, work.data(), bytes);
-  if (op == ReduceOp::kAvg) finish_average(recv, count, type, size_);
+  CallSignature s{.type = static_cast<uint8_t>(type),
+                  .op = static_cast<uint8_t>(op),
+                  .root = root,
+                  .count = count};
+  return launch(mode, "reduce", s, [=, this] {
+    const size_t bytes = count * size_of(type);
+    std::vector<uint8_t> work(bytes);  // the tree reduces in place; keep send intact
+    if (bytes > 0) std::memcpy(work.data(), send, bytes);
+    algo::binomial_reduce(*this, work.data(), count, type, op, root);
+    if (rank_ != root) return;
+    if (bytes > 0) std::memcpy(recv, work.data(), bytes);
+    if (op == ReduceOp::kAvg) finish_average(recv, count, type, size_);
+  });
 }
 
-void Communicator::all_to_all(const void* send, void* recv, size_t count, DataType type) {
-  const std::vector<size_t> counts(static_cast<size_t>(size_), count);
-  std::vector<size_t> displs(static_cast<size_t>(size_));
-  for (size_t r = 0; r < displs.size(); ++r) displs[r] = r * count;
-  all_to_all_v(send, counts, displs, recv, counts, displs, type);
-}
-
-void Communicator::all_to_all_v(const void* send, std::span<const size_t> send_counts,
-                                std::span<const size_t> send_displs, void* recv,
-                                std::span<const size_t> recv_counts,
-                                std::span<const size_t> recv_displs, DataType type) {
+CollectiveRequest Communicator::start_all_to_all_v(Mode mode, bool uniform, const void* send,
+                                                   std::span<const size_t> send_counts,
+                                                   std::span<const size_t> send_displs, void* recv,
+                                                   std::span<const size_t> recv_counts,
+                                                   std::span<const size_t> recv_displs,
+                                                   DataType type) {
   const auto p = static_cast<size_t>(size_);
+  const char* what = uniform ? "all_to_all" : "all_to_all_v";
   if (send_counts.size() != p || send_displs.size() != p || recv_counts.size() != p ||
       recv_displs.size() != p) {
-    throw CollectiveError("all_to_all_v: counts and displacements need one entry per rank");
+    throw CollectiveError(
+        fmt::format("{}: counts and displacements need one entry per rank", what));
   }
-  begin();
   const size_t es = size_of(type);
   std::vector<size_t> sb(p), so(p), rb(p), ro(p);
+  size_t send_end = 0, total = 0;
   for (size_t r = 0; r < p; ++r) {
     sb[r] = send_counts[r] * es;
     so[r] = send_displs[r] * es;
     rb[r] = recv_counts[r] * es;
     ro[r] = recv_displs[r] * es;
-    if ((sb[r] && !send) || (rb[r] && !recv)) throw CollectiveError("all_to_all_v: null buffer");
+    if ((sb[r] && !send) || (rb[r] && !recv))
+      throw CollectiveError(fmt::format("{}: null buffer", what));
+    send_end = std::max(send_end, so[r] + sb[r]);
+    total += sb[r];
   }
-  if (send == recv) {  // in place: send from a copy of what the blocks hold now
-    size_t end = 0;
-    for (size_t r = 0; r < p; ++r) end = std::max(end, so[r] + sb[r]);
-    std::vector<uint8_t> copy(static_cast<const uint8_t*>(send),
-                              static_cast<const uint8_t*>(send) + end);
-    algo::pairwise_all_to_all_v(*this, copy.data(), sb, so, static_cast<uint8_t*>(recv), rb, ro);
-    return;
-  }
-  algo::pairwise_all_to_all_v(*this, static_cast<const uint8_t*>(send), sb, so,
-                              static_cast<uint8_t*>(recv), rb, ro);
+  // Bruck needs equal blocks; all_to_all_v picks between the pairwise orders by the
+  // mean block.
+  AllToAllAlgorithm algorithm = all_to_all_algorithm_for(total / p);
+  if (!uniform && algorithm == AllToAllAlgorithm::kBruck) algorithm = AllToAllAlgorithm::kSpreadOut;
+  CallSignature s{.type = static_cast<uint8_t>(type), .count = uniform ? send_counts[0] : 0};
+  return launch(
+      mode, what, s,
+      [=, this, sb = std::move(sb), so = std::move(so), rb = std::move(rb), ro = std::move(ro)] {
+        auto* out = static_cast<uint8_t*>(recv);
+        const auto* in = static_cast<const uint8_t*>(send);
+        std::vector<uint8_t> copy;
+        if (send == recv) {  // in place: send from a copy of what the blocks hold now
+          copy.assign(in, in + send_end);
+          in = copy.data();
+        }
+        if (algorithm == AllToAllAlgorithm::kBruck) {
+          algo::bruck_all_to_all(*this, in, out, sb[0]);
+        } else {
+          const int window = algorithm == AllToAllAlgorithm::kSpreadOut ? kSpreadOutWindow : 1;
+          algo::spread_out_all_to_all_v(*this, in, sb, so, out, rb, ro, window);
+        }
+      });
 }
 
+// The public calls: each operation blocking and queued.
+
+void Communicator::all_reduce(const void* send, void* recv, size_t count, DataType type,
+                              ReduceOp op) {
+  start_all_reduce(Mode::kBlocking, send, recv, count, type, op);
+}
+CollectiveRequest Communicator::iall_reduce(const void* send, void* recv, size_t count,
+                                            DataType type, ReduceOp op) {
+  return start_all_reduce(Mode::kQueued, send, recv, count, type, op);
+}
+void Communicator::reduce_scatter(const void* send, void* recv, size_t count, DataType type,
+                                  ReduceOp op) {
+  start_reduce_scatter(Mode::kBlocking, send, recv, count, type, op);
+}
+CollectiveRequest Communicator::ireduce_scatter(const void* send, void* recv, size_t count,
+                                                DataType type, ReduceOp op) {
+  return start_reduce_scatter(Mode::kQueued, send, recv, count, type, op);
+}
+void Communicator::all_gather(const void* send, void* recv, size_t count, DataType type) {
+  start_all_gather(Mode::kBlocking, send, recv, count, type);
+}
+CollectiveRequest Communicator::iall_gather(const void* send, void* recv, size_t count,
+                                            DataType type) {
+  return start_all_gather(Mode::kQueued, send, recv, count, type);
+}
+void Communicator::broadcast(void* buffer, size_t count, DataType type, int root) {
+  start_broadcast(Mode::kBlocking, buffer, count, type, root);
+}
+CollectiveRequest Communicator::ibroadcast(void* buffer, size_t count, DataType type, int root) {
+  return start_broadcast(Mode::kQueued, buffer, count, type, root);
+}
+void Communicator::reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                          int root) {
+  start_reduce(Mode::kBlocking, send, recv, count, type, op, root);
+}
+CollectiveRequest Communicator::ireduce(const void* send, void* recv, size_t count, DataType type,
+                                        ReduceOp op, int root) {
+  return start_reduce(Mode::kQueued, send, recv, count, type, op, root);
+}
+
+namespace {
+// Counts and displacements of an all-to-all of `count` elements per block.
+struct UniformBlocks {
+  std::vector<size_t> counts, displs;
+  UniformBlocks(size_t count, int ranks)
+      : counts(static_cast<size_t>(ranks), count), displs(static_cast<size_t>(ranks)) {
+    for (size_t r = 0; r < displs.size(); ++r) displs[r] = r * count;
+  }
+};
+}  // namespace
+
+void Communicator::all_to_all(const void* send, void* recv, size_t count, DataType type) {
+  const UniformBlocks b(count, size_);
+  start_all_to_all_v(Mode::kBlocking, true, send, b.counts, b.displs, recv, b.counts, b.displs,
+                     type);
+}
+CollectiveRequest Communicator::iall_to_all(const void* send, void* recv, size_t count,
+                                            DataType type) {
+  const UniformBlocks b(count, size_);
+  return start_all_to_all_v(Mode::kQueued, true, send, b.counts, b.displs, recv, b.counts, b.displs,
+                            type);
+}
+void Communicator::all_to_all_v(const void* send, std::span<const size_t> send_counts,
+                                std::span<const size_t> send_displs, void* recv,
+                                std::span<const size_t> recv_counts,
+                                std::span<const size_t> recv_displs, DataType type) {
+  start_all_to_all_v(Mode::kBlocking, false, send, send_counts, send_displs, recv, recv_counts,
+                     recv_displs, type);
+}
+CollectiveRequest Communicator::iall_to_all_v(const void* send, std::span<const size_t> send_counts,
+                                              std::span<const size_t> send_displs, void* recv,
+                                              std::span<const size_t> recv_counts,
+                                              std::span<const size_t> recv_displs, DataType type) {
+  return start_all_to_all_v(Mode::kQueued, false, send, send_counts, send_displs, recv, recv_counts,
+                            recv_displs, type);
+}
 void Communicator::barrier() {
-  begin();
-  algo::dissemination_barrier(*this);
+  launch(Mode::kBlocking, "barrier", {}, [this] { algo::dissemination_barrier(*this); });
+}
+CollectiveRequest Communicator::ibarrier() {
+  return launch(Mode::kQueued, "barrier", {}, [this] { algo::dissemination_barrier(*this); });
 }
 
 }  // namespace spray::coll

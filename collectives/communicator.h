@@ -5,17 +5,22 @@
 // rendezvous store that rank 0 hosts, SPRAY_PROVIDER = libfabric provider, default tcp;
 // spray-run sets them) or from explicit values. Each rank publishes its endpoint address
 // in the store and reads everyone else's; rank 0 keeps the store up until every rank has
-// read them.
+// read them, and hands every rank the same cost model for the tuner.
 //
-// Semantics: every rank calls the same collectives in the same order with matching
-// counts and types, as in MPI and NCCL. Calls are blocking. `send` may equal `recv`
-// (in place). Errors (a rank that died or stalled past the timeout, a provider error,
-// invalid arguments) throw CollectiveError with a message naming the operation and peer;
-// after one, the communicator must be destroyed.
+// Semantics: every rank starts the same collectives in the same order with matching
+// counts and types, as in MPI and NCCL. Each operation comes blocking (`all_reduce`) and
+// non-blocking (`iall_reduce`, returning a CollectiveRequest to test or wait; its
+// buffers must stay untouched until then). Calls run one at a time in the order they
+// were started (see call_queue.h). `send` may equal `recv` (in place). Errors (a rank
+// that died or stalled past the timeout, a provider error, invalid arguments, counts
+// that disagree across ranks) throw CollectiveError with a message naming the operation
+// and peer; after one, the communicator must be destroyed. One user thread drives it.
 //
-// Algorithms (collectives/algorithms/, one file each): ring all-reduce (reduce-scatter
-// then all-gather, chunked and pipelined), ring reduce-scatter and all-gather, binomial
-// broadcast and reduce, pairwise all-to-all(v), dissemination barrier.
+// Algorithms (collectives/algorithms/, one file each): all-reduce by ring, recursive
+// doubling, Rabenseifner or double binary tree, chosen per call by the tuner's cost model
+// (tuner.h) unless forced; ring reduce-scatter and all-gather; binomial broadcast and
+// reduce; all-to-all by pairwise exchange, Bruck or throttled spread-out; dissemination
+// barrier; and a quantised (lossy) all-reduce, only when asked for by name.
 #pragma once
 
 #include <chrono>
@@ -26,63 +31,96 @@
 #include <string>
 #include <string_view>
 
+#include "collectives/call_queue.h"
 #include "collectives/datatype.h"
 #include "collectives/fabric_link.h"
+#include "collectives/quantize.h"
+#include "collectives/tuner.h"
 
 namespace spray::coll {
 
 class StoreServer;
 
-// Which all-reduce algorithm runs. kAuto: recursive doubling up to
-// kRecursiveDoublingMaxBytes (few latencies), the ring above (bandwidth-optimal).
-enum class AllReduceAlgorithm : uint8_t { kAuto, kRing, kRecursiveDoubling };
-inline constexpr size_t kRecursiveDoublingMaxBytes = 64 * 1024;
-// "auto", "ring", "recursive_doubling"; nullopt otherwise.
-std::optional<AllReduceAlgorithm> parse_all_reduce_algorithm(std::string_view s);
-
 struct CommunicatorOptions {
   std::string provider = "tcp";
-  // SPRAY_COLL_ALLREDUCE_ALGO overrides it in from_environment().
+  // kAuto: the tuner decides. SPRAY_COLL_ALLREDUCE_ALGO / SPRAY_COLL_ALLTOALL_ALGO
+  // override them in from_environment().
   AllReduceAlgorithm all_reduce = AllReduceAlgorithm::kAuto;
+  AllToAllAlgorithm all_to_all = AllToAllAlgorithm::kAuto;
+  // A cost model file written by `spray-coll-perf --calibrate` (SPRAY_COLL_TUNING);
+  // read by rank 0 only and handed to every rank. Empty: built-in defaults.
+  std::string cost_model_path;
+  // Before every call, compare what each rank called (operation, type, reduction,
+  // count, root) and fail with the difference (SPRAY_COLL_VERIFY=1). Costs one small
+  // all-gather per call; mismatched message sizes are detected without it.
+  bool verify_calls = false;
   // Bound on every wait: bootstrap and each collective's steps.
   std::chrono::milliseconds timeout{30000};
 };
 
 class Communicator {
  public:
-  // From SPRAY_RANK / SPRAY_SIZE / SPRAY_STORE (and SPRAY_PROVIDER, SPRAY_COLL_TIMEOUT_MS
-  // over `options`). Throws CollectiveError with a clear message when they are missing
-  // or a rank never shows up.
+  // From SPRAY_RANK / SPRAY_SIZE / SPRAY_STORE (and SPRAY_PROVIDER, SPRAY_COLL_TIMEOUT_MS,
+  // SPRAY_COLL_ALLREDUCE_ALGO, SPRAY_COLL_ALLTOALL_ALGO, SPRAY_COLL_TUNING,
+  // SPRAY_COLL_VERIFY over `options`). Throws CollectiveError with a clear message when
+  // they are missing or wrong, or a rank never shows up.
   static std::unique_ptr<Communicator> from_environment(CommunicatorOptions options = {});
   static std::unique_ptr<Communicator> create(int rank, int size, const std::string& store,
                                               const CommunicatorOptions& options);
+  // Completes every call still queued, then closes the endpoint.
   ~Communicator();
 
   int rank() const { return rank_; }
   int size() const { return size_; }
   const std::string& provider() const { return link_->provider(); }
+  const CostModel& cost_model() const { return cost_model_; }
   // Every rank must choose the same algorithm for a given call.
   void set_all_reduce_algorithm(AllReduceAlgorithm a) { all_reduce_algorithm_ = a; }
+  void set_all_to_all_algorithm(AllToAllAlgorithm a) { all_to_all_algorithm_ = a; }
+  // What all_reduce / all_to_all would run for this size (the tuner's pick or the forced
+  // one).
+  AllReduceAlgorithm all_reduce_algorithm_for(size_t bytes) const;
+  AllToAllAlgorithm all_to_all_algorithm_for(size_t block_bytes) const;
 
   // recv[i] = OP over ranks of send[i], for `count` elements, on every rank.
   void all_reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op);
+  CollectiveRequest iall_reduce(const void* send, void* recv, size_t count, DataType type,
+                                ReduceOp op);
+  // All-reduce (sum or avg of f32, f16 or bf16) through group-wise quantisation to
+  // `z.bits` bits: about 4x (INT8) or 8x (INT4) fewer bytes on the wire than f32, with
+  // the error bound of algorithms/compressed_all_reduce.cc. All ranks get the same bits.
+  void all_reduce_compressed(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                             const Compression& z);
   // send holds size() blocks of `count` elements; rank r receives block r reduced.
   void reduce_scatter(const void* send, void* recv, size_t count, DataType type, ReduceOp op);
+  CollectiveRequest ireduce_scatter(const void* send, void* recv, size_t count, DataType type,
+                                    ReduceOp op);
   // send holds `count` elements; recv receives size() blocks, block r from rank r.
   void all_gather(const void* send, void* recv, size_t count, DataType type);
+  CollectiveRequest iall_gather(const void* send, void* recv, size_t count, DataType type);
   // `count` elements of `root`'s buffer to every rank's.
   void broadcast(void* buffer, size_t count, DataType type, int root);
+  CollectiveRequest ibroadcast(void* buffer, size_t count, DataType type, int root);
   // recv (at root only; ignored elsewhere) = OP over ranks of send.
   void reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, int root);
+  CollectiveRequest ireduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                            int root);
   // send holds size() blocks of `count` elements; block j goes to rank j, and recv's
   // block i comes from rank i.
   void all_to_all(const void* send, void* recv, size_t count, DataType type);
-  // Counts and displacements in elements, one per rank (MPI_Alltoallv).
+  CollectiveRequest iall_to_all(const void* send, void* recv, size_t count, DataType type);
+  // Counts and displacements in elements, one per rank (MPI_Alltoallv). The spans are
+  // copied: only the data buffers must outlive a non-blocking call.
   void all_to_all_v(const void* send, std::span<const size_t> send_counts,
                     std::span<const size_t> send_displs, void* recv,
                     std::span<const size_t> recv_counts, std::span<const size_t> recv_displs,
                     DataType type);
+  CollectiveRequest iall_to_all_v(const void* send, std::span<const size_t> send_counts,
+                                  std::span<const size_t> send_displs, void* recv,
+                                  std::span<const size_t> recv_counts,
+                                  std::span<const size_t> recv_displs, DataType type);
   void barrier();
+  CollectiveRequest ibarrier();
 
   // For algorithms: the link, a fresh tag space per collective call, and the deadline
   // of a wait starting now (a wait that sees no completion for `timeout` fails).
@@ -97,10 +135,39 @@ class Communicator {
   }
 
  private:
+  // What a call is, for SPRAY_COLL_VERIFY: compared across ranks before it runs.
+  struct CallSignature {
+    uint8_t operation = 0, type = 0, op = 0, pad = 0;
+    int32_t root = -1;
+    uint64_t count = 0;
+  };
+  // How a call starts: at once (blocking) or queued (non-blocking).
+  enum class Mode : uint8_t { kBlocking, kQueued };
+
   Communicator(int rank, int size, std::unique_ptr<FabricLink> link,
-               std::unique_ptr<StoreServer> server, const CommunicatorOptions& options);
-  // Starts a collective call: a new tag space.
-  void begin() { ++sequence_; }
+               std::unique_ptr<StoreServer> server, const CommunicatorOptions& options,
+               const CostModel& cost_model);
+  // Runs `body` as a collective call (a new tag space; the signature compared first when
+  // verifying), blocking or queued.
+  CollectiveRequest launch(Mode mode, const char* what, CallSignature signature,
+                           std::function<void()> body);
+  void verify(const char* what, const CallSignature& mine);
+  // The operations themselves, checked and run by the public calls.
+  CollectiveRequest start_all_reduce(Mode mode, const void* send, void* recv, size_t count,
+                                     DataType type, ReduceOp op);
+  CollectiveRequest start_reduce_scatter(Mode mode, const void* send, void* recv, size_t count,
+                                         DataType type, ReduceOp op);
+  CollectiveRequest start_all_gather(Mode mode, const void* send, void* recv, size_t count,
+                                     DataType type);
+  CollectiveRequest start_broadcast(Mode mode, void* buffer, size_t count, DataType type, int root);
+  CollectiveRequest start_reduce(Mode mode, const void* send, void* recv, size_t count,
+                                 DataType type, ReduceOp op, int root);
+  CollectiveRequest start_all_to_all_v(Mode mode, bool uniform, const void* send,
+                                       std::span<const size_t> send_counts,
+                                       std::span<const size_t> send_displs, void* recv,
+                                       std::span<const size_t> recv_counts,
+                                       std::span<const size_t> recv_displs, DataType type);
+  friend CostModel calibrate(Communicator& c);
 
   int rank_;
   int size_;
@@ -109,6 +176,15 @@ class Communicator {
   std::chrono::milliseconds timeout_;
   uint32_t sequence_ = 0;
   AllReduceAlgorithm all_reduce_algorithm_;
+  AllToAllAlgorithm all_to_all_algorithm_;
+  bool verify_calls_;
+  CostModel cost_model_;
+  CallQueue calls_;  // last: destroyed (drained) before the link
 };
+
+// Measures the cost model's alpha, beta (ping-pong between rank pairs, all pairs at
+// once) and gamma (the reduction kernel) on this communicator; every rank gets the
+// slowest figures. Collective: every rank calls it.
+CostModel calibrate(Communicator& c);
 
 }  // namespace spray::coll

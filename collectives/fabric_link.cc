@@ -157,13 +157,18 @@ bool FabricLink::progress(int block_ms) {
   if (n == -FI_EAVAIL) {
     fi_cq_err_entry err{};
     if (fi_cq_readerr(cq_, &err, 0) == 1) {
-      auto* s = reinterpret_cast<Slot*>(err.op_context);
+      auto* s = static_cast<Slot*>(err.op_context);
       s->done = true;
       s->error = err.err ? err.err : FI_EOTHER;
+      s->received = err.len;
     }
     return true;
   }
-  for (ssize_t i = 0; i < n; ++i) reinterpret_cast<Slot*>(e[i].op_context)->done = true;
+  for (ssize_t i = 0; i < n; ++i) {
+    auto* s = static_cast<Slot*>(e[i].op_context);
+    s->done = true;
+    s->received = e[i].len;
+  }
   return n > 0;
 }
 
@@ -177,7 +182,7 @@ void FabricLink::wait_all(std::span<const Request> rs,
   size_t next = 0;  // requests before it are complete
   for (;;) {
     while (next < rs.size() && slots_[rs[next]].done) {
-      if (slots_[rs[next]].error) fail(slots_[rs[next]], fi_strerror(slots_[rs[next]].error));
+      check_completion(slots_[rs[next]]);
       ++next;
     }
     if (next == rs.size()) break;
@@ -197,6 +202,20 @@ void FabricLink::wait_all(std::span<const Request> rs,
   for (Request r : rs) {
     slots_[r].in_use = false;
     free_slots_.push_back(r);
+  }
+}
+
+void FabricLink::check_completion(const Slot& s) const {
+  // A message longer or shorter than the receive posted for it means the ranks passed
+  // different counts or types to the same call: name that, not just the symptom.
+  constexpr const char* kDisagree = "do all ranks pass the same count and type to this call?";
+  if (s.error == FI_ETRUNC) {
+    fail(s, fmt::format("a longer message arrived than expected ({})", kDisagree));
+  }
+  if (s.error) fail(s, fi_strerror(s.error));
+  if (!s.is_send && s.received != s.len) {
+    fail(s,
+         fmt::format("{} bytes arrived where {} were expected ({})", s.received, s.len, kDisagree));
   }
 }
 

@@ -71,11 +71,14 @@ class FabricLink {
     bool is_send = false;
     uint64_t tag = 0;
     size_t len = 0;
+    size_t received = 0;  // bytes a receive got, from its completion
   };
   FabricLink() = default;
   Request take_slot(int peer, bool is_send, uint64_t tag, size_t len);
   // Reads completions once; true if any arrived. `block_ms` > 0 blocks in fi_cq_sread.
   bool progress(int block_ms);
+  // Throws if the completed request failed or a receive got another length than posted.
+  void check_completion(const Slot& s) const;
   [[noreturn]] void fail(const Slot& s, const std::string& why) const;
 
   std::string provider_;

@@ -38,11 +38,32 @@ void binomial_broadcast(Communicator& c, void* data, size_t bytes, int root);
 // In place: `data` at root ends as the reduction; other ranks' data is clobbered.
 void binomial_reduce(Communicator& c, void* data, size_t count, DataType type, ReduceOp op,
                      int root);
-// Byte counts and displacements, one per rank.
-void pairwise_all_to_all_v(Communicator& c, const uint8_t* send, std::span<const size_t> send_bytes,
-                           std::span<const size_t> send_offsets, uint8_t* recv,
-                           std::span<const size_t> recv_bytes,
-                           std::span<const size_t> recv_offsets);
+// Rabenseifner: reduce-scatter by recursive halving, all-gather by recursive doubling.
+void rabenseifner_all_reduce(Communicator& c, void* data, size_t count, DataType type, ReduceOp op);
+// Two complementary binary trees, each reducing and broadcasting half of the buffer.
+void double_binary_tree_all_reduce(Communicator& c, void* data, size_t count, DataType type,
+                                   ReduceOp op);
+// A rank's place in tree 0 or 1 of the double binary tree: ranks, -1 where none.
+struct TreeLinks {
+  int parent = -1;
+  int children[2] = {-1, -1};
+};
+TreeLinks double_binary_tree_links(int rank, int p, int tree);
+
+// All-to-all(v), byte counts and displacements one per rank. Spread-out keeps up to
+// `window` pairwise steps in flight; window 1 is the classic pairwise exchange.
+void spread_out_all_to_all_v(Communicator& c, const uint8_t* send,
+                             std::span<const size_t> send_bytes,
+                             std::span<const size_t> send_offsets, uint8_t* recv,
+                             std::span<const size_t> recv_bytes,
+                             std::span<const size_t> recv_offsets, int window);
+// Quantised all-reduce (sum over f32, f16 or bf16; the result in `recv`, which may be
+// `send`), and the bytes all ranks together put on the wire for it.
+void compressed_all_reduce(Communicator& c, const void* send, void* recv, size_t count,
+                           DataType type, const Compression& z);
+size_t compressed_all_reduce_wire_bytes(size_t count, int ranks, const Compression& z);
+// Bruck: log2(P) steps; every block `block_bytes` long.
+void bruck_all_to_all(Communicator& c, const uint8_t* send, uint8_t* recv, size_t block_bytes);
 void dissemination_barrier(Communicator& c);
 
 }  // namespace spray::coll::algo

@@ -7,12 +7,20 @@
 // all-to-all one rank's whole send buffer. Time is the mean per iteration, the slowest
 // rank's. algbw = size / time; busbw = algbw x the nccl-tests factor (all-reduce
 // 2(n-1)/n; reduce-scatter, all-gather and all-to-all (n-1)/n; broadcast and reduce 1),
-// which makes busbw comparable with the link's bandwidth whatever the rank count.
+// which makes busbw comparable with the link's bandwidth whatever the rank count. The
+// last column names the algorithm that ran (the tuner's pick unless --algo forces one).
+//
+// --algo compressed_int8 | compressed_int4 runs the quantised all-reduce; its rows add
+// the bytes on the wire saved against the f32 ring, and --check counts elements
+// outside the error bound instead of inexact ones. --calibrate FILE measures the cost
+// model of the tuner and writes it (use it with SPRAY_COLL_TUNING=FILE).
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +28,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "collectives/algorithms/algorithms.h"
 #include "collectives/communicator.h"
 
 namespace {
@@ -71,11 +80,13 @@ struct Point {
   ReduceOp op;
   int n;
   int rank;
+  std::optional<Compression> compression;  // all-reduce only
   size_t count;  // elements per rank-block, as the collective call takes it
   std::vector<uint8_t> send, recv;
 
-  Point(Coll c, DataType t, ReduceOp o, int ranks, int me, size_t bytes)
-      : coll(c), type(t), op(o), n(ranks), rank(me) {
+  Point(Coll c, DataType t, ReduceOp o, int ranks, int me, size_t bytes,
+        std::optional<Compression> z)
+      : coll(c), type(t), op(o), n(ranks), rank(me), compression(z) {
     const size_t es = size_of(t);
     const auto un = static_cast<size_t>(ranks);
     size_t send_elems = 0, recv_elems = 0;
@@ -117,6 +128,9 @@ struct Point {
   void run(Communicator& c) {
     switch (coll) {
       case Coll::kAllReduce:
+        if (compression) {
+          return c.all_reduce_compressed(send.data(), recv.data(), count, type, op, *compression);
+        }
         return c.all_reduce(send.data(), recv.data(), count, type, op);
       case Coll::kReduceScatter:
         return c.reduce_scatter(send.data(), recv.data(), count, type, op);
@@ -141,10 +155,20 @@ struct Point {
   // Elements of this rank's result that differ from what the inputs imply.
   size_t wrong() const {
     size_t bad = 0;
+    // Quantised: every rank's groups span 2 (inputs r + 1 + i % 3), the sum's 2n; the
+    // bound of compressed_all_reduce.cc is then (2n + 2n) / 2 steps, plus slack for
+    // f32 and the output type's rounding.
+    const double tolerance = compression ? (4.0 * n + 1) / (2 * ((1 << compression->bits) - 1)) *
+                                                   (op == ReduceOp::kAvg ? 1.0 / n : 1.0) +
+                                               0.01 * (type == DataType::kF32 ? 0.0 : reduced(2))
+                                         : 0;
     auto expect = [&](size_t i, double want) {
       uint64_t cell = 0;  // the expected value as the type holds it
       store_element(&cell, 0, type, want);
-      if (load_element(recv.data(), i, type) != load_element(&cell, 0, type)) ++bad;
+      if (std::fabs(load_element(recv.data(), i, type) - load_element(&cell, 0, type)) >
+          tolerance) {
+        ++bad;
+      }
     };
     const auto un = static_cast<size_t>(n);
     const auto me = static_cast<size_t>(rank);
@@ -180,15 +204,26 @@ struct Point {
   }
 };
 
+// The algorithm a row ran, for its last column.
+std::string algorithm_of(const Communicator& c, const Point& p) {
+  if (p.compression) return fmt::format("compressed_int{}", p.compression->bits);
+  const size_t es = size_of(p.type);
+  if (p.coll == Coll::kAllReduce)
+    return std::string(name(c.all_reduce_algorithm_for(p.count * es)));
+  if (p.coll == Coll::kAllToAll) return std::string(name(c.all_to_all_algorithm_for(p.count * es)));
+  return "-";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"nccl-tests-style benchmark of spray::coll (run under spray-run)"};
   std::string coll_name = "allreduce", type_name = "f32", op_name = "sum", algo = "auto";
-  std::string min_text = "8", max_text = "64M", json_path, provider;
+  std::string min_text = "8", max_text = "64M", json_path, provider, calibrate_path;
   std::vector<std::string> size_list;
   double factor = 2;
   int iters = 0, warmup = 2;
+  size_t group_size = 64;
   bool check = false;
   app.add_option("--coll", coll_name,
                  "allreduce|reducescatter|allgather|broadcast|reduce|alltoall");
@@ -203,11 +238,16 @@ int main(int argc, char** argv) {
   app.add_option("-n,--iters", iters, "Iterations per size (0: about 256 MiB moved, 2..50)");
   app.add_option("-w,--warmup", warmup, "Untimed iterations per size");
   app.add_option("--algo", algo,
-                 "Algorithm: auto; for allreduce also ring or recursive_doubling (other "
-                 "collectives have one algorithm so far)");
+                 "auto (the tuner picks); allreduce: ring, recursive_doubling, rabenseifner, "
+                 "double_binary_tree, compressed_int8, compressed_int4; alltoall: pairwise, "
+                 "bruck, spread_out");
+  app.add_option("--group-size", group_size, "Values per quantisation group (compressed_*)")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20));
   app.add_option("--provider", provider, "libfabric provider (default: SPRAY_PROVIDER, else tcp)");
   app.add_flag("-c,--check", check, "Count wrong elements in every result");
   app.add_option("--json", json_path, "Also write the rows as JSON to this file");
+  app.add_option("--calibrate", calibrate_path,
+                 "Measure the tuner's cost model on this fabric, write it to this file, exit");
   CLI11_PARSE(app, argc, argv);
 
   const CollInfo* which = nullptr;
@@ -216,9 +256,18 @@ int main(int argc, char** argv) {
   }
   const auto type = parse_data_type(type_name);
   const auto op = parse_reduce_op(op_name);
-  const auto all_reduce_algo = parse_all_reduce_algorithm(algo);
-  const bool algo_ok =
-      all_reduce_algo && (which == nullptr || which->coll == Coll::kAllReduce || algo == "auto");
+  std::optional<Compression> compression;
+  std::optional<AllReduceAlgorithm> all_reduce_algo;
+  std::optional<AllToAllAlgorithm> all_to_all_algo;
+  if (algo == "compressed_int8" || algo == "compressed_int4") {
+    compression = Compression{algo.back() == '8' ? 8 : 4, group_size};
+  } else if (which && which->coll == Coll::kAllReduce) {
+    all_reduce_algo = parse_all_reduce_algorithm(algo);
+  } else if (which && which->coll == Coll::kAllToAll) {
+    all_to_all_algo = parse_all_to_all_algorithm(algo);
+  }
+  const bool algo_ok = algo == "auto" || all_reduce_algo || all_to_all_algo ||
+                       (compression && which && which->coll == Coll::kAllReduce);
   if (!which || !type || !op || !algo_ok) {
     fmt::print(stderr, "spray-coll-perf: unknown {}\n",
                !which  ? "--coll"
@@ -230,9 +279,20 @@ int main(int argc, char** argv) {
   try {
     if (!provider.empty()) setenv("SPRAY_PROVIDER", provider.c_str(), 1);  // the flag wins
     auto comm = Communicator::from_environment();
-    if (algo != "auto") comm->set_all_reduce_algorithm(*all_reduce_algo);
     const int n = comm->size();
     const bool root = comm->rank() == 0;
+    if (!calibrate_path.empty()) {
+      const CostModel model = calibrate(*comm);
+      if (root) {
+        std::ofstream(calibrate_path) << model.to_json() << "\n";
+        fmt::print("# cost model written to {} (use SPRAY_COLL_TUNING={}):\n{}\n", calibrate_path,
+                   calibrate_path, model.to_json());
+      }
+      comm->barrier();
+      return 0;
+    }
+    if (all_reduce_algo) comm->set_all_reduce_algorithm(*all_reduce_algo);
+    if (all_to_all_algo) comm->set_all_to_all_algorithm(*all_to_all_algo);
     const size_t min_bytes = parse_size(min_text), max_bytes = parse_size(max_text);
     std::vector<size_t> sizes;
     for (double s = static_cast<double>(std::max<size_t>(min_bytes, 1));
@@ -242,15 +302,22 @@ int main(int argc, char** argv) {
     for (const std::string& s : size_list) sizes.push_back(parse_size(s));
     nlohmann::json rows = nlohmann::json::array();
     if (root) {
-      fmt::print("# spray-coll-perf: {} {} {} over '{}', {} ranks\n", which->name, name(*type),
-                 name(*op), comm->provider(), n);
-      fmt::print("# {:>12} {:>12} {:>6} {:>5} {:>11} {:>9} {:>9} {:>8}\n", "size(B)", "count",
-                 "type", "op", "time(us)", "algbw", "busbw", "#wrong");
+      fmt::print("# spray-coll-perf: {} {} {} over '{}', {} ranks; cost model: {}\n", which->name,
+                 name(*type), name(*op), comm->provider(), n, comm->cost_model().source);
+      if (compression) {
+        fmt::print(
+            "# quantised to INT{} in groups of {}; 'wire' = bytes on the wire saved "
+            "against the {} ring all-reduce\n",
+            compression->bits, compression->group_size, name(*type));
+      }
+      fmt::print("# {:>12} {:>12} {:>6} {:>5} {:>11} {:>9} {:>9} {:>8}  {}\n", "size(B)", "count",
+                 "type", "op", "time(us)", "algbw", "busbw", "#wrong",
+                 compression ? "wire" : "algorithm");
     }
     const bool progress = root && isatty(STDERR_FILENO);
     for (size_t k = 0; k < sizes.size(); ++k) {
       if (progress) fmt::print(stderr, "\r[{}/{}] {} B ", k + 1, sizes.size(), sizes[k]);
-      Point p(which->coll, *type, *op, n, comm->rank(), sizes[k]);
+      Point p(which->coll, *type, *op, n, comm->rank(), sizes[k], compression);
       const size_t moved = std::max<size_t>(p.bytes_reported(), 1);
       const int reps =
           iters > 0 ? iters : static_cast<int>(std::clamp<size_t>((256u << 20) / moved, 2, 50));
@@ -269,17 +336,29 @@ int main(int argc, char** argv) {
       const double busbw = algbw * bus_factor(which->coll, n);
       if (!root) continue;
       if (progress) fmt::print(stderr, "\r");
-      fmt::print("  {:>12} {:>12} {:>6} {:>5} {:>11.1f} {:>9.3f} {:>9.3f} {:>8}\n",
+      // Compressed: all ranks' bytes on the wire against the ring's 2 (n - 1) buffers.
+      const double wire_saved =
+          compression && p.count > 0 && n > 1
+              ? 1.0 - static_cast<double>(
+                          algo::compressed_all_reduce_wire_bytes(p.count, n, *compression)) /
+                          (2.0 * (n - 1) * static_cast<double>(p.bytes_reported()))
+              : 0.0;
+      const std::string last =
+          compression ? fmt::format("{:.1f}%", 100 * wire_saved) : algorithm_of(*comm, p);
+      fmt::print("  {:>12} {:>12} {:>6} {:>5} {:>11.1f} {:>9.3f} {:>9.3f} {:>8}  {}\n",
                  p.bytes_reported(), p.count, name(*type), name(*op), us, algbw, busbw,
-                 check ? fmt::format("{}", static_cast<uint64_t>(wrong)) : std::string("-"));
+                 check ? fmt::format("{}", static_cast<uint64_t>(wrong)) : std::string("-"), last);
       std::fflush(stdout);
-      rows.push_back(
-          {{"size", p.bytes_reported()},
-           {"count", p.count},
-           {"time_us", us},
-           {"algbw_gbps", algbw},
-           {"busbw_gbps", busbw},
-           {"wrong", check ? nlohmann::json(static_cast<uint64_t>(wrong)) : nlohmann::json()}});
+      nlohmann::json row{
+          {"size", p.bytes_reported()},
+          {"count", p.count},
+          {"time_us", us},
+          {"algbw_gbps", algbw},
+          {"busbw_gbps", busbw},
+          {"algorithm", algorithm_of(*comm, p)},
+          {"wrong", check ? nlohmann::json(static_cast<uint64_t>(wrong)) : nlohmann::json()}};
+      if (compression) row["wire_bytes_saved_fraction"] = wire_saved;
+      rows.push_back(row);
     }
     if (root && !json_path.empty()) {
       nlohmann::json out{{"collective", which->name},    {"type", name(*type)}, {"op", name(*op)},

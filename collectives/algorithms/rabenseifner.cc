@@ -1,0 +1,97 @@
+// Rabenseifner's all-reduce: a reduce-scatter by recursive halving, then an all-gather
+// by recursive doubling. Each rank sends about 2(P - 1)/P of the buffer, like the ring,
+// but in 2 log2(P) steps instead of 2(P - 1), so it wins at medium sizes and large P.
+// For P not a power of two the first 2r ranks (r = P - 2^k) fold in pairs first, as in
+// recursive doubling, and get the result back at the end.
+//
+// Blocks: the buffer is cut into 2^k blocks; at halving step `mask` (2^(k-1) down to 1)
+// a rank keeps the lower half of its range when bit `mask` of its (folded) number is 0,
+// so it ends owning block v. The all-gather retraces the same steps upwards. Every block
+// is reduced on exactly one rank, so all ranks end with the same bits.
+#include "collectives/algorithms/pieces.h"
+#include "collectives/reduce_kernels.h"
+
+namespace spray::coll::algo {
+
+void rabenseifner_all_reduce(Communicator& c, void* data, size_t count, DataType type,
+                             ReduceOp op) {
+  const int p = c.size(), r = c.rank();
+  if (p == 1) return;
+  const size_t es = size_of(type);
+  auto* buf = static_cast<uint8_t*>(data);
+  int pow2 = 1;
+  while (pow2 * 2 <= p) pow2 *= 2;
+  const int extra = p - pow2;
+  std::vector<uint8_t> incoming(count * es);
+  std::vector<Request> requests;
+
+  if (r < 2 * extra) {  // fold: even ranks hand their data to r + 1 and wait for the result
+    if (r % 2 == 0) {
+      post_send_pieces(c, r + 1, buf, count * es, 0, requests);
+      c.link().wait_all(requests, c.deadline());
+      requests.clear();
+      post_recv_pieces(c, r + 1, buf, count * es, kMaxSteps - 1, requests);
+      c.link().wait_all(requests, c.deadline());
+      return;
+    }
+    post_recv_pieces(c, r - 1, incoming.data(), count * es, 0, requests);
+    c.link().wait_all(requests, c.deadline());
+    reduce(buf, incoming.data(), count, type, op);
+  }
+  const int v = r < 2 * extra ? r / 2 : r - extra;
+  auto real = [&](int w) { return w < extra ? 2 * w + 1 : w + extra; };
+  const std::vector<size_t> blocks = equal_blocks(count, pow2);
+  uint32_t step = 1;
+
+  // Reduce-scatter by recursive halving: [lo, hi) is the range of blocks this rank
+  // still reduces.
+  int lo = 0, hi = pow2;
+  for (int mask = pow2 / 2; mask >= 1; mask /= 2, ++step) {
+    const int mid = (lo + hi) / 2;
+    const bool keep_low = (v & mask) == 0;
+    const int keep_lo = keep_low ? lo : mid, keep_hi = keep_low ? mid : hi;
+    const int send_lo = keep_low ? mid : lo, send_hi = keep_low ? hi : mid;
+    const int partner = real(v ^ mask);
+    const size_t keep_count = blocks[keep_hi] - blocks[keep_lo];
+    requests.clear();
+    post_recv_pieces(c, partner, incoming.data(), keep_count * es, step, requests);
+    const size_t receives = requests.size();
+    post_send_pieces(c, partner, buf + blocks[send_lo] * es,
+                     (blocks[send_hi] - blocks[send_lo]) * es, step, requests);
+    // Reduce each piece as it arrives, while later ones are still on the wire.
+    const size_t piece_elems = piece_bytes(keep_count * es) / es;
+    uint8_t* target = buf + blocks[keep_lo] * es;
+    for (size_t k = 0; k < receives; ++k) {
+      c.link().wait(requests[k], c.deadline());
+      const size_t first = k * piece_elems;
+      const size_t n = std::min(piece_elems, keep_count - std::min(keep_count, first));
+      reduce(target + first * es, incoming.data() + first * es, n, type, op);
+    }
+    c.link().wait_all(std::span<const Request>(requests).subspan(receives), c.deadline());
+    lo = keep_lo;
+    hi = keep_hi;
+  }
+
+  // All-gather by recursive doubling: swap ranges with the partner and merge them.
+  for (int mask = 1; mask < pow2; mask *= 2, ++step) {
+    const int partner = real(v ^ mask);
+    const bool partner_below = (v & mask) != 0;
+    const int other_lo = partner_below ? lo - mask : hi, other_hi = other_lo + mask;
+    requests.clear();
+    post_recv_pieces(c, partner, buf + blocks[other_lo] * es,
+                     (blocks[other_hi] - blocks[other_lo]) * es, step, requests);
+    post_send_pieces(c, partner, buf + blocks[lo] * es, (blocks[hi] - blocks[lo]) * es, step,
+                     requests);
+    c.link().wait_all(requests, c.deadline());
+    lo = std::min(lo, other_lo);
+    hi = std::max(hi, other_hi);
+  }
+
+  if (r < 2 * extra) {  // hand the result back to the folded partner
+    requests.clear();
+    post_send_pieces(c, r - 1, buf, count * es, kMaxSteps - 1, requests);
+    c.link().wait_all(requests, c.deadline());
+  }
+}
+
+}  // namespace spray::coll::algo

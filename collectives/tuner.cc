@@ -1,0 +1,177 @@
+#include "collectives/tuner.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+namespace spray::coll {
+namespace {
+
+constexpr std::pair<AllReduceAlgorithm, std::string_view> kAllReduceNames[] = {
+    {AllReduceAlgorithm::kAuto, "auto"},
+    {AllReduceAlgorithm::kRing, "ring"},
+    {AllReduceAlgorithm::kRecursiveDoubling, "recursive_doubling"},
+    {AllReduceAlgorithm::kRabenseifner, "rabenseifner"},
+    {AllReduceAlgorithm::kDoubleBinaryTree, "double_binary_tree"}};
+constexpr std::pair<AllToAllAlgorithm, std::string_view> kAllToAllNames[] = {
+    {AllToAllAlgorithm::kAuto, "auto"},
+    {AllToAllAlgorithm::kPairwise, "pairwise"},
+    {AllToAllAlgorithm::kBruck, "bruck"},
+    {AllToAllAlgorithm::kSpreadOut, "spread_out"}};
+
+template <typename Enum, size_t N>
+std::string_view name_in(const std::pair<Enum, std::string_view> (&table)[N], Enum e) {
+  for (const auto& [value, text] : table) {
+    if (value == e) return text;
+  }
+  return "?";
+}
+template <typename Enum, size_t N>
+std::optional<Enum> parse_in(const std::pair<Enum, std::string_view> (&table)[N],
+                             std::string_view s) {
+  for (const auto& [value, text] : table) {
+    if (text == s) return value;
+  }
+  return std::nullopt;
+}
+
+// ceil(log2(p)) and the largest power of two not above p.
+double log2_ceil(int p) {
+  return std::ceil(std::log2(static_cast<double>(std::max(p, 1))));
+}
+int pow2_floor(int p) {
+  return static_cast<int>(std::bit_floor(static_cast<unsigned>(std::max(p, 1))));
+}
+
+}  // namespace
+
+std::string_view name(AllReduceAlgorithm a) {
+  return name_in(kAllReduceNames, a);
+}
+std::optional<AllReduceAlgorithm> parse_all_reduce_algorithm(std::string_view s) {
+  return parse_in(kAllReduceNames, s);
+}
+std::string_view name(AllToAllAlgorithm a) {
+  return name_in(kAllToAllNames, a);
+}
+std::optional<AllToAllAlgorithm> parse_all_to_all_algorithm(std::string_view s) {
+  return parse_in(kAllToAllNames, s);
+}
+
+double CostModel::all_reduce_us(AllReduceAlgorithm a, size_t bytes, int ranks) const {
+  if (ranks <= 1) return 0;
+  const double n = static_cast<double>(bytes), p = ranks;
+  const double a_ = alpha_us, b = beta_us_per_byte, g = gamma_us_per_byte;
+  // Non-powers of two: the extra ranks fold in (one whole-buffer message and reduction)
+  // and get the result back (one more message).
+  const int q = pow2_floor(ranks);
+  const double fold = q == ranks ? 0 : 2 * (a_ + n * b) + n * g;
+  const double steps = std::log2(static_cast<double>(q));
+  switch (a) {
+    case AllReduceAlgorithm::kRing:
+      return 2 * (p - 1) * a_ + 2 * (p - 1) / p * n * b + (p - 1) / p * n * g;
+    case AllReduceAlgorithm::kRecursiveDoubling:
+      return fold + steps * (a_ + n * b + n * g);
+    case AllReduceAlgorithm::kRabenseifner:
+      return fold + 2 * steps * a_ + 2 * (q - 1) / static_cast<double>(q) * n * b +
+             (q - 1) / static_cast<double>(q) * n * g;
+    case AllReduceAlgorithm::kDoubleBinaryTree: {
+      // A pipeline of `pieces` pieces through 2 * depth hops. Per piece index, a rank
+      // (inner in one tree, leaf in the other) sends and receives four pieces and
+      // reduces two: 2n bytes each way in all, a little more than the ring's.
+      const double depth = log2_ceil(ranks);
+      const double half = n / 2, piece = std::max(64.0 * 1024, half / 16);
+      const double pieces = std::max(1.0, std::ceil(half / piece));
+      const double per_piece = std::min(half, piece);
+      return (2 * depth + pieces - 1) * (2 * a_ + per_piece * (4 * b + 2 * g));
+    }
+    case AllReduceAlgorithm::kAuto:
+      return all_reduce_us(best_all_reduce(bytes, ranks), bytes, ranks);
+  }
+  return 0;
+}
+
+double CostModel::all_to_all_us(AllToAllAlgorithm a, size_t block_bytes, int ranks) const {
+  if (ranks <= 1) return 0;
+  const double m = static_cast<double>(block_bytes), p = ranks;
+  switch (a) {
+    case AllToAllAlgorithm::kPairwise:
+      return (p - 1) * (alpha_us + m * beta_us_per_byte);
+    case AllToAllAlgorithm::kSpreadOut:
+      // The window hides all but one latency of every `window` steps.
+      return std::ceil((p - 1) / kSpreadOutWindow) * alpha_us + (p - 1) * m * beta_us_per_byte;
+    case AllToAllAlgorithm::kBruck:
+      // Each step sends about half of all blocks; packing copies them twice more.
+      return log2_ceil(ranks) * (alpha_us + std::ceil(p / 2) * m * beta_us_per_byte) +
+             2 * log2_ceil(ranks) * std::ceil(p / 2) * m * gamma_us_per_byte;
+    case AllToAllAlgorithm::kAuto:
+      return all_to_all_us(best_all_to_all(block_bytes, ranks), block_bytes, ranks);
+  }
+  return 0;
+}
+
+AllReduceAlgorithm CostModel::best_all_reduce(size_t bytes, int ranks) const {
+  AllReduceAlgorithm best = AllReduceAlgorithm::kRing;
+  for (AllReduceAlgorithm a : kAllReduceAlgorithms) {
+    if (all_reduce_us(a, bytes, ranks) < all_reduce_us(best, bytes, ranks)) best = a;
+  }
+  return best;
+}
+
+AllToAllAlgorithm CostModel::best_all_to_all(size_t block_bytes, int ranks) const {
+  AllToAllAlgorithm best = AllToAllAlgorithm::kPairwise;
+  for (AllToAllAlgorithm a : kAllToAllAlgorithms) {
+    if (all_to_all_us(a, block_bytes, ranks) < all_to_all_us(best, block_bytes, ranks)) best = a;
+  }
+  return best;
+}
+
+std::string CostModel::to_json() const {
+  return nlohmann::json{{"alpha_us", alpha_us},
+                        {"beta_us_per_byte", beta_us_per_byte},
+                        {"gamma_us_per_byte", gamma_us_per_byte},
+                        {"source", source}}
+      .dump(2);
+}
+
+std::optional<CostModel> CostModel::from_json(std::string_view text, std::string& error) {
+  const auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) {
+    error = "not a JSON object";
+    return std::nullopt;
+  }
+  CostModel m;
+  for (auto [key, field] :
+       {std::pair{"alpha_us", &m.alpha_us}, std::pair{"beta_us_per_byte", &m.beta_us_per_byte},
+        std::pair{"gamma_us_per_byte", &m.gamma_us_per_byte}}) {
+    const auto it = j.find(key);
+    if (it == j.end() || !it->is_number() || !std::isfinite(it->get<double>()) ||
+        it->get<double>() <= 0) {
+      error = fmt::format("\"{}\" must be a positive number", key);
+      return std::nullopt;
+    }
+    *field = it->get<double>();
+  }
+  if (const auto it = j.find("source"); it != j.end() && it->is_string()) m.source = *it;
+  return m;
+}
+
+std::optional<CostModel> CostModel::load(const std::string& path, std::string& error) {
+  std::ifstream in(path);
+  if (!in) {
+    error = fmt::format("cannot read the cost model '{}'", path);
+    return std::nullopt;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  auto m = from_json(text.str(), error);
+  if (!m) error = fmt::format("cost model '{}': {}", path, error);
+  return m;
+}
+
+}  // namespace spray::coll
