@@ -174,6 +174,15 @@ Communicator::Communicator(int rank, int size, std::unique_ptr<FabricLink> link,
 
 Communicator::~Communicator() = default;
 
+uint8_t* Communicator::scratch(unsigned slot, size_t bytes) {
+  ScratchBuffer& b = scratch_[slot];
+  if (b.size < bytes) {
+    b.data.reset(new uint8_t[bytes]);  // uninitialised: every user writes before reading
+    b.size = bytes;
+  }
+  return b.data.get();
+}
+
 AllReduceAlgorithm Communicator::all_reduce_algorithm_for(size_t bytes) const {
   return all_reduce_algorithm_ != AllReduceAlgorithm::kAuto
              ? all_reduce_algorithm_
@@ -289,11 +298,10 @@ CollectiveRequest Communicator::start_reduce_scatter(Mode mode, const void* send
   return launch(mode, "reduce_scatter", s, [=, this] {
     const size_t es = size_of(type), all = count * static_cast<size_t>(size_);
     // The ring works over every block in place; the caller's send buffer stays intact.
-    std::vector<uint8_t> work(all * es);
-    if (all > 0) std::memcpy(work.data(), send, all * es);
-    algo::ring_reduce_scatter(*this, work.data(), algo::fixed_blocks(count, size_), type, op, 0);
-    if (count > 0)
-      std::memcpy(recv, work.data() + static_cast<size_t>(rank_) * count * es, count * es);
+    uint8_t* work = scratch(1, all * es);
+    if (all > 0) std::memcpy(work, send, all * es);
+    algo::ring_reduce_scatter(*this, work, algo::fixed_blocks(count, size_), type, op, 0);
+    if (count > 0) std::memcpy(recv, work + static_cast<size_t>(rank_) * count * es, count * es);
     if (op == ReduceOp::kAvg) finish_average(recv, count, type, size_);
   });
 }
@@ -331,11 +339,11 @@ CollectiveRequest Communicator::start_reduce(Mode mode, const void* send, void* 
                   .count = count};
   return launch(mode, "reduce", s, [=, this] {
     const size_t bytes = count * size_of(type);
-    std::vector<uint8_t> work(bytes);  // the tree reduces in place; keep send intact
-    if (bytes > 0) std::memcpy(work.data(), send, bytes);
-    algo::binomial_reduce(*this, work.data(), count, type, op, root);
+    uint8_t* work = scratch(1, bytes);  // the tree reduces in place; keep send intact
+    if (bytes > 0) std::memcpy(work, send, bytes);
+    algo::binomial_reduce(*this, work, count, type, op, root);
     if (rank_ != root) return;
-    if (bytes > 0) std::memcpy(recv, work.data(), bytes);
+    if (bytes > 0) std::memcpy(recv, work, bytes);
     if (op == ReduceOp::kAvg) finish_average(recv, count, type, size_);
   });
 }
@@ -376,10 +384,10 @@ CollectiveRequest Communicator::start_all_to_all_v(Mode mode, bool uniform, cons
       [=, this, sb = std::move(sb), so = std::move(so), rb = std::move(rb), ro = std::move(ro)] {
         auto* out = static_cast<uint8_t*>(recv);
         const auto* in = static_cast<const uint8_t*>(send);
-        std::vector<uint8_t> copy;
-        if (send == recv) {  // in place: send from a copy of what the blocks hold now
-          copy.assign(in, in + send_end);
-          in = copy.data();
+        if (send == recv && send_end > 0) {  // in place: send from a copy of the blocks
+          uint8_t* copy = scratch(3, send_end);
+          std::memcpy(copy, in, send_end);
+          in = copy;
         }
         if (algorithm == AllToAllAlgorithm::kBruck) {
           algo::bruck_all_to_all(*this, in, out, sb[0]);

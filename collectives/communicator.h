@@ -133,6 +133,12 @@ class Communicator {
   std::chrono::steady_clock::time_point deadline() const {
     return std::chrono::steady_clock::now() + timeout_;
   }
+  // Scratch memory for the running call: `bytes` (uninitialised) from buffer `slot`
+  // (0..kScratchSlots-1; one call uses each slot for one purpose). Kept between calls
+  // so repeated collectives neither allocate nor fault pages in; it grows to the
+  // largest call's needs and is freed with the communicator.
+  static constexpr unsigned kScratchSlots = 4;
+  uint8_t* scratch(unsigned slot, size_t bytes);
 
  private:
   // What a call is, for SPRAY_COLL_VERIFY: compared across ranks before it runs.
@@ -179,6 +185,11 @@ class Communicator {
   AllToAllAlgorithm all_to_all_algorithm_;
   bool verify_calls_;
   CostModel cost_model_;
+  struct ScratchBuffer {
+    std::unique_ptr<uint8_t[]> data;
+    size_t size = 0;
+  };
+  ScratchBuffer scratch_[kScratchSlots];
   CallQueue calls_;  // last: destroyed (drained) before the link
 };
 

@@ -6,6 +6,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -15,7 +16,8 @@ namespace spray::coll {
 namespace {
 
 constexpr size_t kSlots = 4096;  // requests in flight at once
-constexpr auto kSpin = std::chrono::microseconds(5);
+// How long a wait polls before it blocks (SPRAY_COLL_SPIN_US overrides it).
+constexpr auto kDefaultSpin = std::chrono::microseconds(5);
 
 std::string fi_error(const char* call, int rc) {
   return fmt::format("{} failed: {}", call, fi_strerror(-rc));
@@ -72,6 +74,10 @@ std::unique_ptr<FabricLink> FabricLink::open(const std::string& provider, std::s
       (rc = fi_enable(link->ep_)) != 0) {
     error = fi_error("fi_endpoint/bind/enable", rc);
     return nullptr;
+  }
+  link->spin_ = kDefaultSpin;
+  if (const char* spin = std::getenv("SPRAY_COLL_SPIN_US"); spin && *spin) {
+    link->spin_ = std::chrono::microseconds(std::strtol(spin, nullptr, 10));
   }
   link->slots_.resize(kSlots);
   link->free_slots_.reserve(kSlots);
@@ -190,7 +196,7 @@ void FabricLink::wait_all(std::span<const Request> rs,
     if (now >= deadline) fail(slots_[rs[next]], "timed out");
     if (progress(0)) {
       last_event = now;
-    } else if (now - last_event > kSpin) {
+    } else if (now - last_event > spin_) {
       // Idle: give the CPU to the other ranks of this machine.
       if (cq_can_block_) {
         progress(1);

@@ -53,7 +53,7 @@ void binomial_reduce(Communicator& c, void* data, size_t count, DataType type, R
   const size_t es = size_of(type), bytes = count * es;
   const int v = (c.rank() - root + p) % p;
   auto* buf = static_cast<uint8_t*>(data);
-  std::vector<uint8_t> incoming(bytes);
+  uint8_t* incoming = c.scratch(0, bytes);
   std::vector<Request> requests;
   const size_t piece_elems = piece_bytes(bytes) / es;
   for (int mask = 1; mask < p; mask <<= 1) {
@@ -65,12 +65,12 @@ void binomial_reduce(Communicator& c, void* data, size_t count, DataType type, R
       return;
     }
     if (v + mask >= p) continue;
-    post_recv_pieces(c, real_rank(v + mask, root, p), incoming.data(), bytes, step, requests);
+    post_recv_pieces(c, real_rank(v + mask, root, p), incoming, bytes, step, requests);
     for (size_t k = 0; k < requests.size(); ++k) {
       c.link().wait(requests[k], c.deadline());
       const size_t first = k * piece_elems;
       const size_t n = std::min(piece_elems, count - std::min(count, first));
-      reduce(buf + first * es, incoming.data() + first * es, n, type, op);
+      reduce(buf + first * es, incoming + first * es, n, type, op);
     }
   }
 }

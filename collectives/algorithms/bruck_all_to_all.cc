@@ -17,37 +17,39 @@ void bruck_all_to_all(Communicator& c, const uint8_t* send, uint8_t* recv, size_
   const int p = c.size(), r = c.rank();
   const auto up = static_cast<size_t>(p);
   if (block_bytes == 0) return;  // every rank sees the same count: nothing to move
-  std::vector<uint8_t> slots(up * block_bytes);
+  uint8_t* slots = c.scratch(0, up * block_bytes);
   for (size_t i = 0; i < up; ++i) {
     const size_t dest = (static_cast<size_t>(r) + i) % up;
-    std::memcpy(slots.data() + i * block_bytes, send + dest * block_bytes, block_bytes);
+    std::memcpy(slots + i * block_bytes, send + dest * block_bytes, block_bytes);
   }
-  std::vector<uint8_t> outgoing((up / 2 + 1) * block_bytes), incoming(outgoing.size());
+  const size_t half_bytes = (up / 2 + 1) * block_bytes;
+  uint8_t* outgoing = c.scratch(1, half_bytes);
+  uint8_t* incoming = c.scratch(2, half_bytes);
   std::vector<Request> requests;
   uint32_t step = 0;
   for (int k = 1; k < p; k <<= 1, ++step) {
     size_t packed = 0;
     for (size_t i = 0; i < up; ++i) {
       if (i & static_cast<size_t>(k)) {
-        std::memcpy(outgoing.data() + packed, slots.data() + i * block_bytes, block_bytes);
+        std::memcpy(outgoing + packed, slots + i * block_bytes, block_bytes);
         packed += block_bytes;
       }
     }
     requests.clear();
-    post_recv_pieces(c, (r - k + p) % p, incoming.data(), packed, step, requests);
-    post_send_pieces(c, (r + k) % p, outgoing.data(), packed, step, requests);
+    post_recv_pieces(c, (r - k + p) % p, incoming, packed, step, requests);
+    post_send_pieces(c, (r + k) % p, outgoing, packed, step, requests);
     c.link().wait_all(requests, c.deadline());
     size_t unpacked = 0;
     for (size_t i = 0; i < up; ++i) {
       if (i & static_cast<size_t>(k)) {
-        std::memcpy(slots.data() + i * block_bytes, incoming.data() + unpacked, block_bytes);
+        std::memcpy(slots + i * block_bytes, incoming + unpacked, block_bytes);
         unpacked += block_bytes;
       }
     }
   }
   for (size_t i = 0; i < up; ++i) {
     const size_t source = (static_cast<size_t>(r) + up - i) % up;
-    std::memcpy(recv + source * block_bytes, slots.data() + i * block_bytes, block_bytes);
+    std::memcpy(recv + source * block_bytes, slots + i * block_bytes, block_bytes);
   }
 }
 

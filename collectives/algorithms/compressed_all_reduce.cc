@@ -60,37 +60,38 @@ void compressed_all_reduce(Communicator& c, const void* send, void* recv, size_t
                            DataType type, const Compression& z) {
   const int p = c.size(), r = c.rank();
   const auto me = static_cast<size_t>(r), up = static_cast<size_t>(p);
-  std::vector<float> values(count);
-  to_f32(send, type, count, values.data());
+  auto* values = reinterpret_cast<float*>(c.scratch(1, count * sizeof(float)));
+  to_f32(send, type, count, values);
   const std::vector<size_t> blocks = equal_blocks(count, p);
   const std::vector<size_t> q = quantized_offsets(blocks, z);
   const size_t mine = blocks[me + 1] - blocks[me], my_q = q[me + 1] - q[me];
 
   // Stage 1: each block, quantised, to its owner.
-  std::vector<uint8_t> outgoing(q.back()), incoming(up * my_q);
+  uint8_t* outgoing = c.scratch(2, q.back());
+  uint8_t* incoming = c.scratch(3, up * my_q);
   std::vector<size_t> send_bytes(up), recv_bytes(up, my_q), recv_offsets(up);
   for (size_t b = 0; b < up; ++b) {
     recv_offsets[b] = b * my_q;
     if (b == me) continue;
     send_bytes[b] = q[b + 1] - q[b];
-    quantize(values.data() + blocks[b], blocks[b + 1] - blocks[b], z, outgoing.data() + q[b]);
+    quantize(values + blocks[b], blocks[b + 1] - blocks[b], z, outgoing + q[b]);
   }
   send_bytes[me] = recv_bytes[me] = 0;
-  spread_out_all_to_all_v(c, outgoing.data(), send_bytes, std::span(q).first(up), incoming.data(),
-                          recv_bytes, recv_offsets, kSpreadOutWindow);
+  spread_out_all_to_all_v(c, outgoing, send_bytes, std::span(q).first(up), incoming, recv_bytes,
+                          recv_offsets, kSpreadOutWindow);
 
   // Stage 2: sum my block, quantise the sum, gather everyone's.
-  float* sum = values.data() + blocks[me];  // my exact values, then the others' decoded
+  float* sum = values + blocks[me];  // my exact values, then the others' decoded
   for (size_t i = 0; i < up; ++i) {
-    if (i != me) dequantize_add(incoming.data() + i * my_q, mine, z, sum);
+    if (i != me) dequantize_add(incoming + i * my_q, mine, z, sum);
   }
-  std::vector<uint8_t> gathered(q.back());
-  quantize(sum, mine, z, gathered.data() + q[me]);
-  ring_all_gather(c, gathered.data(), q, 1, static_cast<uint32_t>(p));
+  uint8_t* gathered = c.scratch(0, q.back());
+  quantize(sum, mine, z, gathered + q[me]);
+  ring_all_gather(c, gathered, q, 1, static_cast<uint32_t>(p));
   for (size_t b = 0; b < up; ++b) {
-    dequantize(gathered.data() + q[b], blocks[b + 1] - blocks[b], z, values.data() + blocks[b]);
+    dequantize(gathered + q[b], blocks[b + 1] - blocks[b], z, values + blocks[b]);
   }
-  from_f32(values.data(), count, type, recv);
+  from_f32(values, count, type, recv);
 }
 
 }  // namespace spray::coll::algo

@@ -91,10 +91,10 @@ void double_binary_tree_all_reduce(Communicator& c, void* data, size_t count, Da
   // Post every receive first: children's partial sums into scratch (one region per
   // child and tree), the parent's result straight into the buffer.
   const size_t region_bytes = (count - count / 2) * es;
-  std::vector<uint8_t> scratch(4 * region_bytes);
+  uint8_t* scratch = c.scratch(0, 4 * region_bytes);
   // Where element `e` of tree t from child i lands: one region per tree and child.
   auto from_child = [&](int t, int i, size_t e) {
-    return scratch.data() + static_cast<size_t>(2 * t + i) * region_bytes + (e - first[t]) * es;
+    return scratch + static_cast<size_t>(2 * t + i) * region_bytes + (e - first[t]) * es;
   };
   std::vector<Request> up_recvs[2][2], down_recvs[2], sends;
   for (int t = 0; t < 2; ++t) {

@@ -22,7 +22,7 @@ void rabenseifner_all_reduce(Communicator& c, void* data, size_t count, DataType
   int pow2 = 1;
   while (pow2 * 2 <= p) pow2 *= 2;
   const int extra = p - pow2;
-  std::vector<uint8_t> incoming(count * es);
+  uint8_t* incoming = c.scratch(0, count * es);
   std::vector<Request> requests;
 
   if (r < 2 * extra) {  // fold: even ranks hand their data to r + 1 and wait for the result
@@ -34,9 +34,9 @@ void rabenseifner_all_reduce(Communicator& c, void* data, size_t count, DataType
       c.link().wait_all(requests, c.deadline());
       return;
     }
-    post_recv_pieces(c, r - 1, incoming.data(), count * es, 0, requests);
+    post_recv_pieces(c, r - 1, incoming, count * es, 0, requests);
     c.link().wait_all(requests, c.deadline());
-    reduce(buf, incoming.data(), count, type, op);
+    reduce(buf, incoming, count, type, op);
   }
   const int v = r < 2 * extra ? r / 2 : r - extra;
   auto real = [&](int w) { return w < extra ? 2 * w + 1 : w + extra; };
@@ -54,7 +54,7 @@ void rabenseifner_all_reduce(Communicator& c, void* data, size_t count, DataType
     const int partner = real(v ^ mask);
     const size_t keep_count = blocks[keep_hi] - blocks[keep_lo];
     requests.clear();
-    post_recv_pieces(c, partner, incoming.data(), keep_count * es, step, requests);
+    post_recv_pieces(c, partner, incoming, keep_count * es, step, requests);
     const size_t receives = requests.size();
     post_send_pieces(c, partner, buf + blocks[send_lo] * es,
                      (blocks[send_hi] - blocks[send_lo]) * es, step, requests);
@@ -65,7 +65,7 @@ void rabenseifner_all_reduce(Communicator& c, void* data, size_t count, DataType
       c.link().wait(requests[k], c.deadline());
       const size_t first = k * piece_elems;
       const size_t n = std::min(piece_elems, keep_count - std::min(keep_count, first));
-      reduce(target + first * es, incoming.data() + first * es, n, type, op);
+      reduce(target + first * es, incoming + first * es, n, type, op);
     }
     c.link().wait_all(std::span<const Request>(requests).subspan(receives), c.deadline());
     lo = keep_lo;

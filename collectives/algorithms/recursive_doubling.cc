@@ -13,7 +13,7 @@ void recursive_doubling_all_reduce(Communicator& c, void* data, size_t count, Da
   if (p == 1) return;
   const size_t es = size_of(type), bytes = count * es;
   auto* buf = static_cast<uint8_t*>(data);
-  std::vector<uint8_t> incoming(bytes);
+  uint8_t* incoming = c.scratch(0, bytes);
   std::vector<Request> requests;
   int pow2 = 1;
   while (pow2 * 2 <= p) pow2 *= 2;
@@ -31,9 +31,9 @@ void recursive_doubling_all_reduce(Communicator& c, void* data, size_t count, Da
       c.link().wait_all(requests, c.deadline());
       return;
     }
-    post_recv_pieces(c, r - 1, incoming.data(), bytes, step, requests);
+    post_recv_pieces(c, r - 1, incoming, bytes, step, requests);
     c.link().wait_all(requests, c.deadline());
-    reduce(buf, incoming.data(), count, type, op);
+    reduce(buf, incoming, count, type, op);
   }
   ++step;
   // Ranks taking part: new rank v in [0, pow2).
@@ -42,12 +42,12 @@ void recursive_doubling_all_reduce(Communicator& c, void* data, size_t count, Da
   for (int mask = 1; mask < pow2; mask <<= 1, ++step) {
     const int partner = real(v ^ mask);
     requests.clear();
-    post_recv_pieces(c, partner, incoming.data(), bytes, step, requests);
+    post_recv_pieces(c, partner, incoming, bytes, step, requests);
     post_send_pieces(c, partner, buf, bytes, step, requests);
     c.link().wait_all(requests, c.deadline());
     // Both partners compute mine OP theirs; every operator here is commutative in
     // IEEE and wrapping integer arithmetic, so the bits agree on every rank.
-    reduce(buf, incoming.data(), count, type, op);
+    reduce(buf, incoming, count, type, op);
   }
   if (r < 2 * extra) {  // hand the result back to the folded partner
     requests.clear();

@@ -39,7 +39,7 @@ void ring_reduce_scatter(Communicator& c, void* data, std::span<const size_t> bl
   auto* bytes = static_cast<uint8_t*>(data);
   size_t largest = 0;
   for (int b = 0; b < p; ++b) largest = std::max(largest, blocks[b + 1] - blocks[b]);
-  std::vector<uint8_t> incoming(largest * es);
+  uint8_t* incoming = c.scratch(0, largest * es);
   const int right = (r + 1) % p, left = (r + p - 1) % p;
   std::vector<Request> recvs, sends;
   for (int s = 0; s < p - 1; ++s) {
@@ -50,7 +50,7 @@ void ring_reduce_scatter(Communicator& c, void* data, std::span<const size_t> bl
     recvs.clear();
     sends.clear();
     const auto step = first_step + static_cast<uint32_t>(s);
-    post_recv_pieces(c, left, incoming.data(), recv_count * es, step, recvs);
+    post_recv_pieces(c, left, incoming, recv_count * es, step, recvs);
     post_send_pieces(c, right, bytes + blocks[send_b] * es, send_bytes, step, sends);
     const size_t piece_elems = piece_bytes(recv_count * es) / es;
     uint8_t* target = bytes + blocks[recv_b] * es;
@@ -58,7 +58,7 @@ void ring_reduce_scatter(Communicator& c, void* data, std::span<const size_t> bl
       c.link().wait(recvs[k], c.deadline());
       const size_t first = k * piece_elems;
       const size_t n = std::min(piece_elems, recv_count - std::min(recv_count, first));
-      reduce(target + first * es, incoming.data() + first * es, n, type, op);
+      reduce(target + first * es, incoming + first * es, n, type, op);
     }
     c.link().wait_all(sends, c.deadline());
   }
