@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The collectives demonstration (README's main job): 4 local ranks run all-reduce and
 # all-to-all with spray::coll through `spray` over loopback UDP, then through libfabric's
-# `tcp`, then Open MPI's MPI_Allreduce / MPI_Alltoall over its default path, all in one
+# `tcp` and `shm` (shared memory: the same kind of path Open MPI takes between local
+# ranks), then Open MPI's MPI_Allreduce / MPI_Alltoall over its default path, all in one
 # run (these machines are shared: compare side by side, not absolute numbers).
 # Usage: scripts/coll-demo.sh [BUILD_DIR] [RANKS]
 set -euo pipefail
@@ -12,12 +13,12 @@ export FI_PROVIDER_PATH=$(cd "$build/provider/lib" && pwd)
 # the runs then use it, and the last column shows the algorithm it picked per size.
 models=$(mktemp -d)
 trap 'rm -rf "$models"' EXIT
-for provider in spray tcp; do
+for provider in spray tcp shm; do
   "$build/tools/spray-run" -n "$ranks" --provider "$provider" --timeout 300 \
     "$build/tools/spray-coll-perf" --calibrate "$models/$provider.json" >/dev/null
 done
 for coll in allreduce alltoall; do
-  for provider in spray tcp; do
+  for provider in spray tcp shm; do
     SPRAY_COLL_TUNING=$models/$provider.json \
       "$build/tools/spray-run" -n "$ranks" --provider "$provider" --timeout 600 \
       "$build/tools/spray-coll-perf" --coll "$coll" --sizes 4K,1M,64M --check |
