@@ -156,6 +156,9 @@ class Pds {
   // For tests and benchmarks.
   const Pdc* pdc(uint32_t index) const { return pdcs_.in_use(index) ? &pdcs_[index] : nullptr; }
   uint32_t open_pdcs() const { return pdcs_.used(); }
+  // Timers armed (retransmission timeouts): whether on_timers has anything to do. The
+  // simulator calls on_timers only while this is non-zero.
+  size_t armed_timers() const { return timers_.armed_count(); }
   size_t memory_bytes() const;
 
  private:

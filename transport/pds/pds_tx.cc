@@ -305,6 +305,11 @@ void Pds::on_nack(PeerIndex peer, const wire::PdsNack& nack, Time now) {
       if (s == nullptr || !s->in_flight) return;
       p.cc->on_nack(cc::NackKind::kTrimmed, now);
       p.paths->on_feedback(s->entropy, paths::Feedback::kNack);
+      // The target answered, so the peer and a path to it are alive: a trim is
+      // congestion, not a failure, and must not use up the retries that detect a dead
+      // peer (a long incast trims one packet many times; the simulator found it failing
+      // live peers after 12 trims).
+      s->retries = 0;
       if (!s->rtx_queued && !s->sacked) ++stats_.trim_retransmits;
       queue_retransmit(p, nack.psn);
       return;

@@ -203,6 +203,23 @@ TEST_F(Pair, trimmed__nack_triggers_immediate_retransmission) {
   EXPECT_EQ(a.stats().trim_retransmits, 1u);
 }
 
+TEST_F(Pair, trimmed__many_times_is_congestion_not_a_dead_peer) {
+  // max_retries is 3 here: a packet trimmed ten times in a row (a long incast) must
+  // keep being retransmitted, because every trim NACK proves the target alive.
+  a.enqueue(kB, Mode::kRud, run(0, 1), us(0));
+  auto tx = drain_tx(a, us(0));
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_EQ(tx.size(), 1u) << "trim " << i;
+    b.classify_request(kA, tx[0].request, /*trimmed=*/true, us(1 + i));
+    a.on_nack(kB, std::get<wire::PdsNack>(control(b).back().header), us(2 + i));
+    tx = drain_tx(a, us(2 + i));
+  }
+  EXPECT_TRUE(a.failed().empty());
+  ASSERT_EQ(tx.size(), 1u);
+  EXPECT_EQ(deliver(b, kA, tx[0]), RxVerdict::kDeliver);
+  EXPECT_EQ(a.stats().trim_retransmits, 10u);
+}
+
 TEST_F(Pair, retries__exhausted_fail_the_messages_with_peer_unreachable) {
   a.enqueue(kB, Mode::kRud, run(0, 2), us(0));
   a.enqueue(kB, Mode::kRud, run(1, 5), us(0));

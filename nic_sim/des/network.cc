@@ -1,0 +1,381 @@
+#include "nic_sim/des/network.h"
+
+#include <algorithm>
+
+namespace spray::des {
+namespace {
+
+uint64_t mix(uint64_t x) {  // splitmix64's finaliser: a cheap, well-spread hash
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+Network::Network(const Topology& topology, const NetworkConfig& config, std::vector<Flow> flows)
+    : topo_(topology), cfg_(config), flows_(std::move(flows)), rng_(config.seed) {
+  ports_.resize(topo_.links().size());
+  hosts_.resize(topo_.hosts());
+  pds::PdsConfig pc = cfg_.pds;
+  pc.cc.mtu_bytes = cfg_.mtu_bytes;
+  pc.cc.line_rate_gbps = topo_.host_gbps();
+  // Base RTT: the longest unloaded path (host 0 to the last host) out, an ACK back.
+  if (topo_.hosts() > 1) {
+    pc.cc.base_rtt = topo_.unloaded_latency(0, topo_.hosts() - 1, cfg_.mtu_bytes) +
+                     topo_.unloaded_latency(topo_.hosts() - 1, 0, kHeaderBytes);
+  }
+  for (uint32_t h = 0; h < hosts_.size(); ++h) {
+    pc.seed = cfg_.seed * 1000003 + h;
+    hosts_[h].pds = std::make_unique<pds::Pds>(pc);
+  }
+  for (uint32_t f = 0; f < flows_.size(); ++f) {
+    if (flows_[f].waits_for == 0) events_.push(flows_[f].start, kFlowStart, f);
+  }
+}
+
+Network::~Network() = default;
+
+void Network::schedule(const LinkChange& change) {
+  changes_.push_back(change);
+  events_.push(change.at, kLinkChange, static_cast<uint32_t>(changes_.size() - 1));
+}
+
+void Network::watch_port(uint32_t port, Duration interval) {
+  watched_.emplace_back(port, interval);
+  events_.push(now_, kSample, static_cast<uint32_t>(watched_.size() - 1));
+}
+
+bool Network::run(Duration limit) {
+  const Time end = now_ + limit;
+  while (!events_.empty() && flows_done_ < flows_.size()) {
+    if (events_.top().at() > end) {
+      now_ = end;  // nothing before `end`: the clock moves on to it
+      break;
+    }
+    const Event e = events_.pop();
+    now_ = e.at();
+    dispatch(e);
+    ++stats_.events;
+  }
+  stats_.retransmits = stats_.timeouts = 0;
+  for (const Host& h : hosts_) {
+    stats_.retransmits += h.pds->stats().retransmits;
+    stats_.timeouts += h.pds->stats().timeouts;
+  }
+  return flows_done_ == flows_.size();
+}
+
+void Network::dispatch(const Event& e) {
+  switch (e.kind) {
+    case kArrive:
+      arrive(e.a, e.b);
+      break;
+    case kTxDone: {
+      Port& port = ports_[e.a];
+      port.busy = false;
+      const uint32_t from = topo_.link(e.a).from;
+      if (from < topo_.hosts()) kick(from);  // the NIC is free: pull the next packet
+      if (!port.busy) start_tx(e.a);
+      break;
+    }
+    case kFlowStart:
+      start_flow(e.a);
+      break;
+    case kHostTimer: {
+      Host& h = hosts_[e.a];
+      h.timer_pending = false;
+      h.pds->on_timers(now_);
+      drain_reports(e.a);
+      kick(e.a);
+      arm_timer(e.a);
+      break;
+    }
+    case kAckFlush:
+      hosts_[e.a].flush_pending = false;
+      hosts_[e.a].pds->flush_acks();
+      kick(e.a);
+      break;
+    case kLinkChange: {
+      const LinkChange& c = changes_[e.a];
+      Port& port = ports_[c.port];
+      port.rate_fraction = c.rate_fraction;
+      if (c.rate_fraction <= 0) {  // down: what waits in its queue is lost
+        for (uint32_t* head : {&port.head, &port.prio_head}) {
+          while (*head != kNoPacket) {
+            const uint32_t p = *head;
+            *head = packets_[p].next;
+            packets_.release(p);
+            ++stats_.dropped_link_down;
+          }
+        }
+        port.tail = port.prio_tail = kNoPacket;
+        port.queued_bytes = port.prio_bytes = port.queued_packets = 0;
+      } else if (!port.busy) {
+        start_tx(c.port);
+      }
+      break;
+    }
+    case kSample: {
+      const auto& [port, interval] = watched_[e.a];
+      samples_.push_back({now_, port, ports_[port].queued_bytes + ports_[port].prio_bytes});
+      events_.push(now_ + interval, kSample, e.a);
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+void Network::push(uint32_t& head, uint32_t& tail, uint32_t packet) {
+  packets_[packet].next = kNoPacket;
+  if (tail == kNoPacket) {
+    head = tail = packet;
+  } else {
+    packets_[tail].next = packet;
+    tail = packet;
+  }
+}
+
+uint32_t Network::pop(uint32_t& head, uint32_t& tail) {
+  const uint32_t p = head;
+  head = packets_[p].next;
+  if (head == kNoPacket) tail = kNoPacket;
+  return p;
+}
+
+void Network::enqueue(uint32_t port_index, uint32_t packet) {
+  Port& port = ports_[port_index];
+  SimPacket& p = packets_[packet];
+  if (port.rate_fraction <= 0) {
+    packets_.release(packet);
+    ++stats_.dropped_link_down;
+    return;
+  }
+  const bool at_host = topo_.link(port_index).from < topo_.hosts();
+  const SwitchConfig& sw = cfg_.switches;
+  if (!at_host && port.queued_bytes + p.wire_bytes > sw.buffer_bytes) {
+    // Full: trim data to its headers and send those ahead; drop what cannot be trimmed.
+    const bool trim = sw.trimming && p.is_request() && !p.trimmed;
+    if ((trim || p.wire_bytes <= kHeaderBytes) &&
+        port.prio_bytes + kHeaderBytes <= sw.priority_buffer_bytes) {
+      if (trim) {
+        p.trimmed = true;
+        p.wire_bytes = kHeaderBytes;
+        ++stats_.trimmed;
+      }
+      port.prio_bytes += p.wire_bytes;
+      push(port.prio_head, port.prio_tail, packet);
+    } else {
+      packets_.release(packet);
+      ++stats_.dropped_full;
+      return;
+    }
+  } else {
+    if (!at_host && port.queued_bytes > sw.ecn_min_bytes) {
+      const double span = std::max<double>(1, sw.ecn_max_bytes - sw.ecn_min_bytes);
+      const double chance = (port.queued_bytes - sw.ecn_min_bytes) / span;
+      if (!p.ecn && rng_.chance(std::min(1.0, chance))) {
+        p.ecn = true;
+        ++stats_.ecn_marked;
+      }
+    }
+    port.queued_bytes += p.wire_bytes;
+    ++port.queued_packets;
+    push(port.head, port.tail, packet);
+    if (!at_host) stats_.max_queue_bytes = std::max(stats_.max_queue_bytes, port.queued_bytes);
+  }
+  if (!port.busy) start_tx(port_index);
+}
+
+void Network::start_tx(uint32_t port_index) {
+  Port& port = ports_[port_index];
+  if (port.rate_fraction <= 0) return;
+  uint32_t packet = kNoPacket;
+  if (port.prio_head != kNoPacket) {
+    packet = pop(port.prio_head, port.prio_tail);
+    port.prio_bytes -= packets_[packet].wire_bytes;
+  } else if (port.head != kNoPacket) {
+    packet = pop(port.head, port.tail);
+    port.queued_bytes -= packets_[packet].wire_bytes;
+    --port.queued_packets;
+  } else {
+    return;
+  }
+  const Link& link = topo_.link(port_index);
+  const SimPacket& p = packets_[packet];
+  const Duration wire = serialization_time(p.wire_bytes, link.gbps * port.rate_fraction);
+  port.busy = true;
+  ++port.tx_packets;
+  if (p.is_request() && !p.trimmed) port.last_tx = now_;
+  events_.push(now_ + wire, kTxDone, port_index);
+  events_.push(now_ + wire + link.propagation, kArrive, port_index, packet);
+}
+
+uint64_t Network::ecmp_hash(uint32_t node, const SimPacket& p) const {
+  return mix((uint64_t{p.src} << 40) ^ (uint64_t{p.dst} << 16) ^ p.entropy ^
+             (uint64_t{node} << 56) ^ (cfg_.seed * 0x9e3779b97f4a7c15ULL));
+}
+
+void Network::arrive(uint32_t port_index, uint32_t packet) {
+  if (ports_[port_index].rate_fraction <= 0) {  // the link died under the packet
+    packets_.release(packet);
+    ++stats_.dropped_link_down;
+    return;
+  }
+  const uint32_t node = topo_.link(port_index).to;
+  if (node < topo_.hosts()) {
+    receive(node, packet);
+    return;
+  }
+  enqueue(topo_.route(node, packets_[packet].dst, ecmp_hash(node, packets_[packet])), packet);
+}
+
+void Network::receive(uint32_t host, uint32_t packet) {
+  Host& h = hosts_[host];
+  pds::Pds& pds = *h.pds;
+  const SimPacket& p = packets_[packet];
+  if (const auto* req = std::get_if<wire::PdsRequest>(&p.header)) {
+    pds::RxClass c = pds.classify_request(p.src, *req, p.trimmed, now_);
+    if (c.verdict == pds::RxVerdict::kDeliver) {
+      pds.commit_request(c, p.ecn);
+      Flow& f = flows_[p.flow];
+      f.received += p.payload_bytes;
+      if (f.received >= f.bytes && !f.done) finish_flow(p.flow);
+    }
+    if (!h.flush_pending) {
+      h.flush_pending = true;
+      events_.push(now_ + cfg_.ack_delay, kAckFlush, host);
+    }
+  } else if (const auto* ack = std::get_if<wire::PdsAck>(&p.header)) {
+    pds.on_ack(p.src, *ack, now_);
+  } else if (const auto* nack = std::get_if<wire::PdsNack>(&p.header)) {
+    pds.on_nack(p.src, *nack, now_);
+  } else if (const auto* ctrl = std::get_if<wire::PdsCtrl>(&p.header)) {
+    pds.on_ctrl(p.src, *ctrl, now_);
+  }
+  packets_.release(packet);
+  drain_reports(host);
+  kick(host);
+  arm_timer(host);
+}
+
+uint32_t Network::make_packet(uint32_t src, uint32_t dst, uint16_t entropy) {
+  const uint32_t i = packets_.alloc();
+  SimPacket& p = packets_[i];
+  p.src = src;
+  p.dst = dst;
+  p.entropy = entropy;
+  p.wire_bytes = kHeaderBytes;
+  ++stats_.packets_sent;
+  return i;
+}
+
+void Network::kick(uint32_t host) {
+  pds::Pds& pds = *hosts_[host].pds;
+  const uint32_t nic = topo_.node(host).up_ports[0];
+  // Control packets first: they unblock peers. Sprayed, so no one path holds every ACK.
+  for (const pds::ControlPacket& c : pds.control_out()) {
+    const uint32_t i = make_packet(host, c.peer, static_cast<uint16_t>(rng_.next()));
+    std::visit([&](const auto& header) { packets_[i].header = header; }, c.header);
+    enqueue(nic, i);
+  }
+  pds.control_out().clear();
+  const uint32_t payload_per_packet = cfg_.mtu_bytes - kHeaderBytes;
+  uint32_t pdc = 0;
+  pds::TxPacket tx;
+  // One packet on the wire and one waiting behind it: the NIC never idles while the
+  // PDS has something to send, and the PDS decides as late as possible.
+  while (ports_[nic].queued_packets == 0) {
+    if (!pds.pop_ready(pdc)) break;
+    if (!pds.next_tx(pdc, now_, tx)) continue;
+    const uint32_t i = make_packet(host, tx.peer, tx.entropy);
+    SimPacket& p = packets_[i];
+    if (tx.is_ctrl) {
+      p.header = tx.ctrl;
+    } else {
+      p.header = tx.request;
+      const Flow& f = flows_[tx.ref.message];
+      const uint64_t sent_before = uint64_t{tx.ref.index} * payload_per_packet;
+      p.flow = tx.ref.message;
+      p.payload_bytes =
+          static_cast<uint32_t>(std::min<uint64_t>(payload_per_packet, f.bytes - sent_before));
+      p.wire_bytes = p.payload_bytes + kHeaderBytes;
+    }
+    enqueue(nic, i);
+    pds.mark_ready(pdc);  // it may have more; it leaves the list when next_tx says no
+  }
+  drain_reports(host);
+  arm_timer(host);
+}
+
+void Network::start_flow(uint32_t index) {
+  Flow& f = flows_[index];
+  pds::Pds& pds = *hosts_[f.src].pds;
+  const uint32_t payload_per_packet = cfg_.mtu_bytes - kHeaderBytes;
+  f.started = now_;
+  f.run = pds::TxRun{};
+  f.run.message = index;
+  f.run.packet_count = static_cast<uint32_t>(
+      std::max<uint64_t>(1, (f.bytes + payload_per_packet - 1) / payload_per_packet));
+  f.run.packet_bytes = cfg_.mtu_bytes;
+  if (f.bytes == 0 || f.src == f.dst ||
+      pds.enqueue(f.dst, pds::Mode::kRud, &f.run, now_) != Status::kOk) {
+    if (f.bytes > 0 && f.src != f.dst) ++stats_.failed_flows;
+    finish_flow(index);  // nothing to move (or refused): done at once
+    return;
+  }
+  kick(f.src);
+}
+
+void Network::finish_flow(uint32_t index) {
+  Flow& f = flows_[index];
+  f.done = true;
+  f.finished = now_;
+  ++flows_done_;
+  for (uint32_t d : f.dependents) {
+    if (--flows_[d].waits_for == 0) events_.push(std::max(now_, flows_[d].start), kFlowStart, d);
+  }
+}
+
+void Network::arm_timer(uint32_t host) {
+  Host& h = hosts_[host];
+  if (h.timer_pending || h.pds->armed_timers() == 0) return;
+  h.timer_pending = true;
+  events_.push(now_ + cfg_.timer_tick, kHostTimer, host);
+}
+
+void Network::drain_reports(uint32_t host) {
+  pds::Pds& pds = *hosts_[host].pds;
+  pds.acked().clear();
+  for (const pds::FailedMessage& m : pds.failed()) {
+    if (m.message < flows_.size() && !flows_[m.message].done) {
+      ++stats_.failed_flows;
+      finish_flow(m.message);
+    }
+  }
+  pds.failed().clear();
+  pds.failed_peers().clear();
+  pds.orphaned_buffers().clear();
+}
+
+Duration Network::ideal_fct(const Flow& f) const {
+  const uint64_t payload_per_packet = cfg_.mtu_bytes - kHeaderBytes;
+  const uint64_t packets =
+      std::max<uint64_t>(1, (f.bytes + payload_per_packet - 1) / payload_per_packet);
+  const uint64_t total = f.bytes + packets * kHeaderBytes;
+  const auto first = static_cast<uint32_t>(std::min<uint64_t>(cfg_.mtu_bytes, total));
+  return serialization_time(total, topo_.host_gbps()) +
+         topo_.unloaded_latency(f.src, f.dst, first) - serialization_time(first, topo_.host_gbps());
+}
+
+size_t Network::memory_bytes() const {
+  size_t bytes = ports_.capacity() * sizeof(Port) + packets_.memory_bytes() +
+                 events_.memory_bytes() + flows_.capacity() * sizeof(Flow);
+  for (const Host& h : hosts_) bytes += sizeof(pds::Pds) + h.pds->memory_bytes();
+  return bytes;
+}
+
+}  // namespace spray::des

@@ -1,0 +1,172 @@
+// Network: the discrete-event simulation of a Topology whose hosts run the real
+// transport — PDS with its congestion control and path selection from transport/ and
+// congestion/ (one Pds per host, the same code the UDP and DPDK engines run) — on
+// simulated NICs that serialise at line rate, through switches with output queues.
+//
+// Switch output queue (per port): packets above `ecn_min_bytes` are ECN-marked with a
+// probability rising linearly to 1 at `ecn_max_bytes`; a data packet that does not fit
+// in `buffer_bytes` is trimmed to its headers (kHeaderBytes) and sent ahead of the
+// data in a priority queue, so the receiver NACKs it (UET TRIMMED) at once; headers
+// that do not fit either, or anything when trimming is off, are dropped (drop-tail).
+// Forwarding: ECMP over the up ports by a hash of (source, destination, entropy value,
+// switch), at every hop.
+//
+// Flows are SES messages reduced to sizes: a flow is queued on its source's PDS at its
+// start time (or when the flows it depends on have arrived) and completes when the
+// destination has received every payload byte exactly once (PDS deduplicates by PSN).
+//
+// Time is integer picoseconds; nothing reads a clock. Same seed, same results.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "nic_sim/des/event_queue.h"
+#include "nic_sim/des/sim_packet.h"
+#include "nic_sim/des/topology.h"
+#include "transport/base/rng.h"
+#include "transport/pds/pds.h"
+
+namespace spray::des {
+
+struct SwitchConfig {
+  uint32_t buffer_bytes = 512 * 1024;  // per output port
+  uint32_t ecn_min_bytes = 64 * 1024;
+  uint32_t ecn_max_bytes = 256 * 1024;
+  bool trimming = true;
+  uint32_t priority_buffer_bytes = 64 * 1024;  // trimmed headers, per port
+};
+
+struct NetworkConfig {
+  SwitchConfig switches{};
+  uint32_t mtu_bytes = 4096;  // wire bytes of a full packet, headers included
+  pds::PdsConfig pds{};       // cc_name, path_name, entropy_count, timers, window
+  Duration ack_delay = Duration::nanoseconds(200);  // receive coalescing before ACKing
+  Duration timer_tick = Duration::microseconds(2);  // PDS timer granularity while armed
+  uint64_t seed = 1;
+};
+
+struct Flow {
+  uint32_t src = 0;
+  uint32_t dst = 0;
+  uint64_t bytes = 0;  // payload
+  Time start{};        // earliest start; it also waits for `waits_for` flows
+  // Filled in by the simulation.
+  Time started{};
+  Time finished{};
+  bool done = false;
+  uint64_t received = 0;
+  uint32_t waits_for = 0;            // flows still to complete before this one starts
+  std::vector<uint32_t> dependents;  // flows that wait for this one
+  pds::TxRun run{};                  // the PDS hook (the flow's packets)
+};
+
+struct LinkChange {
+  Time at{};
+  uint32_t port = 0;         // a link (one direction; change both for a cable)
+  double rate_fraction = 1;  // 0: down; (0, 1): degraded; 1: restored
+};
+
+struct NetworkStats {
+  uint64_t events = 0;
+  uint64_t packets_sent = 0;  // by hosts
+  uint64_t ecn_marked = 0;
+  uint64_t trimmed = 0;
+  uint64_t dropped_full = 0;
+  uint64_t dropped_link_down = 0;
+  uint32_t max_queue_bytes = 0;  // over all switch ports
+  uint64_t retransmits = 0;      // summed over hosts' PDS at the end
+  uint64_t timeouts = 0;
+  uint64_t failed_flows = 0;  // PDS gave up (retries exhausted)
+};
+
+class Network {
+ public:
+  Network(const Topology& topology, const NetworkConfig& config, std::vector<Flow> flows);
+  ~Network();
+
+  // Schedules a link change (failure, degradation, recovery).
+  void schedule(const LinkChange& change);
+  // Watches a port's queue depth every `interval` (for plots); samples in port_samples().
+  void watch_port(uint32_t port, Duration interval);
+  // Runs until every flow is done or `limit` of virtual time passed; true if all done.
+  bool run(Duration limit);
+
+  Time now() const { return now_; }
+  // Nothing left to happen (every flow done, or stuck with no timer to unstick it).
+  bool idle() const { return events_.empty(); }
+  const std::vector<Flow>& flows() const { return flows_; }
+  const NetworkStats& stats() const { return stats_; }
+  const Topology& topology() const { return topo_; }
+  // Ideal completion time of a flow: its size with headers at the host line rate, plus
+  // the unloaded store-and-forward latency of one full packet over the rest of its path.
+  Duration ideal_fct(const Flow& f) const;
+  // Packets that left through a port (link).
+  uint64_t port_packets(uint32_t port) const { return ports_[port].tx_packets; }
+  struct QueueSample {
+    Time at;
+    uint32_t port;
+    uint32_t bytes;
+  };
+  const std::vector<QueueSample>& queue_samples() const { return samples_; }
+  // The last time a data packet was put on a port's link, for failure-reaction
+  // measurements: when did traffic stop being sent into a dead link?
+  Time last_use(uint32_t port) const { return ports_[port].last_tx; }
+  size_t memory_bytes() const;
+
+ private:
+  enum Kind : uint8_t { kArrive, kTxDone, kFlowStart, kHostTimer, kAckFlush, kLinkChange, kSample };
+  struct Port {
+    uint32_t head = kNoPacket, tail = kNoPacket;            // data FIFO
+    uint32_t prio_head = kNoPacket, prio_tail = kNoPacket;  // trimmed headers
+    uint32_t queued_bytes = 0;
+    uint32_t prio_bytes = 0;
+    uint32_t queued_packets = 0;
+    bool busy = false;
+    double rate_fraction = 1;
+    uint64_t tx_packets = 0;
+    Time last_tx{};
+  };
+  struct Host {
+    std::unique_ptr<pds::Pds> pds;
+    bool timer_pending = false;
+    bool flush_pending = false;
+  };
+
+  void dispatch(const Event& e);
+  // A packet reaches the output port `port` (at a switch or a host's NIC).
+  void enqueue(uint32_t port, uint32_t packet);
+  void start_tx(uint32_t port);
+  void arrive(uint32_t port, uint32_t packet);
+  void receive(uint32_t host, uint32_t packet);
+  // Moves what the host's PDS wants sent onto its NIC, keeping one packet queued behind
+  // the one on the wire.
+  void kick(uint32_t host);
+  uint32_t make_packet(uint32_t src, uint32_t dst, uint16_t entropy);
+  void start_flow(uint32_t flow);
+  void finish_flow(uint32_t flow);
+  void arm_timer(uint32_t host);
+  void drain_reports(uint32_t host);
+  uint64_t ecmp_hash(uint32_t node, const SimPacket& p) const;
+  void push(uint32_t& head, uint32_t& tail, uint32_t packet);
+  uint32_t pop(uint32_t& head, uint32_t& tail);
+
+  const Topology& topo_;
+  NetworkConfig cfg_;
+  std::vector<Flow> flows_;
+  std::vector<Port> ports_;
+  std::vector<Host> hosts_;
+  std::vector<LinkChange> changes_;
+  std::vector<std::pair<uint32_t, Duration>> watched_;
+  std::vector<QueueSample> samples_;
+  PacketStore packets_;
+  EventQueue events_;
+  Rng rng_;
+  Time now_{};
+  uint32_t flows_done_ = 0;
+  NetworkStats stats_;
+};
+
+}  // namespace spray::des

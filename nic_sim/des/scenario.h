@@ -1,0 +1,90 @@
+// Scenario: everything one simulation run needs (topology, switches, transport
+// algorithms, traffic, failures, seed), read from JSON or set by spray-sim's options,
+// and the results of running it: per-flow completion times and a summary.
+//
+// JSON keys (all optional; defaults as in the structs):
+//   {"topology": {"kind": "fat_tree", "k": 16, "tiers": 3, "oversubscription": 1,
+//                 "hosts": 16, "hosts_per_leaf": 16, "spines": 4,
+//                 "host_gbps": 400, "fabric_gbps": 400, "link_delay_ns": 500},
+//    "switch": {"buffer_kb": 512, "ecn_min_kb": 64, "ecn_max_kb": 256, "trimming": true},
+//    "mtu": 4096, "cc": "nscc", "paths": "reps", "entropies": 64,
+//    "traffic": {"pattern": "permutation", "flow_bytes": 2097152, "incast_senders": 15,
+//                "incast_target": 0, "pairs": 0},
+//    "failures": [{"at_us": 50, "tier": 2, "links": 1, "rate": 0}],
+//    "seed": 1, "limit_ms": 100}
+// A failure changes `links` links of switch tier `tier` (1: edge-aggregation or
+// leaf-spine; 2: aggregation-core), both directions, to `rate` of their speed
+// (0: down) at `at_us`; "links" picks the first ones in a seeded order.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "nic_sim/des/network.h"
+#include "nic_sim/des/topology.h"
+#include "nic_sim/des/traffic.h"
+
+namespace spray::des {
+
+struct FailureSpec {
+  Duration at{};
+  uint8_t tier = 2;
+  uint32_t links = 1;
+  double rate = 0;
+};
+
+struct Scenario {
+  Scenario() { network.pds.entropy_count = 64; }  // UET's simulations use 64 entropy values
+
+  TopologyConfig topology{};
+  NetworkConfig network{};
+  TrafficConfig traffic{};
+  std::vector<FailureSpec> failures;
+  Duration limit = Duration::milliseconds(100);
+
+  // Throws std::invalid_argument naming the bad key.
+  static Scenario from_json(const std::string& text);
+};
+
+struct FlowResult {
+  uint32_t src, dst;
+  uint64_t bytes;
+  Duration start, fct, ideal;
+  bool completed;
+};
+
+struct Summary {
+  std::string paths, cc, topology;
+  uint32_t flows = 0, completed = 0;
+  double mean_slowdown = 0, p50_slowdown = 0, p99_slowdown = 0, max_slowdown = 0;  // FCT/ideal
+  double min_slowdown = 0;
+  double goodput_fraction = 0;  // mean over flows of (bytes / FCT) / host line rate
+  Duration makespan{};          // last completion
+  NetworkStats stats{};
+  // Failures: virtual time from the first failure to the last data packet sent into a
+  // failed link (how long senders kept using the dead path); absent without failures.
+  std::optional<Duration> dead_path_use;
+  double wall_seconds = 0;
+  double events_per_second = 0;
+  size_t model_memory_bytes = 0;
+  size_t peak_rss_bytes = 0;
+};
+
+struct RunResult {
+  Summary summary;
+  std::vector<FlowResult> flows;
+  std::vector<Network::QueueSample> queue_samples;
+};
+
+// Runs the scenario. `progress(done, total, now)` is called every few hundred
+// microseconds of virtual time when given.
+RunResult run_scenario(const Scenario& s,
+                       const std::function<void(uint32_t, uint32_t, Time)>& progress = {},
+                       const std::vector<uint32_t>& watch_ports = {});
+
+std::string summary_json(const Summary& s);
+
+}  // namespace spray::des
