@@ -27,9 +27,23 @@ Network::Network(const Topology& topology, const NetworkConfig& config, std::vec
     pc.cc.base_rtt = topo_.unloaded_latency(0, topo_.hosts() - 1, cfg_.mtu_bytes) +
                      topo_.unloaded_latency(topo_.hosts() - 1, 0, kHeaderBytes);
   }
+  // Thousands of engines: each gets PDCs for the peers its flows involve (plus slack)
+  // and small fixed structures, so memory follows the traffic, not the host count.
+  std::vector<std::vector<uint32_t>> peers(hosts_.size());
+  for (const Flow& f : flows_) {
+    peers[f.src].push_back(f.dst);
+    peers[f.dst].push_back(f.src);
+  }
+  pc.timer_slots = 256;
+  pc.control_reserve = 16;
   for (uint32_t h = 0; h < hosts_.size(); ++h) {
+    std::sort(peers[h].begin(), peers[h].end());
+    const auto distinct =
+        static_cast<uint32_t>(std::unique(peers[h].begin(), peers[h].end()) - peers[h].begin());
+    pc.max_pdcs = std::min<uint32_t>(cfg_.pds.max_pdcs, 2 * distinct + 4);
     pc.seed = cfg_.seed * 1000003 + h;
     hosts_[h].pds = std::make_unique<pds::Pds>(pc);
+    std::vector<uint32_t>().swap(peers[h]);
   }
   for (uint32_t f = 0; f < flows_.size(); ++f) {
     if (flows_[f].waits_for == 0) events_.push(flows_[f].start, kFlowStart, f);
@@ -149,6 +163,7 @@ uint32_t Network::pop(uint32_t& head, uint32_t& tail) {
 void Network::enqueue(uint32_t port_index, uint32_t packet) {
   Port& port = ports_[port_index];
   SimPacket& p = packets_[packet];
+  if (p.is_request() && !p.trimmed) port.last_offered = now_;
   if (port.rate_fraction <= 0) {
     packets_.release(packet);
     ++stats_.dropped_link_down;
@@ -209,7 +224,6 @@ void Network::start_tx(uint32_t port_index) {
   const Duration wire = serialization_time(p.wire_bytes, link.gbps * port.rate_fraction);
   port.busy = true;
   ++port.tx_packets;
-  if (p.is_request() && !p.trimmed) port.last_tx = now_;
   events_.push(now_ + wire, kTxDone, port_index);
   events_.push(now_ + wire + link.propagation, kArrive, port_index, packet);
 }
@@ -243,6 +257,9 @@ void Network::receive(uint32_t host, uint32_t packet) {
       pds.commit_request(c, p.ecn);
       Flow& f = flows_[p.flow];
       f.received += p.payload_bytes;
+      const auto bin = static_cast<size_t>(now_.ps / std::max<int64_t>(1, cfg_.goodput_bin.ps));
+      if (bin >= delivered_.size()) delivered_.resize(bin + 1);
+      delivered_[bin] += p.payload_bytes;
       if (f.received >= f.bytes && !f.done) finish_flow(p.flow);
     }
     if (!h.flush_pending) {

@@ -43,8 +43,9 @@ struct NetworkConfig {
   SwitchConfig switches{};
   uint32_t mtu_bytes = 4096;  // wire bytes of a full packet, headers included
   pds::PdsConfig pds{};       // cc_name, path_name, entropy_count, timers, window
-  Duration ack_delay = Duration::nanoseconds(200);  // receive coalescing before ACKing
-  Duration timer_tick = Duration::microseconds(2);  // PDS timer granularity while armed
+  Duration ack_delay = Duration::nanoseconds(200);    // receive coalescing before ACKing
+  Duration timer_tick = Duration::microseconds(2);    // PDS timer granularity while armed
+  Duration goodput_bin = Duration::microseconds(10);  // resolution of delivered_per_bin()
   uint64_t seed = 1;
 };
 
@@ -111,9 +112,11 @@ class Network {
     uint32_t bytes;
   };
   const std::vector<QueueSample>& queue_samples() const { return samples_; }
-  // The last time a data packet was put on a port's link, for failure-reaction
-  // measurements: when did traffic stop being sent into a dead link?
-  Time last_use(uint32_t port) const { return ports_[port].last_tx; }
+  // Payload bytes delivered (first copies only) in each goodput_bin of virtual time.
+  const std::vector<uint64_t>& delivered_per_bin() const { return delivered_; }
+  // The last time a data packet was routed to a port (whether the link carried it or
+  // was dead and lost it), for failure reaction: when did senders stop using a path?
+  Time last_use(uint32_t port) const { return ports_[port].last_offered; }
   size_t memory_bytes() const;
 
  private:
@@ -127,7 +130,7 @@ class Network {
     bool busy = false;
     double rate_fraction = 1;
     uint64_t tx_packets = 0;
-    Time last_tx{};
+    Time last_offered{};  // the last data packet routed to this port (sent or dropped)
   };
   struct Host {
     std::unique_ptr<pds::Pds> pds;
@@ -161,6 +164,7 @@ class Network {
   std::vector<LinkChange> changes_;
   std::vector<std::pair<uint32_t, Duration>> watched_;
   std::vector<QueueSample> samples_;
+  std::vector<uint64_t> delivered_;
   PacketStore packets_;
   EventQueue events_;
   Rng rng_;

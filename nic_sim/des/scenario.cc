@@ -195,6 +195,16 @@ RunResult run_scenario(const Scenario& s,
   getrusage(RUSAGE_SELF, &ru);
   m.peak_rss_bytes = static_cast<size_t>(ru.ru_maxrss) * 1024;
   r.queue_samples = net.queue_samples();
+  std::vector<bool> receives(topo.hosts());
+  for (const Flow& f : net.flows()) receives[f.dst] = true;
+  const auto receivers = static_cast<double>(std::count(receives.begin(), receives.end(), true));
+  const Duration bin = s.network.goodput_bin;
+  for (size_t i = 0; i < net.delivered_per_bin().size(); ++i) {
+    const double gbps =
+        static_cast<double>(net.delivered_per_bin()[i]) * 8 / (static_cast<double>(bin.ps) * 1e-3);
+    r.goodput_over_time.emplace_back(bin.as_microseconds() * (static_cast<double>(i) + 0.5),
+                                     gbps / (receivers * topo.host_gbps()));
+  }
   return r;
 }
 

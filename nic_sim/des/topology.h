@@ -75,6 +75,8 @@ class Topology {
   // Unloaded one-way latency of the path src -> dst for a packet of `bytes`
   // (store-and-forward: serialisation at every hop plus propagation).
   Duration unloaded_latency(uint32_t src, uint32_t dst, uint32_t bytes) const;
+  // The port of the link from a host's switch down to the host.
+  uint32_t host_downlink(uint32_t host) const { return nodes_[host].up_ports[0] + 1; }
   // The host link rate (what a flow can reach at best).
   double host_gbps() const { return cfg_.host_gbps; }
 

@@ -7,10 +7,14 @@
 // Options override the scenario file. --paths and --cc take comma lists: every
 // combination runs on the same topology, traffic and seed, one summary row each.
 // Outputs: a table on stdout; --json: the summaries; --csv: one row per flow (source,
-// destination, size, start, completion time, ideal time); --progress: flows done as
-// the run goes (on by default on a terminal).
+// destination, size, start, completion time, ideal time); --svg PREFIX: PREFIX-fct.svg
+// (CDF of FCT / ideal per run), PREFIX-queue.svg (depth of the watched port over time;
+// --watch-port, default the link into the first flow's destination) and
+// PREFIX-goodput.svg; --progress: flows done as the run goes (on by default on a
+// terminal).
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -20,13 +24,15 @@
 #include <CLI/CLI.hpp>
 
 #include "nic_sim/des/scenario.h"
+#include "nic_sim/des/svg_plot.h"
 
 using namespace spray;
 using namespace spray::des;
 
 int main(int argc, char** argv) {
   CLI::App app{"Simulate the Spray transport on a data-centre fabric"};
-  std::string scenario_path, csv_path, json_path;
+  std::string scenario_path, csv_path, json_path, svg_prefix;
+  std::vector<uint32_t> watch_ports;
   std::vector<std::string> paths_list, cc_list;
   bool progress = isatty(STDERR_FILENO) != 0;
   app.add_option("--scenario", scenario_path, "JSON scenario file (see nic_sim/des/scenario.h)");
@@ -70,6 +76,8 @@ int main(int argc, char** argv) {
   app.add_option("--limit-ms", limit_ms, "virtual time limit");
   app.add_option("--csv", csv_path, "per-flow results");
   app.add_option("--json", json_path, "summaries");
+  app.add_option("--svg", svg_prefix, "write PREFIX-fct.svg, PREFIX-queue.svg, PREFIX-goodput.svg");
+  app.add_option("--watch-port", watch_ports, "ports whose queue depth --svg plots");
   app.add_flag("--progress,!--no-progress", progress, "show flows done while running");
   CLI11_PARSE(app, argc, argv);
 
@@ -129,6 +137,12 @@ int main(int argc, char** argv) {
     }
     std::string summaries = "[";
     bool header = false;
+    std::vector<PlotSeries> fct_cdf, queue_depth, goodput;
+    if (!svg_prefix.empty() && watch_ports.empty()) {  // the first flow's receiving link
+      const Topology topo(s.topology);
+      const auto flows = make_traffic(s.traffic, topo.hosts(), s.network.seed);
+      watch_ports.push_back(topo.host_downlink(flows.empty() ? 0 : flows[0].dst));
+    }
     for (const std::string& cc : cc_list) {
       for (const std::string& paths : paths_list) {
         Scenario run = s;
@@ -138,7 +152,32 @@ int main(int argc, char** argv) {
           fmt::print(stderr, "\r{:>10} {:>6}: {}/{} flows, {:.1f} us virtual ", paths, cc, done,
                      total, static_cast<double>(now.ps) * 1e-6);
         };
-        const RunResult r = progress ? run_scenario(run, show) : run_scenario(run);
+        const RunResult r =
+            progress ? run_scenario(run, show, watch_ports) : run_scenario(run, {}, watch_ports);
+        const std::string label = cc_list.size() > 1 ? paths + "/" + cc : paths;
+        PlotSeries cdf{label, {}};
+        std::vector<double> slow;
+        for (const FlowResult& f : r.flows) {
+          if (f.completed)
+            slow.push_back(static_cast<double>(f.fct.ps) / static_cast<double>(f.ideal.ps));
+        }
+        std::sort(slow.begin(), slow.end());
+        for (size_t i = 0; i < slow.size(); ++i) {
+          cdf.points.emplace_back(slow[i],
+                                  static_cast<double>(i + 1) / static_cast<double>(slow.size()));
+        }
+        fct_cdf.push_back(std::move(cdf));
+        for (uint32_t port : watch_ports) {
+          PlotSeries q{fmt::format("{} port {}", label, port), {}};
+          for (const auto& sample : r.queue_samples) {
+            if (sample.port == port) {
+              q.points.emplace_back(static_cast<double>(sample.at.ps) * 1e-6,
+                                    sample.bytes / 1024.0);
+            }
+          }
+          queue_depth.push_back(std::move(q));
+        }
+        goodput.push_back({label, r.goodput_over_time});
         if (progress) fmt::print(stderr, "\n");
         const Summary& m = r.summary;
         if (!header) {
@@ -174,6 +213,16 @@ int main(int argc, char** argv) {
       }
     }
     if (!json_path.empty()) std::ofstream(json_path) << summaries << "\n]\n";
+    if (!svg_prefix.empty()) {
+      const std::string what =
+          fmt::format("{} traffic on {}", s.traffic.pattern, Topology(s.topology).describe());
+      std::ofstream(svg_prefix + "-fct.svg")
+          << svg_line_plot("FCT CDF: " + what, "FCT / ideal", "fraction of flows", fct_cdf);
+      std::ofstream(svg_prefix + "-queue.svg")
+          << svg_line_plot("Queue depth: " + what, "time (us)", "queue (KiB)", queue_depth);
+      std::ofstream(svg_prefix + "-goodput.svg") << svg_line_plot(
+          "Goodput: " + what, "time (us)", "fraction of receivers' line rate", goodput);
+    }
     return 0;
   } catch (const std::exception& e) {
     fmt::print(stderr, "spray-sim: {}\n", e.what());

@@ -26,6 +26,10 @@ struct PdsConfig {
   uint32_t max_retries = 12;  // transmissions of one PSN beyond the first
   Duration reorder_window = Duration::microseconds(20);  // RACK: least tolerated reordering
   uint32_t ack_every_packets = 16;                       // coalescing: ACK at least this often
+  // Memory held per engine regardless of load (the simulator runs thousands of engines
+  // and sizes these down): timer-wheel buckets of 1 us, and control packets reserved for.
+  uint32_t timer_slots = 4096;
+  uint32_t control_reserve = 1024;
   std::string cc_name = "nscc";
   std::string path_name = "reps";
   cc::CcConfig cc{};

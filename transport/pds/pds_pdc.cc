@@ -20,12 +20,12 @@ Pds::Pds(const PdsConfig& config)
       closed_syn_(kClosedRingSize),
       target_pdcs_of_peer_(config.max_pdcs),
       closed_ring_(kClosedRingSize, 0),
-      timers_(Duration::microseconds(1), 4096),
+      timers_(Duration::microseconds(1), std::max<uint32_t>(config.timer_slots, 1)),
       rng_(config.seed) {
   ready_.reserve(config.max_pdcs);
   ack_list_.reserve(config.max_pdcs);
   acked_.reserve(window_ * 2);
-  control_.reserve(1024);
+  control_.reserve(config.control_reserve);
   failed_.reserve(window_);
   failed_peers_.reserve(16);
 }
