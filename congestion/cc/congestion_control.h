@@ -36,6 +36,9 @@ struct AckSignal {
   uint32_t acked_bytes = 0;  // bytes newly acknowledged by this ACK
   Duration rtt{};            // sample from the packet that triggered the ACK; 0 if none
   bool ecn_marked = false;   // that packet crossed a congested queue
+  // RCCC: the window the receiver grants this sender (its share of the receiver's
+  // bandwidth-delay product); 0 when the ACK carries no credit.
+  uint32_t credit_bytes = 0;
 };
 
 enum class NackKind : uint8_t {
@@ -55,10 +58,14 @@ class CongestionControl {
   virtual uint32_t window_bytes() const = 0;
   // Minimum gap between two packet transmissions; zero when the window alone governs.
   virtual Duration pacing_gap() const { return {}; }
+  // True for receiver-credit algorithms: PDS then tells the receiver its backlog in
+  // every request, and the receiver answers with credit in its ACKs.
+  virtual bool wants_credit() const { return false; }
   virtual std::string_view name() const = 0;
 };
 
-// Names: "nscc" (default), "fixed". Returns nullptr for an unknown name.
+// Names: "nscc" (default), "rccc" (receiver credit alone), "nscc_rccc" (both: the
+// smaller window wins), "fixed". Returns nullptr for an unknown name.
 std::unique_ptr<CongestionControl> make_congestion_control(std::string_view name,
                                                            const CcConfig& config);
 

@@ -96,6 +96,10 @@ struct Pdc {
   uint32_t backoff = 0;      // RTO doublings since the last progress
   RttEstimator rtt;          // sets the RTO before backoff
   TimerNode rto_timer;
+  // Pacing (when the CC asks for a gap between packets, as RCCC does for a share below
+  // one MTU per RTT): no packet before next_send; pace_timer wakes the PDC then.
+  TimerNode pace_timer;
+  Time next_send{};
   std::unique_ptr<cc::CongestionControl> cc;
   std::unique_ptr<paths::PathSelector> paths;
   bool in_ready_list = false;
@@ -111,6 +115,10 @@ struct Pdc {
   uint32_t last_rx_psn = 0;
   bool last_rx_ecn = false;
   bool ack_pending = false;
+  // RCCC, receiving side: the sender asks for credit; it has a backlog (counted in the
+  // engine's credit_senders_).
+  bool credit_requested = false;
+  bool credit_active = false;
   bool in_ack_list = false;
 
   bool tx_idle() const { return snd_una == snd_nxt && run_head == nullptr; }

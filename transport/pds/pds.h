@@ -66,6 +66,10 @@ struct RxClass {
   uint16_t remote_id = 0;
   uint32_t start_psn = 0;
   Mode mode = Mode::kRud;
+  // The sender's backlog (bytes not yet sent) when the request carried one: its CC
+  // wants receiver credit (RCCC).
+  bool has_backlog = false;
+  uint32_t backlog = 0;
 };
 
 struct PdsStats {
@@ -180,9 +184,18 @@ class Pds {
   void detect_losses(Pdc& p);
   void on_rto(uint32_t index, Time now);
   void ack_psn(Pdc& p, uint32_t psn, bool cumulative);
+  uint32_t backlog_bytes(const Pdc& p) const;
+  // next_tx without pacing.
+  bool next_tx_now(Pdc& p, uint32_t index, Time now, TxPacket& out);
+  // Timer owners: a PDC index for its RTO, with this bit set for its pace timer.
+  static constexpr uint32_t kPaceTimerBit = 0x80000000;
 
   // pds_rx.cc
   bool rx_received(const Pdc& p, uint32_t psn) const;
+  // RCCC: records a sender's advertised backlog; the window granted to each sender that
+  // wants credit is this engine's BDP shared among those with a backlog.
+  void note_backlog(Pdc& p, uint32_t backlog);
+  uint32_t credit_window() const;
   void queue_ack(uint32_t index);
   void emit_ack(Pdc& p);
   // 64 receive bits for PSNs base .. base + 63, read a word at a time.
@@ -196,7 +209,8 @@ class Pds {
   }
 
   PdsConfig cfg_;
-  uint32_t window_;  // cfg_.window_packets, rounded to a power of two
+  uint32_t window_;              // cfg_.window_packets, rounded to a power of two
+  uint32_t credit_senders_ = 0;  // target PDCs whose sender wants credit and has a backlog
   SlotPool<Pdc> pdcs_;
   FlatMap by_peer_;              // pdc_key -> PDC index: the PDC this engine sends on
   FlatMap by_id_;                // local PDC id -> PDC index

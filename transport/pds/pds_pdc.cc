@@ -65,6 +65,7 @@ bool Pds::open_pdc(PeerIndex peer, Mode mode, bool initiator, uint32_t& index) {
   p.rx_bitmap.assign(window_ / 64, 0);
   if (mode == Mode::kRod) p.rod_held.assign(window_, 0);
   p.rto_timer.owner = index;
+  p.pace_timer.owner = index | kPaceTimerBit;
   p.cc = cc::make_congestion_control(cfg_.cc_name, cfg_.cc);
   if (!p.cc) p.cc = cc::make_congestion_control("nscc", cfg_.cc);
   p.paths =
@@ -81,7 +82,9 @@ bool Pds::open_pdc(PeerIndex peer, Mode mode, bool initiator, uint32_t& index) {
 
 void Pds::free_pdc(uint32_t index) {
   Pdc& p = pdcs_[index];
+  if (p.credit_active) --credit_senders_;
   timers_.cancel(p.rto_timer);
+  timers_.cancel(p.pace_timer);
   by_id_.erase(p.local_id);
   if (auto it = by_peer_.find(pdc_key(p.peer, p.mode)); it && *it == index) {
     by_peer_.erase(pdc_key(p.peer, p.mode));

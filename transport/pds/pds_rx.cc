@@ -16,6 +16,8 @@ RxClass Pds::classify_request(PeerIndex peer, const wire::PdsRequest& h, bool tr
   ++stats_.rx_packets;
   RxClass c;
   c.psn = h.psn;
+  c.has_backlog = h.has_cc_state;
+  c.backlog = h.cc_state;
   const Mode mode = h.ordered ? Mode::kRod : Mode::kRud;
   uint32_t index = 0;
 
@@ -127,6 +129,7 @@ void Pds::commit_request(RxClass& c, bool ecn_marked, uint64_t held) {
   }
   p.last_rx_psn = c.psn;
   p.last_rx_ecn = p.last_rx_ecn || ecn_marked;
+  if (c.has_backlog) note_backlog(p, c.backlog);
   ++p.rx_since_ack;
   queue_ack(c.pdc);
   if (ecn_marked || p.rx_since_ack >= cfg_.ack_every_packets) emit_ack(p);
@@ -196,11 +199,35 @@ void Pds::emit_ack(Pdc& p) {
   if (psn_diff(p.last_rx_psn, base) >= 64) base = p.last_rx_psn - 63;
   a.sack_psn_offset = static_cast<int16_t>(std::min<int32_t>(psn_diff(base, a.cack_psn), 32767));
   a.sack_bitmap = sack_bitmap(p, a.cack_psn + static_cast<uint32_t>(a.sack_psn_offset));
+  if (p.credit_requested) {
+    a.cc_type = wire::kAckCcTypeCredit;
+    a.cc_state = credit_window();
+  }
   push_control({p.peer, a});
   ++stats_.acks_sent;
   p.rx_since_ack = 0;
   p.ack_pending = false;
   p.last_rx_ecn = false;
+}
+
+void Pds::note_backlog(Pdc& p, uint32_t backlog) {
+  p.credit_requested = true;
+  const bool active = backlog > 0;
+  if (active != p.credit_active) {
+    p.credit_active = active;
+    if (active) {
+      ++credit_senders_;
+    } else {
+      --credit_senders_;
+    }
+  }
+}
+
+uint32_t Pds::credit_window() const {
+  // Every sender with a backlog gets an equal share of one BDP per base RTT: together
+  // they fill the receiver's link and no more. A sender sending its last packets (no
+  // backlog left) gets the same share. Below one MTU the sender paces (see rccc.h).
+  return std::max<uint32_t>(1, cfg_.cc.bdp_bytes() / std::max<uint32_t>(1, credit_senders_));
 }
 
 void Pds::flush_acks() {

@@ -28,7 +28,20 @@ void Pds::arm_rto(Pdc& p, Time now) {
 bool Pds::next_tx(uint32_t index, Time now, TxPacket& out) {
   if (!pdcs_.in_use(index)) return false;
   Pdc& p = pdcs_[index];
+  const Duration gap = p.cc->pacing_gap();
+  if (gap.ps > 0 && now < p.next_send) {
+    if (!p.pace_timer.armed()) timers_.arm(p.pace_timer, p.next_send);
+    return false;  // the pace timer puts the PDC back on the ready list
+  }
+  if (!next_tx_now(p, index, now, out)) return false;
+  // The next slot follows the one just used, not `now`: a sender woken late (timer
+  // granularity) catches up instead of losing the lateness every time, so the average
+  // rate is the granted one. After idling it may send one packet early, no more.
+  if (gap.ps > 0) p.next_send = std::max(p.next_send + gap, now);
+  return true;
+}
 
+bool Pds::next_tx_now(Pdc& p, uint32_t index, Time now, TxPacket& out) {
   auto fill_header = [&](uint32_t psn, uint8_t flags) {
     out.pdc = index;
     out.peer = p.peer;
@@ -45,6 +58,10 @@ bool Pds::next_tx(uint32_t index, Time now, TxPacket& out) {
       r.syn.psn_offset = static_cast<uint16_t>(psn - p.start_psn);
     } else {
       r.dpdcid = p.remote_id;
+    }
+    if (p.cc->wants_credit()) {  // RCCC: tell the receiver what is still to come
+      r.has_cc_state = true;
+      r.cc_state = backlog_bytes(p);
     }
   };
 
@@ -163,6 +180,17 @@ bool Pds::next_tx(uint32_t index, Time now, TxPacket& out) {
   return true;
 }
 
+// Bytes queued on the PDC not sent yet (first transmissions), for RCCC's backlog. Walks
+// at most 64 queued runs: a longer queue is reported as at least their bytes.
+uint32_t Pds::backlog_bytes(const Pdc& p) const {
+  uint64_t bytes = 0;
+  int runs = 0;
+  for (const TxRun* r = p.run_head; r != nullptr && runs < 64; r = r->next, ++runs) {
+    bytes += uint64_t{r->packet_count - r->next_packet} * r->packet_bytes;
+  }
+  return static_cast<uint32_t>(std::min<uint64_t>(bytes, UINT32_MAX));
+}
+
 // Marks one in-flight PSN acknowledged and reports it upward.
 void Pds::ack_psn(Pdc& p, uint32_t psn, bool cumulative) {
   TxSlot& s = p.tx[psn % window_];
@@ -265,7 +293,12 @@ void Pds::on_ack(PeerIndex peer, const wire::PdsAck& ack, Time now) {
 
   if (rtt.ps > 0) p.rtt.on_sample(rtt);
   const uint32_t acked_bytes = before - p.inflight_bytes;
-  if (acked_bytes > 0 || rtt.ps > 0) p.cc->on_ack({now, acked_bytes, rtt, ecn});
+  const uint32_t credit = ack.has_cc && ack.cc_type == wire::kAckCcTypeCredit
+                              ? static_cast<uint32_t>(std::min<uint64_t>(ack.cc_state, UINT32_MAX))
+                              : 0;
+  if (acked_bytes > 0 || rtt.ps > 0 || credit > 0) {
+    p.cc->on_ack({now, acked_bytes, rtt, ecn, credit});
+  }
 
   if (close_acked) {
     ++stats_.pdcs_closed;
@@ -363,7 +396,13 @@ void Pds::on_rto(uint32_t index, Time now) {
 }
 
 void Pds::on_timers(Time now) {
-  timers_.expire(now, [&](uint32_t index) { on_rto(index, now); });
+  timers_.expire(now, [&](uint32_t owner) {
+    if ((owner & kPaceTimerBit) == 0) {
+      on_rto(owner, now);
+    } else if (pdcs_.in_use(owner & ~kPaceTimerBit)) {
+      mark_ready(owner & ~kPaceTimerBit);  // its pacing gap has passed
+    }
+  });
 }
 
 }  // namespace spray::pds

@@ -171,6 +171,10 @@ struct PdsRequest {
   bool is_syn() const { return (flags & request_flags::kSyn) != 0; }
 };
 
+// ACK_CC cc_type of a receiver credit grant (RCCC): cc_state is the window in bytes the
+// receiver grants the sender of this PDC.
+inline constexpr uint8_t kAckCcTypeCredit = 1;
+
 // ACK (type 0x07) or ACK_CC (0x08) when has_cc is set.
 struct PdsAck {
   uint8_t flags = 0;           // ack_flags

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
+
 #include <variant>
 
 namespace spray::pds {
@@ -218,6 +220,95 @@ TEST_F(Pair, trimmed__many_times_is_congestion_not_a_dead_peer) {
   ASSERT_EQ(tx.size(), 1u);
   EXPECT_EQ(deliver(b, kA, tx[0]), RxVerdict::kDeliver);
   EXPECT_EQ(a.stats().trim_retransmits, 10u);
+}
+
+TEST(Rccc, receiver_shares_its_bdp_among_senders_with_a_backlog) {
+  // Four senders ask one receiver for credit (their requests carry their backlog);
+  // each ACK grants a quarter of the receiver's BDP, and a sender that is done no
+  // longer counts.
+  PdsConfig c = config();
+  c.cc_name = "rccc";
+  c.max_pdcs = 8;
+  Pds receiver(c);
+  std::vector<std::unique_ptr<Pds>> senders;
+  std::vector<TxRun> runs(4);
+  std::vector<TxPacket> first(4);
+  for (uint32_t i = 0; i < 4; ++i) {
+    senders.push_back(std::make_unique<Pds>(c));
+    runs[i].message = i;
+    runs[i].packet_count = 100;
+    runs[i].packet_bytes = 1000;
+    ASSERT_EQ(senders[i]->enqueue(100, Mode::kRud, &runs[i], us(0)), Status::kOk);
+    uint32_t pdc = 0;
+    ASSERT_TRUE(senders[i]->pop_ready(pdc));
+    ASSERT_TRUE(senders[i]->next_tx(pdc, us(0), first[i]));
+    EXPECT_TRUE(first[i].request.has_cc_state);
+    EXPECT_EQ(first[i].request.cc_state, 99u * 1000);  // what is still to come
+    RxClass rx = receiver.classify_request(i, first[i].request, false, us(1));
+    ASSERT_EQ(rx.verdict, RxVerdict::kDeliver);
+    receiver.commit_request(rx, false);
+  }
+  receiver.flush_acks();
+  ASSERT_EQ(receiver.control_out().size(), 4u);
+  uint16_t receiver_pdc_of_0 = 0;
+  for (const ControlPacket& cp : receiver.control_out()) {
+    const auto& ack = std::get<wire::PdsAck>(cp.header);
+    EXPECT_EQ(ack.cc_type, wire::kAckCcTypeCredit);
+    EXPECT_EQ(ack.cc_state, c.cc.bdp_bytes() / 4);
+    if (cp.peer == 0) receiver_pdc_of_0 = ack.spdcid;
+  }
+  receiver.control_out().clear();
+  // Sender 0 says it has nothing left: the other three get a third each.
+  wire::PdsRequest done = first[0].request;
+  done.psn += 1;
+  done.flags = 0;
+  done.dpdcid = receiver_pdc_of_0;
+  done.cc_state = 0;
+  RxClass rx = receiver.classify_request(0, done, false, us(3));
+  ASSERT_EQ(rx.verdict, RxVerdict::kDeliver);
+  receiver.commit_request(rx, false);
+  receiver.flush_acks();
+  ASSERT_EQ(receiver.control_out().size(), 1u);
+  EXPECT_EQ(std::get<wire::PdsAck>(receiver.control_out()[0].header).cc_state,
+            c.cc.bdp_bytes() / 3);
+}
+
+TEST(Rccc, a_small_share_paces_the_sender) {
+  PdsConfig c = config();
+  c.cc_name = "rccc";
+  Pds sender(c), receiver(c);
+  TxRun r{};
+  r.message = 0;
+  r.packet_count = 10;
+  r.packet_bytes = c.cc.mtu_bytes;
+  ASSERT_EQ(sender.enqueue(1, Mode::kRud, &r, us(0)), Status::kOk);
+  uint32_t pdc = 0;
+  TxPacket pkt;
+  ASSERT_TRUE(sender.pop_ready(pdc));
+  ASSERT_TRUE(sender.next_tx(pdc, us(0), pkt));
+  RxClass rx = receiver.classify_request(0, pkt.request, false, us(1));
+  receiver.commit_request(rx, false);
+  receiver.flush_acks();
+  auto ack = std::get<wire::PdsAck>(receiver.control_out().at(0).header);
+  ack.cc_state = c.cc.mtu_bytes / 4;  // as if 4x more senders than the BDP holds packets
+  sender.on_ack(1, ack, us(2));
+  // One packet per 4 base RTTs now: not at once, but after the gap (the pace timer
+  // puts the PDC back on the ready list).
+  ASSERT_TRUE(sender.pop_ready(pdc));
+  ASSERT_TRUE(sender.next_tx(pdc, us(2), pkt));  // the first since the grant
+  EXPECT_FALSE(sender.next_tx(pdc, us(3), pkt));
+  rx = receiver.classify_request(0, pkt.request, false, us(3));  // acknowledged quickly:
+  receiver.commit_request(rx, false);                            // only the gap holds it
+  receiver.control_out().clear();
+  receiver.flush_acks();
+  ack = std::get<wire::PdsAck>(receiver.control_out().at(0).header);
+  ack.cc_state = c.cc.mtu_bytes / 4;
+  sender.on_ack(1, ack, us(3));
+  EXPECT_FALSE(sender.next_tx(pdc, us(4), pkt));
+  const Duration gap = c.cc.base_rtt * 4;
+  sender.on_timers(us(3) + gap);
+  ASSERT_TRUE(sender.pop_ready(pdc));
+  EXPECT_TRUE(sender.next_tx(pdc, us(3) + gap, pkt));
 }
 
 TEST_F(Pair, retries__exhausted_fail_the_messages_with_peer_unreachable) {
