@@ -31,7 +31,7 @@ constexpr StringParam kStringParams[] = {
      "Local IPv4/IPv6 address endpoints bind when the application names none "
      "(fi_getinfo node with FI_SOURCE)."},
     {"congestion", &Params::congestion,
-     "Congestion control: nscc, rccc (receiver credit), nscc_rccc or fixed."},
+     "Congestion control: nscc, rccc (receiver credit), nscc_rccc, dcqcn or fixed."},
     {"path_selection", &Params::path_selection,
      "Path (entropy) selection: reps, oblivious or ecmp."},
     {"dpdk_args", &Params::dpdk_args,

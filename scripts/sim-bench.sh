@@ -12,9 +12,9 @@ run() {
 }
 run "1. k=16 fat-tree, 400G, permutation, 2 MB flows" \
   --topology fat_tree --k 16 --traffic permutation --flow-bytes 2000000 --paths ecmp,oblivious,reps
-run "2. incast 127->1, 2 MB each, 100G: NSCC alone, RCCC alone, both" \
+run "2. incast 127->1, 2 MB each, 100G: NSCC alone, RCCC alone, both, DCQCN" \
   --topology leaf_spine --hosts 128 --hosts-per-leaf 32 --spines 8 --gbps 100 --fabric-gbps 100 \
-  --traffic incast --incast-senders 127 --flow-bytes 2000000 --paths reps --cc nscc,rccc,nscc_rccc
+  --traffic incast --incast-senders 127 --flow-bytes 2000000 --paths reps --cc nscc,rccc,nscc_rccc,dcqcn
 run "3. the same fat-tree with 8 core links at 10 % of their rate" \
   --topology fat_tree --k 16 --traffic permutation --flow-bytes 2000000 --paths oblivious,reps \
   --fail 0:2:8:0.1

@@ -65,7 +65,8 @@ class CongestionControl {
 };
 
 // Names: "nscc" (default), "rccc" (receiver credit alone), "nscc_rccc" (both: the
-// smaller window wins), "fixed". Returns nullptr for an unknown name.
+// smaller window wins), "dcqcn" (RoCE's rate-based baseline), "fixed". Returns nullptr
+// for an unknown name.
 std::unique_ptr<CongestionControl> make_congestion_control(std::string_view name,
                                                            const CcConfig& config);
 

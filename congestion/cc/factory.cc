@@ -1,4 +1,5 @@
 #include "congestion/cc/congestion_control.h"
+#include "congestion/cc/dcqcn.h"
 #include "congestion/cc/fixed_window.h"
 #include "congestion/cc/nscc.h"
 #include "congestion/cc/rccc.h"
@@ -10,6 +11,7 @@ std::unique_ptr<CongestionControl> make_congestion_control(std::string_view name
   if (name == "nscc" || name.empty()) return std::make_unique<Nscc>(config);
   if (name == "fixed") return std::make_unique<FixedWindow>(config);
   if (name == "rccc") return std::make_unique<Rccc>(config);
+  if (name == "dcqcn") return std::make_unique<Dcqcn>(config);
   if (name == "nscc_rccc") return std::make_unique<NsccRccc>(config);
   return nullptr;
 }
