@@ -5,16 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/congestion/cc/test_config.h"
+
 namespace spray::cc {
 namespace {
-
-CcConfig config() {
-  CcConfig c;
-  c.mtu_bytes = 4096;
-  c.base_rtt = Duration::microseconds(10);
-  c.line_rate_gbps = 100;
-  return c;
-}
 
 AckSignal ack_at(int64_t us, bool ecn) {
   AckSignal s;
@@ -25,14 +19,14 @@ AckSignal ack_at(int64_t us, bool ecn) {
 }
 
 TEST(Dcqcn, starts_at_line_rate_unpaced) {
-  Dcqcn d(config());
+  Dcqcn d(test_config());
   EXPECT_EQ(d.rate_gbps(), 100);
   EXPECT_EQ(d.pacing_gap(), Duration{});
-  EXPECT_EQ(d.window_bytes(), 2 * config().bdp_bytes());
+  EXPECT_EQ(d.window_bytes(), 2 * test_config().bdp_bytes());
 }
 
 TEST(Dcqcn, a_notification_halves_the_rate_at_most_once_per_interval) {
-  Dcqcn d(config());
+  Dcqcn d(test_config());
   d.on_ack(ack_at(0, false));
   d.on_ack(ack_at(1, true));
   EXPECT_DOUBLE_EQ(d.rate_gbps(), 50);  // alpha starts at 1: Rc * (1 - 1/2)
@@ -46,7 +40,7 @@ TEST(Dcqcn, a_notification_halves_the_rate_at_most_once_per_interval) {
 }
 
 TEST(Dcqcn, without_notifications_alpha_decays_and_the_rate_recovers) {
-  Dcqcn d(config());
+  Dcqcn d(test_config());
   d.on_ack(ack_at(0, false));
   d.on_ack(ack_at(1, true));
   const double alpha = d.alpha();
@@ -57,15 +51,15 @@ TEST(Dcqcn, without_notifications_alpha_decays_and_the_rate_recovers) {
   d.on_ack(ack_at(5000, false));  // long after: back at line rate, unpaced
   EXPECT_DOUBLE_EQ(d.rate_gbps(), 100);
   EXPECT_EQ(d.pacing_gap(), Duration{});
-  EXPECT_EQ(make_congestion_control("dcqcn", config())->name(), "dcqcn");
+  EXPECT_EQ(make_congestion_control("dcqcn", test_config())->name(), "dcqcn");
 }
 
 TEST(Dcqcn, trims_and_timeouts_count_as_congestion) {
-  Dcqcn d(config());
+  Dcqcn d(test_config());
   d.on_ack(ack_at(0, false));
   d.on_nack(NackKind::kTrimmed, Time{Duration::microseconds(1).ps});
   EXPECT_LT(d.rate_gbps(), 100);
-  Dcqcn t(config());
+  Dcqcn t(test_config());
   t.on_ack(ack_at(0, false));
   t.on_timeout(Time{Duration::microseconds(1).ps});
   EXPECT_LT(t.rate_gbps(), 100);

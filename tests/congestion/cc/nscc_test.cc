@@ -2,32 +2,25 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/congestion/cc/test_config.h"
+
 #include "congestion/cc/fixed_window.h"
 
 namespace spray::cc {
 namespace {
-
-CcConfig config() {
-  CcConfig c;
-  c.mtu_bytes = 4096;
-  c.base_rtt = Duration::microseconds(10);
-  c.target_delay = Duration::microseconds(5);
-  c.line_rate_gbps = 100;  // BDP = 125000 bytes
-  return c;
-}
 
 AckSignal ack(int64_t t_us, uint32_t bytes, int64_t rtt_us, bool ecn) {
   return {Time{Duration::microseconds(t_us).ps}, bytes, Duration::microseconds(rtt_us), ecn};
 }
 
 TEST(Nscc, start__at_one_bdp) {
-  Nscc n(config());
+  Nscc n(test_config());
   EXPECT_EQ(n.window_bytes(), 125000u);
   EXPECT_EQ(n.max_window(), 187500u);
 }
 
 TEST(Nscc, on_ack__low_delay_no_ecn_grows_proportionally) {
-  Nscc n(config());
+  Nscc n(test_config());
   n.on_timeout(Time{Duration::milliseconds(1).ps});  // drop to a small window first
   const uint32_t w0 = n.window_bytes();
   n.on_ack(ack(2000, 4096, 10, false));  // zero queuing delay: full proportional gain
@@ -38,7 +31,7 @@ TEST(Nscc, on_ack__low_delay_no_ecn_grows_proportionally) {
 }
 
 TEST(Nscc, on_ack__delay_above_target_without_ecn_is_fair_increase) {
-  Nscc n(config());
+  Nscc n(test_config());
   n.on_timeout(Time{Duration::milliseconds(1).ps});
   const uint32_t w = n.window_bytes();
   n.on_ack(ack(2000, 4096, 30, false));
@@ -47,7 +40,7 @@ TEST(Nscc, on_ack__delay_above_target_without_ecn_is_fair_increase) {
 }
 
 TEST(Nscc, on_ack__ecn_with_high_delay_cuts_once_per_base_rtt) {
-  Nscc n(config());
+  Nscc n(test_config());
   const uint32_t w = n.window_bytes();
   n.on_ack(ack(100, 4096, 40, true));
   const uint32_t cut = n.window_bytes();
@@ -60,14 +53,14 @@ TEST(Nscc, on_ack__ecn_with_high_delay_cuts_once_per_base_rtt) {
 }
 
 TEST(Nscc, on_ack__ecn_with_low_delay_holds) {
-  Nscc n(config());
+  Nscc n(test_config());
   const uint32_t w = n.window_bytes();
   n.on_ack(ack(100, 4096, 11, true));
   EXPECT_EQ(n.window_bytes(), w);
 }
 
 TEST(Nscc, quick_adapt__trim_drops_to_delivered_bytes) {
-  Nscc n(config());
+  Nscc n(test_config());
   // 20 KB delivered in the last base RTT.
   for (int i = 0; i < 5; ++i) n.on_ack(ack(100 + i, 4096, 25, false));
   n.on_nack(NackKind::kTrimmed, Time{Duration::microseconds(106).ps});
@@ -76,7 +69,7 @@ TEST(Nscc, quick_adapt__trim_drops_to_delivered_bytes) {
 }
 
 TEST(Nscc, on_timeout__with_nothing_delivered_falls_to_one_mtu) {
-  Nscc n(config());
+  Nscc n(test_config());
   n.on_timeout(Time{Duration::milliseconds(1).ps});
   EXPECT_EQ(n.window_bytes(), 4096u);
   for (int i = 0; i < 10000; ++i) n.on_ack(ack(2000 + i, 4096, 10, false));
@@ -84,7 +77,7 @@ TEST(Nscc, on_timeout__with_nothing_delivered_falls_to_one_mtu) {
 }
 
 TEST(FixedWindow, ignores_every_signal) {
-  CcConfig c = config();
+  CcConfig c = test_config();
   c.fixed_window_bytes = 50000;
   FixedWindow f(c);
   f.on_ack(ack(1, 4096, 100, true));
@@ -94,9 +87,9 @@ TEST(FixedWindow, ignores_every_signal) {
 }
 
 TEST(Factory, by_name) {
-  EXPECT_EQ(make_congestion_control("nscc", config())->name(), "nscc");
-  EXPECT_EQ(make_congestion_control("fixed", config())->name(), "fixed");
-  EXPECT_EQ(make_congestion_control("nope", config()), nullptr);
+  EXPECT_EQ(make_congestion_control("nscc", test_config())->name(), "nscc");
+  EXPECT_EQ(make_congestion_control("fixed", test_config())->name(), "fixed");
+  EXPECT_EQ(make_congestion_control("nope", test_config()), nullptr);
 }
 
 }  // namespace

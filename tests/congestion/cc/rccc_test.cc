@@ -5,16 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/congestion/cc/test_config.h"
+
 namespace spray::cc {
 namespace {
-
-CcConfig config() {
-  CcConfig c;
-  c.mtu_bytes = 4096;
-  c.base_rtt = Duration::microseconds(10);
-  c.line_rate_gbps = 100;  // BDP = 125000 bytes
-  return c;
-}
 
 AckSignal granted(uint32_t credit) {
   AckSignal s;
@@ -24,7 +18,7 @@ AckSignal granted(uint32_t credit) {
 }
 
 TEST(Rccc, starts_at_one_bdp_and_follows_the_grants) {
-  Rccc r(config());
+  Rccc r(test_config());
   EXPECT_TRUE(r.wants_credit());
   EXPECT_EQ(r.window_bytes(), 125000u);
   EXPECT_EQ(r.pacing_gap(), Duration{});
@@ -37,7 +31,7 @@ TEST(Rccc, starts_at_one_bdp_and_follows_the_grants) {
 }
 
 TEST(Rccc, below_one_packet_per_rtt_it_paces_at_the_granted_rate) {
-  Rccc r(config());
+  Rccc r(test_config());
   r.on_ack(granted(125000 / 100));     // 100 senders: 1250 bytes per base RTT each
   EXPECT_EQ(r.window_bytes(), 4096u);  // one packet in flight
   // 4096 bytes every 4096 / 1250 base RTTs: 32.768 us, i.e. 1250 B per 10 us.
@@ -45,7 +39,7 @@ TEST(Rccc, below_one_packet_per_rtt_it_paces_at_the_granted_rate) {
 }
 
 TEST(NsccRccc, the_smaller_window_wins_and_rcccs_pacing_applies) {
-  NsccRccc both(config());
+  NsccRccc both(test_config());
   EXPECT_TRUE(both.wants_credit());
   both.on_ack(granted(20000));
   EXPECT_EQ(both.window_bytes(), 20000u);               // NSCC is still at one BDP
@@ -53,8 +47,8 @@ TEST(NsccRccc, the_smaller_window_wins_and_rcccs_pacing_applies) {
   EXPECT_LT(both.window_bytes(), 20000u);
   both.on_ack(granted(1000));
   EXPECT_GT(both.pacing_gap().ps, 0);
-  EXPECT_EQ(make_congestion_control("nscc_rccc", config())->name(), "nscc_rccc");
-  EXPECT_EQ(make_congestion_control("rccc", config())->name(), "rccc");
+  EXPECT_EQ(make_congestion_control("nscc_rccc", test_config())->name(), "nscc_rccc");
+  EXPECT_EQ(make_congestion_control("rccc", test_config())->name(), "rccc");
 }
 
 }  // namespace

@@ -167,17 +167,22 @@ TEST(Simulation, CollectiveStepsWaitForThePreviousStepsData) {
   }
 }
 
-TEST(Simulation, IncastCompletesAndShareIsBounded) {
+// Every host but host 0 sends `bytes` to host 0, on a two-leaf 100 Gbit/s leaf-spine.
+Scenario leaf_spine_incast(uint32_t hosts, uint64_t bytes) {
   Scenario s;
   s.topology.kind = "leaf_spine";
-  s.topology.hosts = 16;
-  s.topology.hosts_per_leaf = 8;
+  s.topology.hosts = hosts;
+  s.topology.hosts_per_leaf = hosts / 2;
   s.topology.spines = 2;
   s.topology.host_gbps = s.topology.fabric_gbps = 100;
   s.traffic.pattern = "incast";
-  s.traffic.incast_senders = 15;
-  s.traffic.flow_bytes = 256 * 1024;
-  const RunResult r = run_scenario(s);
+  s.traffic.incast_senders = hosts - 1;
+  s.traffic.flow_bytes = bytes;
+  return s;
+}
+
+TEST(Simulation, IncastCompletesAndShareIsBounded) {
+  const RunResult r = run_scenario(leaf_spine_incast(16, 256 * 1024));
   expect_all_delivered(r);
   // 15 flows through one 100 Gbit/s port take at least 15x one flow's ideal.
   const double total_ideal = 15.0 * static_cast<double>(r.flows[0].ideal.ps);
@@ -186,15 +191,7 @@ TEST(Simulation, IncastCompletesAndShareIsBounded) {
 }
 
 TEST(Simulation, RcccKeepsAnIncastFairAndUntrimmedWhereNsccAloneTrims) {
-  Scenario s;
-  s.topology.kind = "leaf_spine";
-  s.topology.hosts = 32;
-  s.topology.hosts_per_leaf = 16;
-  s.topology.spines = 2;
-  s.topology.host_gbps = s.topology.fabric_gbps = 100;
-  s.traffic.pattern = "incast";
-  s.traffic.incast_senders = 31;
-  s.traffic.flow_bytes = 512 * 1024;
+  Scenario s = leaf_spine_incast(32, 512 * 1024);
   s.network.switches.buffer_bytes = 128 * 1024;  // 31 windows of one BDP do not fit
   RunResult by_cc[3];
   const char* names[3] = {"nscc", "rccc", "dcqcn"};
