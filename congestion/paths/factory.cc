@@ -1,6 +1,7 @@
 #include "congestion/paths/ecmp.h"
 #include "congestion/paths/oblivious.h"
 #include "congestion/paths/path_selector.h"
+#include "congestion/paths/penalty_bitmap.h"
 #include "congestion/paths/reps.h"
 
 namespace spray::paths {
@@ -9,6 +10,7 @@ std::unique_ptr<PathSelector> make_path_selector(std::string_view name, const Pa
   if (name == "reps" || name.empty()) return std::make_unique<RepsSelector>(config);
   if (name == "oblivious") return std::make_unique<ObliviousSelector>(config);
   if (name == "ecmp") return std::make_unique<EcmpSelector>(config);
+  if (name == "bitmap") return std::make_unique<PenaltyBitmapSelector>(config);
   return nullptr;
 }
 

@@ -33,7 +33,8 @@ class PathSelector {
 };
 
 // Names: "ecmp" (one fixed EV per flow), "oblivious" (uniform spraying), "reps"
-// (default). Returns nullptr for an unknown name.
+// (default), "bitmap" (round robin skipping penalised EVs). Returns nullptr for an
+// unknown name.
 std::unique_ptr<PathSelector> make_path_selector(std::string_view name, const PathConfig& config);
 
 }  // namespace spray::paths

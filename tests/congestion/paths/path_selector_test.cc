@@ -5,6 +5,7 @@
 
 #include "congestion/paths/ecmp.h"
 #include "congestion/paths/oblivious.h"
+#include "congestion/paths/penalty_bitmap.h"
 #include "congestion/paths/reps.h"
 
 namespace spray::paths {
@@ -68,6 +69,32 @@ TEST(Reps, cache__is_bounded) {
   RepsSelector r({256, 1});
   for (uint16_t ev = 0; ev < 100; ++ev) r.on_feedback(ev, Feedback::kGood);
   EXPECT_EQ(r.cached(), RepsSelector::kCacheSize);
+}
+
+TEST(PenaltyBitmap, round_robin_skips_penalised_evs_for_one_pass) {
+  PenaltyBitmapSelector s({8, 0});
+  for (uint16_t ev = 0; ev < 8; ++ev) EXPECT_EQ(s.next_entropy(), ev);  // in turn
+  s.on_feedback(2, Feedback::kEcn);
+  s.on_feedback(5, Feedback::kTimeout);
+  EXPECT_TRUE(s.is_penalised(2));
+  std::vector<uint16_t> pass;
+  for (int i = 0; i < 6; ++i) pass.push_back(s.next_entropy());
+  EXPECT_EQ(pass, (std::vector<uint16_t>{0, 1, 3, 4, 6, 7}));
+  EXPECT_FALSE(s.is_penalised(2));  // served: tried again on the next pass
+  EXPECT_EQ(s.next_entropy(), 0);
+  EXPECT_EQ(s.next_entropy(), 1);
+  EXPECT_EQ(s.next_entropy(), 2);
+  s.on_feedback(3, Feedback::kNack);
+  s.on_feedback(3, Feedback::kGood);  // a clean ACK clears the penalty at once
+  EXPECT_EQ(s.next_entropy(), 3);
+}
+
+TEST(PenaltyBitmap, all_penalised_still_sends) {
+  PenaltyBitmapSelector s({4, 1});
+  for (uint16_t ev = 0; ev < 4; ++ev) s.on_feedback(ev, Feedback::kTimeout);
+  const uint16_t ev = s.next_entropy();
+  EXPECT_LT(ev, 4);
+  s.on_feedback(9, Feedback::kTimeout);  // out of range: ignored
 }
 
 TEST(Factory, by_name) {
