@@ -116,17 +116,16 @@ void Network::dispatch(const Event& e) {
       const LinkChange& c = changes_[e.a];
       Port& port = ports_[c.port];
       port.rate_fraction = c.rate_fraction;
-      if (c.rate_fraction <= 0) {  // down: what waits in its queue is lost
-        for (uint32_t* head : {&port.head, &port.prio_head}) {
-          while (*head != kNoPacket) {
-            const uint32_t p = *head;
-            *head = packets_[p].next;
-            packets_.release(p);
-            ++stats_.dropped_link_down;
-          }
+      if (c.rate_fraction <= 0) {
+        // Down: what waits in a NIC's queue is lost; what a switch had queued is already
+        // scheduled and is dropped when it would arrive (arrive() checks the link).
+        while (port.head != kNoPacket) {
+          const uint32_t p = pop(port.head, port.tail);
+          packets_.release(p);
+          ++stats_.dropped_link_down;
         }
-        port.tail = port.prio_tail = kNoPacket;
-        port.queued_bytes = port.prio_bytes = port.queued_packets = 0;
+        port.queued_bytes = port.queued_packets = 0;
+        port.busy_until = port.prio_busy_until = now_;
       } else if (!port.busy) {
         start_tx(c.port);
       }
@@ -134,7 +133,11 @@ void Network::dispatch(const Event& e) {
     }
     case kSample: {
       const auto& [port, interval] = watched_[e.a];
-      samples_.push_back({now_, port, ports_[port].queued_bytes + ports_[port].prio_bytes});
+      const Port& p = ports_[port];
+      const double gbps = topo_.link(port).gbps * p.rate_fraction;
+      samples_.push_back({now_, port,
+                          p.queued_bytes + queued_bytes(p.busy_until, gbps) +
+                              queued_bytes(p.prio_busy_until, gbps)});
       events_.push(now_ + interval, kSample, e.a);
       break;
     }
@@ -169,56 +172,73 @@ void Network::enqueue(uint32_t port_index, uint32_t packet) {
     ++stats_.dropped_link_down;
     return;
   }
-  const bool at_host = topo_.link(port_index).from < topo_.hosts();
+  if (topo_.link(port_index).from >= topo_.hosts()) {
+    enqueue_at_switch(port_index, packet);
+    return;
+  }
+  // A host's NIC: a FIFO the host fills one packet ahead (see kick()).
+  port.queued_bytes += p.wire_bytes;
+  ++port.queued_packets;
+  push(port.head, port.tail, packet);
+  if (!port.busy) start_tx(port_index);
+}
+
+uint32_t Network::queued_bytes(Time until, double gbps) const {
+  if (until <= now_) return 0;
+  return static_cast<uint32_t>(static_cast<double>((until - now_).ps) * gbps / 8000.0);
+}
+
+void Network::enqueue_at_switch(uint32_t port_index, uint32_t packet) {
+  Port& port = ports_[port_index];
+  SimPacket& p = packets_[packet];
+  const Link& link = topo_.link(port_index);
+  const double gbps = link.gbps * port.rate_fraction;
   const SwitchConfig& sw = cfg_.switches;
-  if (!at_host && port.queued_bytes + p.wire_bytes > sw.buffer_bytes) {
-    // Full: trim data to its headers and send those ahead; drop what cannot be trimmed.
+  // A FIFO served at line rate is fully described by when its last byte leaves: the
+  // packet's departure is known the moment it is queued, so no per-packet queue and no
+  // "transmission done" event are needed (half of all events otherwise).
+  const uint32_t queued = queued_bytes(port.busy_until, gbps);
+  if (queued + p.wire_bytes > sw.buffer_bytes) {
+    // Full: trim data to its headers and send those ahead, in a priority lane of their
+    // own; drop what cannot be trimmed.
     const bool trim = sw.trimming && p.is_request() && !p.trimmed;
     if ((trim || p.wire_bytes <= kHeaderBytes) &&
-        port.prio_bytes + kHeaderBytes <= sw.priority_buffer_bytes) {
+        queued_bytes(port.prio_busy_until, gbps) + kHeaderBytes <= sw.priority_buffer_bytes) {
       if (trim) {
         p.trimmed = true;
         p.wire_bytes = kHeaderBytes;
         ++stats_.trimmed;
       }
-      port.prio_bytes += p.wire_bytes;
-      push(port.prio_head, port.prio_tail, packet);
+      port.prio_busy_until =
+          std::max(now_, port.prio_busy_until) + serialization_time(p.wire_bytes, gbps);
+      ++port.tx_packets;
+      events_.push(port.prio_busy_until + link.propagation, kArrive, port_index, packet);
     } else {
       packets_.release(packet);
       ++stats_.dropped_full;
-      return;
     }
-  } else {
-    if (!at_host && port.queued_bytes > sw.ecn_min_bytes) {
-      const double span = std::max<double>(1, sw.ecn_max_bytes - sw.ecn_min_bytes);
-      const double chance = (port.queued_bytes - sw.ecn_min_bytes) / span;
-      if (!p.ecn && rng_.chance(std::min(1.0, chance))) {
-        p.ecn = true;
-        ++stats_.ecn_marked;
-      }
-    }
-    port.queued_bytes += p.wire_bytes;
-    ++port.queued_packets;
-    push(port.head, port.tail, packet);
-    if (!at_host) stats_.max_queue_bytes = std::max(stats_.max_queue_bytes, port.queued_bytes);
+    return;
   }
-  if (!port.busy) start_tx(port_index);
+  if (queued > sw.ecn_min_bytes && !p.ecn) {
+    const double span = std::max<double>(1, sw.ecn_max_bytes - sw.ecn_min_bytes);
+    if (rng_.chance(std::min(1.0, (queued - sw.ecn_min_bytes) / span))) {
+      p.ecn = true;
+      ++stats_.ecn_marked;
+    }
+  }
+  port.busy_until = std::max(now_, port.busy_until) + serialization_time(p.wire_bytes, gbps);
+  stats_.max_queue_bytes = std::max(stats_.max_queue_bytes, queued + p.wire_bytes);
+  ++port.tx_packets;
+  events_.push(port.busy_until + link.propagation, kArrive, port_index, packet);
 }
 
 void Network::start_tx(uint32_t port_index) {
   Port& port = ports_[port_index];
   if (port.rate_fraction <= 0) return;
-  uint32_t packet = kNoPacket;
-  if (port.prio_head != kNoPacket) {
-    packet = pop(port.prio_head, port.prio_tail);
-    port.prio_bytes -= packets_[packet].wire_bytes;
-  } else if (port.head != kNoPacket) {
-    packet = pop(port.head, port.tail);
-    port.queued_bytes -= packets_[packet].wire_bytes;
-    --port.queued_packets;
-  } else {
-    return;
-  }
+  if (port.head == kNoPacket) return;
+  const uint32_t packet = pop(port.head, port.tail);
+  port.queued_bytes -= packets_[packet].wire_bytes;
+  --port.queued_packets;
   const Link& link = topo_.link(port_index);
   const SimPacket& p = packets_[packet];
   const Duration wire = serialization_time(p.wire_bytes, link.gbps * port.rate_fraction);

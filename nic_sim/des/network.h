@@ -121,13 +121,16 @@ class Network {
 
  private:
   enum Kind : uint8_t { kArrive, kTxDone, kFlowStart, kHostTimer, kAckFlush, kLinkChange, kSample };
+  // A port: at a host, the NIC's FIFO (packets the host has handed over) and whether it
+  // is transmitting; at a switch, only when the last queued byte of its data FIFO and
+  // of its trimmed-header lane leave (their depth follows from that and the rate).
   struct Port {
-    uint32_t head = kNoPacket, tail = kNoPacket;            // data FIFO
-    uint32_t prio_head = kNoPacket, prio_tail = kNoPacket;  // trimmed headers
-    uint32_t queued_bytes = 0;
-    uint32_t prio_bytes = 0;
-    uint32_t queued_packets = 0;
-    bool busy = false;
+    uint32_t head = kNoPacket, tail = kNoPacket;  // host NIC FIFO
+    uint32_t queued_bytes = 0;                    // host NIC
+    uint32_t queued_packets = 0;                  // host NIC
+    bool busy = false;                            // host NIC
+    Time busy_until{};                            // switch: data FIFO drained
+    Time prio_busy_until{};                       // switch: trimmed headers drained
     double rate_fraction = 1;
     uint64_t tx_packets = 0;
     Time last_offered{};  // the last data packet routed to this port (sent or dropped)
@@ -141,6 +144,9 @@ class Network {
   void dispatch(const Event& e);
   // A packet reaches the output port `port` (at a switch or a host's NIC).
   void enqueue(uint32_t port, uint32_t packet);
+  void enqueue_at_switch(uint32_t port, uint32_t packet);
+  // Bytes still to leave a switch lane that drains at `until` at `gbps`.
+  uint32_t queued_bytes(Time until, double gbps) const;
   void start_tx(uint32_t port);
   void arrive(uint32_t port, uint32_t packet);
   void receive(uint32_t host, uint32_t packet);

@@ -184,10 +184,12 @@ Scenario leaf_spine_incast(uint32_t hosts, uint64_t bytes) {
 TEST(Simulation, IncastCompletesAndShareIsBounded) {
   const RunResult r = run_scenario(leaf_spine_incast(16, 256 * 1024));
   expect_all_delivered(r);
-  // 15 flows through one 100 Gbit/s port take at least 15x one flow's ideal.
+  // 15 flows through one 100 Gbit/s port: at least all their payload at line rate,
+  // and not far from 15 times one flow's ideal.
+  const double payload_ps = 15.0 * 256 * 1024 * 8 / 100e9 * 1e12;
   const double total_ideal = 15.0 * static_cast<double>(r.flows[0].ideal.ps);
-  EXPECT_GE(static_cast<double>(r.summary.makespan.ps), 0.95 * total_ideal);
-  EXPECT_LT(static_cast<double>(r.summary.makespan.ps), 2.0 * total_ideal);
+  EXPECT_GE(static_cast<double>(r.summary.makespan.ps), payload_ps);
+  EXPECT_LT(static_cast<double>(r.summary.makespan.ps), 1.3 * total_ideal);
 }
 
 TEST(Simulation, RcccKeepsAnIncastFairAndUntrimmedWhereNsccAloneTrims) {
@@ -210,7 +212,7 @@ TEST(Simulation, RcccKeepsAnIncastFairAndUntrimmedWhereNsccAloneTrims) {
     last = std::max(last, static_cast<double>(f.fct.ps));
   }
   EXPECT_LT(last, 1.1 * all_bytes_ideal);
-  EXPECT_LT(last / first, 1.1);  // fair: everyone finishes together
+  EXPECT_LT(last / first, 1.15);  // fair: everyone finishes at about the same time
   // Credit keeps the receiver's queue short: only the first round trip (before any
   // grant arrives) can overflow it.
   EXPECT_LT(rccc.summary.stats.trimmed * 4, by_cc[0].summary.stats.trimmed);
