@@ -3,11 +3,14 @@
 // congestion/ (one Pds per host, the same code the UDP and DPDK engines run) — on
 // simulated NICs that serialise at line rate, through switches with output queues.
 //
-// Switch output queue (per port): packets above `ecn_min_bytes` are ECN-marked with a
-// probability rising linearly to 1 at `ecn_max_bytes`; a data packet that does not fit
-// in `buffer_bytes` is trimmed to its headers (kHeaderBytes) and sent ahead of the
-// data in a priority queue, so the receiver NACKs it (UET TRIMMED) at once; headers
-// that do not fit either, or anything when trimming is off, are dropped (drop-tail).
+// Switch output queue (per port, a FIFO at line rate): packets arriving above
+// `ecn_min_bytes` are ECN-marked with a probability rising linearly to 1 at
+// `ecn_max_bytes`; a data packet that does not fit in `buffer_bytes` is trimmed to its
+// headers (kHeaderBytes) and sent in a priority lane of its own (bounded by
+// `priority_buffer_bytes`, not delayed by the data), so the receiver NACKs it (UET
+// TRIMMED) at once; headers that do not fit either, or anything when trimming is off,
+// are dropped (drop-tail). A FIFO is kept as the time its last byte leaves, so each
+// packet's departure is computed on arrival (one event per packet per hop).
 // Forwarding: ECMP over the up ports by a hash of (source, destination, entropy value,
 // switch), at every hop.
 //
