@@ -118,7 +118,8 @@ void Network::dispatch(const Event& e) {
       port.rate_fraction = c.rate_fraction;
       if (c.rate_fraction <= 0) {
         // Down: what waits in a NIC's queue is lost; what a switch had queued is already
-        // scheduled and is dropped when it would arrive (arrive() checks the link).
+        // scheduled and is dropped when it would arrive (arrive() checks the link), unless
+        // the link is back up by then — a short outage loses less than a real one would.
         while (port.head != kNoPacket) {
           const uint32_t p = pop(port.head, port.tail);
           packets_.release(p);
