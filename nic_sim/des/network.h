@@ -22,7 +22,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <vector>
 
@@ -93,7 +92,7 @@ class Network {
 
   // Schedules a link change (failure, degradation, recovery).
   void schedule(const LinkChange& change);
-  // Watches a port's queue depth every `interval` (for plots); samples in port_samples().
+  // Watches a port's queue depth every `interval` (for plots); samples in queue_samples().
   void watch_port(uint32_t port, Duration interval);
   // Runs until every flow is done or `limit` of virtual time passed; true if all done.
   bool run(Duration limit);

@@ -28,6 +28,13 @@ void read(const json& j, const char* key, T& out) {
   }
 }
 
+// Reads `key`, in KiB, into a byte count if present.
+void read_kib(const json& j, const char* key, uint32_t& bytes) {
+  uint32_t kib = bytes / 1024;
+  read(j, key, kib);
+  bytes = kib * 1024;
+}
+
 double percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -56,15 +63,9 @@ Scenario Scenario::from_json(const std::string& text) {
     s.topology.link_delay = Duration::nanoseconds(delay_ns);
   }
   if (const auto w = j.find("switch"); w != j.end()) {
-    uint32_t kb = s.network.switches.buffer_bytes / 1024;
-    read(*w, "buffer_kb", kb);
-    s.network.switches.buffer_bytes = kb * 1024;
-    kb = s.network.switches.ecn_min_bytes / 1024;
-    read(*w, "ecn_min_kb", kb);
-    s.network.switches.ecn_min_bytes = kb * 1024;
-    kb = s.network.switches.ecn_max_bytes / 1024;
-    read(*w, "ecn_max_kb", kb);
-    s.network.switches.ecn_max_bytes = kb * 1024;
+    read_kib(*w, "buffer_kb", s.network.switches.buffer_bytes);
+    read_kib(*w, "ecn_min_kb", s.network.switches.ecn_min_bytes);
+    read_kib(*w, "ecn_max_kb", s.network.switches.ecn_max_bytes);
     read(*w, "trimming", s.network.switches.trimming);
   }
   read(j, "mtu", s.network.mtu_bytes);

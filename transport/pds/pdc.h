@@ -119,6 +119,8 @@ struct Pdc {
   // engine's credit_senders_).
   bool credit_requested = false;
   bool credit_active = false;
+  // Sending side: the CC wants receiver credit (fixed per CC, read once at open).
+  bool sends_backlog = false;
   bool in_ack_list = false;
 
   bool tx_idle() const { return snd_una == snd_nxt && run_head == nullptr; }

@@ -68,6 +68,7 @@ bool Pds::open_pdc(PeerIndex peer, Mode mode, bool initiator, uint32_t& index) {
   p.pace_timer.owner = index | kPaceTimerBit;
   p.cc = cc::make_congestion_control(cfg_.cc_name, cfg_.cc);
   if (!p.cc) p.cc = cc::make_congestion_control("nscc", cfg_.cc);
+  p.sends_backlog = p.cc->wants_credit();
   p.paths =
       paths::make_path_selector(cfg_.path_name, paths::PathConfig{cfg_.entropy_count, rng_.next()});
   if (!p.paths) p.paths = paths::make_path_selector("reps", {cfg_.entropy_count, rng_.next()});

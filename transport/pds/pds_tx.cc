@@ -59,7 +59,7 @@ bool Pds::next_tx_now(Pdc& p, uint32_t index, Time now, TxPacket& out) {
     } else {
       r.dpdcid = p.remote_id;
     }
-    if (p.cc->wants_credit()) {  // RCCC: tell the receiver what is still to come
+    if (p.sends_backlog) {  // RCCC: tell the receiver what is still to come
       r.has_cc_state = true;
       r.cc_state = backlog_bytes(p);
     }
