@@ -2,8 +2,9 @@
 //
 // A path is named by its entropy value (EV): the number switches hash to pick among
 // equal-cost next hops, carried in the UDP source port. One selector per PDC, owned by
-// it. PDS asks next_entropy() once per transmitted packet (a retransmission asks again,
-// so it can leave a bad path) and reports what happened to each EV it learns about.
+// it. PDS asks next_entropy() once per transmitted packet and retransmit_entropy() for
+// each retransmission (so it can leave a bad path) and reports what happened to each EV it learns
+// about.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,7 @@ enum class Feedback : uint8_t {
   kGood,     // ACKed without an ECN mark
   kEcn,      // ACKed, but the packet was ECN marked
   kNack,     // trimmed or refused
+  kLost,     // declared lost (RACK): later packets came back first; slow or dropping
   kTimeout,  // never acknowledged: the path may have failed
 };
 
@@ -28,6 +30,9 @@ class PathSelector {
  public:
   virtual ~PathSelector() = default;
   virtual uint16_t next_entropy() = 0;
+  // The EV for a retransmission. Its packet was lost or is stuck on the path it took,
+  // so a selector that knows good paths should use one of those rather than explore.
+  virtual uint16_t retransmit_entropy() { return next_entropy(); }
   virtual void on_feedback(uint16_t entropy, Feedback f) = 0;
   virtual std::string_view name() const = 0;
 };

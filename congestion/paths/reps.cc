@@ -18,6 +18,49 @@ uint16_t RepsSelector::next_entropy() {
   return ev;
 }
 
+uint16_t RepsSelector::explore() {
+  uint16_t ev = 0;
+  for (int draw = 0; draw < kExploreDraws; ++draw) {
+    ev = static_cast<uint16_t>(rng_.below(entropy_count_));
+    if (!recently_bad(ev)) break;
+  }
+  return ev;
+}
+
+bool RepsSelector::recently_bad(uint16_t entropy) const {
+  for (size_t i = 0; i < bad_count_; ++i) {
+    if (bad_[i] == entropy) return true;
+  }
+  return false;
+}
+
+// bad_ holds bad_count_ EVs in any order; once full, a new one replaces the entry at
+// bad_next_, round robin (roughly the oldest).
+void RepsSelector::note_bad(uint16_t entropy) {
+  if (recently_bad(entropy)) return;
+  if (bad_count_ < kCacheSize) {
+    bad_[bad_count_++] = entropy;
+    return;
+  }
+  bad_[bad_next_] = entropy;
+  bad_next_ = (bad_next_ + 1) % kCacheSize;
+}
+
+void RepsSelector::forget_bad(uint16_t entropy) {
+  for (size_t i = 0; i < bad_count_; ++i) {
+    if (bad_[i] == entropy) {
+      bad_[i] = bad_[--bad_count_];
+      return;
+    }
+  }
+}
+
+uint16_t RepsSelector::retransmit_entropy() {
+  if (freeze_left_ > 0 || recent_count_ == 0) return next_entropy();
+  const size_t newest_first = retransmit_cursor_++ % recent_count_;
+  return recent_[(recent_next_ + kCacheSize - 1 - newest_first) % kCacheSize];
+}
+
 void RepsSelector::evict(uint16_t entropy) {
   size_t kept = 0;
   for (size_t i = 0; i < count_; ++i) {
@@ -25,17 +68,29 @@ void RepsSelector::evict(uint16_t entropy) {
     if (ev != entropy) ring_[(head_ + kept++) % kCacheSize] = ev;
   }
   count_ = kept;
-  kept = 0;
+  evict_recent(entropy);
+}
+
+void RepsSelector::evict_recent(uint16_t entropy) {
+  // Compacts oldest to newest into positions 0.., so the newest stays just before
+  // recent_next_ (retransmit_entropy() and the freeze read it that way).
+  std::array<uint16_t, kCacheSize> kept_evs{};
+  size_t kept = 0;
+  const size_t oldest = (recent_next_ + kCacheSize - recent_count_) % kCacheSize;
   for (size_t i = 0; i < recent_count_; ++i) {
-    if (recent_[i] != entropy) recent_[kept++] = recent_[i];
+    const uint16_t ev = recent_[(oldest + i) % kCacheSize];
+    if (ev != entropy) kept_evs[kept++] = ev;
   }
+  if (kept == recent_count_) return;
+  recent_ = kept_evs;
   recent_count_ = kept;
-  recent_next_ = recent_count_ % kCacheSize;
+  recent_next_ = kept % kCacheSize;
 }
 
 void RepsSelector::on_feedback(uint16_t entropy, Feedback f) {
   switch (f) {
     case Feedback::kGood:
+      forget_bad(entropy);
       recent_[recent_next_] = entropy;
       recent_next_ = (recent_next_ + 1) % kCacheSize;
       if (recent_count_ < kCacheSize) ++recent_count_;
@@ -47,13 +102,17 @@ void RepsSelector::on_feedback(uint16_t entropy, Feedback f) {
       return;
     case Feedback::kTimeout:
       // The EV itself is suspect: evict it, or a freeze could keep reusing a dead path.
+      note_bad(entropy);
       evict(entropy);
       freeze_left_ = kFreezePackets;
       freeze_cursor_ = 0;
       return;
     case Feedback::kEcn:
     case Feedback::kNack:
-      return;  // not recycled
+    case Feedback::kLost:
+      note_bad(entropy);
+      evict_recent(entropy);  // not recycled, and no longer a retransmission's choice
+      return;
   }
 }
 

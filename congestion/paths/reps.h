@@ -10,6 +10,15 @@
 // and cycles through the EVs that most recently came back good (a second ring that is
 // not consumed), so it does not wander onto the failed path while the failure lasts.
 // Only with no good EV known at all does it explore during a freeze.
+//
+// Exploration steers clear of the EVs most recently reported bad (marked, NACKed, lost
+// or timed out; forgotten once good again or pushed out by newer ones): a random draw
+// that lands on one draws again, a few times at most. Without this a flow keeps finding
+// a degraded path anew, and the packet it strands there can decide its completion time.
+//
+// Retransmissions take the most recently good EVs (they are what is late or lost, so
+// they go where delivery was just seen), and an EV reported ECN-marked or NACKed leaves
+// that list at once.
 #pragma once
 
 #include <array>
@@ -31,6 +40,9 @@ class RepsSelector final : public PathSelector {
   explicit RepsSelector(const PathConfig& c);
 
   uint16_t next_entropy() override;
+  // The most recently good EVs, newest first, in turn: fresh evidence that the path
+  // delivers now, where the recycling ring may hold EVs that were good a while ago.
+  uint16_t retransmit_entropy() override;
   void on_feedback(uint16_t entropy, Feedback f) override;
   std::string_view name() const override { return "reps"; }
 
@@ -39,7 +51,12 @@ class RepsSelector final : public PathSelector {
 
  private:
   void evict(uint16_t entropy);
-  uint16_t explore() { return static_cast<uint16_t>(rng_.below(entropy_count_)); }
+  void evict_recent(uint16_t entropy);
+  uint16_t explore();
+  bool recently_bad(uint16_t entropy) const;
+  void forget_bad(uint16_t entropy);
+  void note_bad(uint16_t entropy);
+  static constexpr int kExploreDraws = 4;
 
   uint16_t entropy_count_;
   Rng rng_;
@@ -50,6 +67,10 @@ class RepsSelector final : public PathSelector {
   size_t recent_count_ = 0;
   size_t recent_next_ = 0;    // where the next good EV is written
   size_t freeze_cursor_ = 0;  // next recent EV to reuse while frozen
+  size_t retransmit_cursor_ = 0;
+  std::array<uint16_t, kCacheSize> bad_{};  // EVs recently reported bad, a ring
+  size_t bad_count_ = 0;
+  size_t bad_next_ = 0;
   uint32_t freeze_left_ = 0;  // transmissions left in the freeze
 };
 

@@ -27,6 +27,11 @@ Network::Network(const Topology& topology, const NetworkConfig& config, std::vec
     pc.cc.base_rtt = topo_.unloaded_latency(0, topo_.hosts() - 1, cfg_.mtu_bytes) +
                      topo_.unloaded_latency(topo_.hosts() - 1, 0, kHeaderBytes);
   }
+  const auto rtts = [&](double n) {
+    return Duration{static_cast<int64_t>(static_cast<double>(pc.cc.base_rtt.ps) * n)};
+  };
+  pc.reorder_window = rtts(cfg_.reorder_window_rtts);
+  pc.min_rto = rtts(cfg_.min_rto_rtts);
   // Thousands of engines: each gets PDCs for the peers its flows involve (plus slack)
   // and small fixed structures, so memory follows the traffic, not the host count.
   std::vector<std::vector<uint32_t>> peers(hosts_.size());

@@ -45,6 +45,17 @@ struct NetworkConfig {
   SwitchConfig switches{};
   uint32_t mtu_bytes = 4096;  // wire bytes of a full packet, headers included
   pds::PdsConfig pds{};       // cc_name, path_name, entropy_count, timers, window
+  // RACK's least reorder window and the least retransmission timeout, in base RTTs of
+  // the fabric (they replace pds's reorder_window and min_rto). The PDS defaults, 20 and
+  // 100 us, cover kernel UDP's scheduling jitter; on a fabric whose RTT is a few us they
+  // leave a packet stranded on a slow path unrecovered for many RTTs. Measured on the
+  // k=16 fat-tree (RTT 6.5 us) with 8 core links at 10 %: REPS p99 1.30x ideal with a
+  // 1.25-RTT reorder window, 1.62x with 1.5 and up; at 1 RTT spraying's own reordering
+  // triggers spurious resends (3,000 on the undegraded fabric, p99 1.33x not 1.20x).
+  // The RTO floor matters for incasts: below ~8 RTTs NSCC's 127->1 incast (queues of
+  // tens of us) times out spuriously 22,000 times and finishes 11 % later.
+  double reorder_window_rtts = 1.25;
+  double min_rto_rtts = 8;
   Duration ack_delay = Duration::nanoseconds(200);    // receive coalescing before ACKing
   Duration timer_tick = Duration::microseconds(2);    // PDS timer granularity while armed
   Duration goodput_bin = Duration::microseconds(10);  // resolution of delivered_per_bin()

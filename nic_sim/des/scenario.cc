@@ -73,6 +73,13 @@ Scenario Scenario::from_json(const std::string& text) {
   read(j, "paths", s.network.pds.path_name);
   read(j, "entropies", s.network.pds.entropy_count);
   read(j, "seed", s.network.seed);
+  if (const auto r = j.find("recovery"); r != j.end()) {
+    read(*r, "reorder_window_rtts", s.network.reorder_window_rtts);
+    read(*r, "min_rto_rtts", s.network.min_rto_rtts);
+    if (s.network.reorder_window_rtts < 0 || s.network.min_rto_rtts <= 0) {
+      throw std::invalid_argument("scenario: recovery times must be positive");
+    }
+  }
   if (const auto t = j.find("traffic"); t != j.end()) {
     read(*t, "pattern", s.traffic.pattern);
     read(*t, "flow_bytes", s.traffic.flow_bytes);

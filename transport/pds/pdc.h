@@ -85,7 +85,8 @@ struct Pdc {
   // --- transmit side (PSNs this engine sends) ----------------------------------
   uint32_t snd_una = 0;       // oldest PSN not cumulatively acknowledged
   uint32_t snd_nxt = 0;       // next new PSN
-  std::vector<TxSlot> tx;     // window_packets slots, indexed by psn % size
+  std::vector<TxSlot> tx;     // window_packets slots, indexed by psn % size; empty until
+                              // the PDC first sends
   std::vector<uint32_t> rtx;  // FIFO of PSNs to retransmit (ring, same size)
   uint32_t rtx_head = 0;
   uint32_t rtx_count = 0;

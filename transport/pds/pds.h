@@ -183,7 +183,7 @@ class Pds {
   void arm_rto(Pdc& p, Time now);
   void detect_losses(Pdc& p);
   void on_rto(uint32_t index, Time now);
-  void ack_psn(Pdc& p, uint32_t psn, bool cumulative);
+  void ack_psn(Pdc& p, uint32_t psn, bool cumulative, paths::Feedback feedback);
   uint32_t backlog_bytes(const Pdc& p) const;
   // next_tx without pacing.
   bool next_tx_now(Pdc& p, uint32_t index, Time now, TxPacket& out);

@@ -60,8 +60,9 @@ bool Pds::open_pdc(PeerIndex peer, Mode mode, bool initiator, uint32_t& index) {
   p.mode = mode;
   p.peer = peer;
   p.state = initiator ? PdcState::kSynSent : PdcState::kEstablished;
-  p.tx.assign(window_, TxSlot{});
-  p.rtx.assign(window_, 0);
+  // tx and rtx are sized on the first send (next_tx_now): a target PDC that only
+  // receives, as most do, never needs them. Every read of them is bounded by
+  // [snd_una, snd_nxt), which is empty until then.
   p.rx_bitmap.assign(window_ / 64, 0);
   if (mode == Mode::kRod) p.rod_held.assign(window_, 0);
   p.rto_timer.owner = index;

@@ -42,6 +42,10 @@ bool Pds::next_tx(uint32_t index, Time now, TxPacket& out) {
 }
 
 bool Pds::next_tx_now(Pdc& p, uint32_t index, Time now, TxPacket& out) {
+  if (p.tx.empty()) {
+    p.tx.assign(window_, TxSlot{});
+    p.rtx.assign(window_, 0);
+  }
   auto fill_header = [&](uint32_t psn, uint8_t flags) {
     out.pdc = index;
     out.peer = p.peer;
@@ -113,7 +117,7 @@ bool Pds::next_tx_now(Pdc& p, uint32_t index, Time now, TxPacket& out) {
       fail_pdc(index, Status::kPeerUnreachable);
       return false;
     }
-    s.entropy = p.paths->next_entropy();
+    s.entropy = p.paths->retransmit_entropy();
     s.sent = now;
     s.retransmitted = true;
     out.ref = s.ref;
@@ -191,15 +195,16 @@ uint32_t Pds::backlog_bytes(const Pdc& p) const {
   return static_cast<uint32_t>(std::min<uint64_t>(bytes, UINT32_MAX));
 }
 
-// Marks one in-flight PSN acknowledged and reports it upward.
-void Pds::ack_psn(Pdc& p, uint32_t psn, bool cumulative) {
+// Marks one in-flight PSN acknowledged, reports it upward and tells the path selector
+// how its EV fared (kGood, or kEcn for the packet whose mark the ACK reports).
+void Pds::ack_psn(Pdc& p, uint32_t psn, bool cumulative, paths::Feedback feedback) {
   TxSlot& s = p.tx[psn % window_];
   if (!s.in_flight) return;
   if (!s.sacked) {
     p.inflight_bytes -= std::min(p.inflight_bytes, s.bytes);
     p.latest_acked_sent = std::max(p.latest_acked_sent, s.sent);
     if (!is_control_ref(s.ref)) acked_.push_back(s.ref);
-    p.paths->on_feedback(s.entropy, paths::Feedback::kGood);
+    p.paths->on_feedback(s.entropy, feedback);
   }
   if (cumulative) {
     s = TxSlot{};
@@ -226,6 +231,7 @@ void Pds::detect_losses(Pdc& p) {
       if (!s.retransmitted) break;
       continue;
     }
+    p.paths->on_feedback(s.entropy, paths::Feedback::kLost);
     queue_retransmit(p, psn);
     ++stats_.rack_retransmits;
   }
@@ -257,16 +263,15 @@ void Pds::on_ack(PeerIndex peer, const wire::PdsAck& ack, Time now) {
       ack.cack_psn + static_cast<uint32_t>(static_cast<int32_t>(ack.ack_psn_offset));
   const bool ecn = (ack.flags & wire::ack_flags::kEcnMarked) != 0;
   Duration rtt{};
-  uint16_t trigger_entropy = 0;
-  bool trigger_fresh = false;
   if (psn_diff(trigger, p.snd_una) >= 0 && psn_diff(p.snd_nxt, trigger) > 0) {
     const TxSlot& t = p.tx[trigger % window_];
-    if (t.in_flight && !t.sacked) {
-      trigger_fresh = true;
-      trigger_entropy = t.entropy;
-      if (!t.retransmitted) rtt = now - t.sent;
-    }
+    if (t.in_flight && !t.sacked && !t.retransmitted) rtt = now - t.sent;
   }
+  // The mark belongs to the trigger alone: its EV is reported congested (never first
+  // good, which would have REPS recycle a congested path); the others it covers, good.
+  const auto feedback = [&](uint32_t psn) {
+    return ecn && psn == trigger ? paths::Feedback::kEcn : paths::Feedback::kGood;
+  };
 
   const uint32_t before = p.inflight_bytes;
   const uint32_t una_before = p.snd_una;
@@ -276,7 +281,7 @@ void Pds::on_ack(PeerIndex peer, const wire::PdsAck& ack, Time now) {
         p.tx[p.snd_una % window_].in_flight) {
       close_acked = true;
     }
-    ack_psn(p, p.snd_una, true);
+    ack_psn(p, p.snd_una, true, feedback(p.snd_una));
     ++p.snd_una;
   }
   if (ack.has_cc && ack.sack_bitmap != 0) {
@@ -286,11 +291,9 @@ void Pds::on_ack(PeerIndex peer, const wire::PdsAck& ack, Time now) {
       if (((ack.sack_bitmap >> i) & 1) == 0) continue;
       const uint32_t psn = base + i;
       if (psn_diff(psn, p.snd_una) <= 0 || psn_diff(p.snd_nxt, psn) <= 0) continue;
-      ack_psn(p, psn, false);
+      ack_psn(p, psn, false, feedback(psn));
     }
   }
-  if (trigger_fresh && ecn) p.paths->on_feedback(trigger_entropy, paths::Feedback::kEcn);
-
   if (rtt.ps > 0) p.rtt.on_sample(rtt);
   const uint32_t acked_bytes = before - p.inflight_bytes;
   const uint32_t credit = ack.has_cc && ack.cc_type == wire::kAckCcTypeCredit

@@ -71,6 +71,37 @@ TEST(Reps, cache__is_bounded) {
   EXPECT_EQ(r.cached(), RepsSelector::kCacheSize);
 }
 
+TEST(Reps, explore__steers_clear_of_evs_recently_reported_bad) {
+  // A quarter of the EVs reported bad (lost, marked, NACKed, timed out): a plain random
+  // draw lands on one 25 % of the time, four draws all on bad ones 0.4 %.
+  RepsSelector r({64, 7});
+  const Feedback kinds[] = {Feedback::kLost, Feedback::kEcn, Feedback::kNack, Feedback::kLost};
+  for (uint16_t ev = 0; ev < 16; ++ev) r.on_feedback(ev, kinds[ev % 4]);
+  ASSERT_EQ(r.cached(), 0u);
+  int on_bad = 0;
+  for (int i = 0; i < 2000; ++i) on_bad += r.next_entropy() < 16 ? 1 : 0;
+  EXPECT_LT(on_bad, 40);  // ~8 expected; 500 without steering
+  // Good news clears an EV: once 0..15 came back unmarked they are drawn again.
+  for (uint16_t ev = 0; ev < 16; ++ev) r.on_feedback(ev, Feedback::kGood);
+  for (uint16_t ev = 0; ev < 16; ++ev) EXPECT_EQ(r.next_entropy(), ev);  // recycled first
+  on_bad = 0;
+  for (int i = 0; i < 2000; ++i) on_bad += r.next_entropy() < 16 ? 1 : 0;
+  EXPECT_GT(on_bad, 350);
+}
+
+TEST(Reps, retransmit__takes_recent_good_evs_newest_first_and_drops_marked_ones) {
+  RepsSelector r({256, 1});
+  for (const uint16_t ev : {uint16_t{10}, uint16_t{11}, uint16_t{12}})
+    r.on_feedback(ev, Feedback::kGood);
+  EXPECT_EQ(r.retransmit_entropy(), 12);
+  EXPECT_EQ(r.retransmit_entropy(), 11);
+  EXPECT_EQ(r.retransmit_entropy(), 10);
+  r.on_feedback(11, Feedback::kEcn);  // no longer a place to resend to
+  for (int i = 0; i < 6; ++i) EXPECT_NE(r.retransmit_entropy(), 11);
+  // The recycling ring is untouched by retransmissions: 10, 11, 12 are still queued.
+  EXPECT_EQ(r.cached(), 3u);
+}
+
 TEST(PenaltyBitmap, round_robin_skips_penalised_evs_for_one_pass) {
   PenaltyBitmapSelector s({8, 0});
   for (uint16_t ev = 0; ev < 8; ++ev) EXPECT_EQ(s.next_entropy(), ev);  // in turn

@@ -222,6 +222,44 @@ TEST_F(Pair, trimmed__many_times_is_congestion_not_a_dead_peer) {
   EXPECT_EQ(a.stats().trim_retransmits, 10u);
 }
 
+// REPS recycles an EV only when its ACK came back unmarked. The ACK of an ECN-marked
+// packet must report that EV as congested, not as good and then congested.
+TEST(PathFeedback, an_ecn_marked_ack_does_not_recycle_its_entropy) {
+  for (const bool marked : {false, true}) {
+    PdsConfig c = config();
+    c.path_name = "reps";
+    c.entropy_count = 0xffff;  // exploration repeating an EV: 1 in 65535
+    Pds a{c}, b{c};
+    TxRun first{}, second{};
+    first.message = 0;
+    second.message = 1;
+    first.packet_count = second.packet_count = 1;
+    first.packet_bytes = second.packet_bytes = 1000;
+    ASSERT_EQ(a.enqueue(kB, Mode::kRud, &first, us(0)), Status::kOk);
+    uint32_t pdc = 0;
+    TxPacket sent;
+    ASSERT_TRUE(a.pop_ready(pdc));
+    ASSERT_TRUE(a.next_tx(pdc, us(0), sent));
+    RxClass rx = b.classify_request(kA, sent.request, false, us(1));
+    ASSERT_EQ(rx.verdict, RxVerdict::kDeliver);
+    b.commit_request(rx, marked);
+    b.flush_acks();
+    ASSERT_EQ(b.control_out().size(), 1u);
+    const auto ack = std::get<wire::PdsAck>(b.control_out()[0].header);
+    EXPECT_EQ((ack.flags & wire::ack_flags::kEcnMarked) != 0, marked);
+    a.on_ack(kB, ack, us(5));
+    ASSERT_EQ(a.enqueue(kB, Mode::kRud, &second, us(5)), Status::kOk);
+    TxPacket next;
+    ASSERT_TRUE(a.pop_ready(pdc));
+    ASSERT_TRUE(a.next_tx(pdc, us(5), next));
+    if (marked) {
+      EXPECT_NE(next.entropy, sent.entropy) << "the marked EV was recycled";
+    } else {
+      EXPECT_EQ(next.entropy, sent.entropy) << "a clean EV is reused";
+    }
+  }
+}
+
 TEST(Rccc, receiver_shares_its_bdp_among_senders_with_a_backlog) {
   // Four senders ask one receiver for credit (their requests carry their backlog);
   // each ACK grants a quarter of the receiver's BDP, and a sender that is done no
