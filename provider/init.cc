@@ -33,7 +33,7 @@ constexpr StringParam kStringParams[] = {
     {"congestion", &Params::congestion,
      "Congestion control: nscc, rccc (receiver credit), nscc_rccc, dcqcn or fixed."},
     {"path_selection", &Params::path_selection,
-     "Path (entropy) selection: reps, oblivious, ecmp or bitmap."},
+     "Path (entropy) selection: reps, oblivious, ecmp, ecmp_repath or bitmap."},
     {"dpdk_args", &Params::dpdk_args,
      "DPDK EAL parameters, e.g. \"--no-huge -m 256 --vdev=net_memif0,role=server\"."},
     {"dpdk_port", &Params::dpdk_port, "DPDK ethdev name; empty: the only port."},

@@ -11,7 +11,8 @@ run() {
   echo
 }
 run "1. k=16 fat-tree, 400G, permutation, 2 MB flows" \
-  --topology fat_tree --k 16 --traffic permutation --flow-bytes 2000000 --paths ecmp,oblivious,reps
+  --topology fat_tree --k 16 --traffic permutation --flow-bytes 2000000 \
+  --paths ecmp,ecmp_repath,oblivious,reps
 run "2. incast 127->1, 2 MB each, 100G: NSCC alone, RCCC alone, both, DCQCN" \
   --topology leaf_spine --hosts 128 --hosts-per-leaf 32 --spines 8 --gbps 100 --fabric-gbps 100 \
   --traffic incast --incast-senders 127 --flow-bytes 2000000 --paths reps --cc nscc,rccc,nscc_rccc,dcqcn

@@ -14,6 +14,10 @@
 // the window drops to what was actually delivered in the last base RTT (at most once
 // per base RTT). A timeout also drops to one MTU if nothing was delivered.
 //
+// Entropy change on ECN is the path selector's half of NSCC (CC and paths are separate
+// interfaces, DESIGN.md decision 5): PDS reports the marked EV to it, and REPS stops
+// recycling that EV while "ecmp_repath" moves its single EV elsewhere.
+//
 // DESIGN NOTES: the UET spec tunes gains from the link speed and base RTT; these are
 // the spec's shapes with gains kept as named constants, not its exact fixed-point math.
 #pragma once

@@ -37,8 +37,9 @@ class PathSelector {
   virtual std::string_view name() const = 0;
 };
 
-// Names: "ecmp" (one fixed EV per flow), "oblivious" (uniform spraying), "reps"
-// (default), "bitmap" (round robin skipping penalised EVs). Returns nullptr for an
+// Names: "ecmp" (one fixed EV per flow), "ecmp_repath" (one EV at a time, changed on
+// ECN), "oblivious" (uniform spraying), "reps" (default), "bitmap" (round robin
+// skipping penalised EVs). Returns nullptr for an
 // unknown name.
 std::unique_ptr<PathSelector> make_path_selector(std::string_view name, const PathConfig& config);
 

@@ -77,7 +77,8 @@ int main(int argc, char** argv) {
     c->add_option("--entropy-ports", o.entropy_ports,
                   "UDP source ports per endpoint (power of two)");
     c->add_option("--mtu", o.mtu, "UET bytes per datagram");
-    c->add_option("--path-selection", o.path_selection, "reps | oblivious | ecmp");
+    c->add_option("--path-selection", o.path_selection,
+                  "reps | oblivious | ecmp | ecmp_repath | bitmap");
     c->add_option("--timeout", o.timeout_s, "give up after this many seconds");
     c->add_flag("--pingpong", o.pingpong, "latency mode: one message at a time, echoed");
     c->add_flag("!--no-gso", o.gso, "UDP: send every packet as its own datagram");

@@ -59,7 +59,8 @@ int main(int argc, char** argv) {
   app.add_option("--ecn-min-kb", ecn_min_kb, "queue depth where ECN marking starts");
   app.add_option("--ecn-max-kb", ecn_max_kb, "queue depth where every packet is marked");
   app.add_flag("--no-trim", no_trim, "drop instead of trimming when a queue is full");
-  app.add_option("--paths", paths_list, "path selection: ecmp, oblivious, reps (comma list)")
+  app.add_option("--paths", paths_list,
+                 "path selection: ecmp, ecmp_repath, oblivious, reps, bitmap (comma list)")
       ->delimiter(',');
   app.add_option("--cc", cc_list, "congestion control: nscc, fixed (comma list)")->delimiter(',');
   app.add_option("--entropies", entropies, "entropy values per flow");

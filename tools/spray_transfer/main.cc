@@ -62,7 +62,8 @@ int main(int argc, char** argv) {
   app.add_flag("--path-down", o.path_down,
                "take path 0 down once a quarter of the messages arrived");
   app.add_option("--cc", o.cc, "congestion control: nscc | fixed");
-  app.add_option("--path-selection", o.path_selection, "reps | oblivious | ecmp");
+  app.add_option("--path-selection", o.path_selection,
+                 "reps | oblivious | ecmp | ecmp_repath | bitmap");
   app.add_option("--seed", o.seed, "seed for faults, PSNs and path choices");
   app.add_option("--link-gbps", o.link_gbps, "rate of every link");
   app.add_flag("--json", o.json, "print the result as JSON");

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "congestion/paths/ecmp.h"
+#include "congestion/paths/ecmp_repath.h"
 #include "congestion/paths/oblivious.h"
 #include "congestion/paths/penalty_bitmap.h"
 #include "congestion/paths/reps.h"
@@ -21,6 +22,37 @@ TEST(Ecmp, next_entropy__is_one_value_per_flow) {
   for (uint64_t s = 0; s < 50; ++s) flows.insert(EcmpSelector({256, s}).next_entropy());
   EXPECT_GT(flows.size(), 30u);  // different flows hash to different paths
   (void)b;
+}
+
+TEST(EcmpRepath, keeps_one_ev_until_congestion_is_signalled_on_it) {
+  EcmpRepathSelector e({64, 5});
+  const uint16_t first = e.next_entropy();
+  for (int i = 0; i < 100; ++i) {
+    EXPECT_EQ(e.next_entropy(), first);
+    e.on_feedback(first, Feedback::kGood);
+  }
+  e.on_feedback(first, Feedback::kEcn);
+  const uint16_t second = e.next_entropy();
+  EXPECT_NE(second, first);
+  EXPECT_EQ(e.repaths(), 1u);
+  // Late marks for packets still in flight on the old EV do not move it again.
+  e.on_feedback(first, Feedback::kEcn);
+  e.on_feedback(first, Feedback::kLost);
+  EXPECT_EQ(e.next_entropy(), second);
+  // Every kind of bad news on the current EV does.
+  uint16_t current = second;
+  for (const Feedback f : {Feedback::kNack, Feedback::kLost, Feedback::kTimeout}) {
+    e.on_feedback(current, f);
+    EXPECT_NE(e.next_entropy(), current);
+    current = e.next_entropy();
+  }
+  EXPECT_EQ(e.repaths(), 4u);
+}
+
+TEST(EcmpRepath, a_single_ev_has_nowhere_to_go) {
+  EcmpRepathSelector e({1, 5});
+  e.on_feedback(0, Feedback::kEcn);
+  EXPECT_EQ(e.next_entropy(), 0);
 }
 
 TEST(Oblivious, next_entropy__covers_all_values_evenly) {
@@ -132,6 +164,8 @@ TEST(Factory, by_name) {
   EXPECT_EQ(make_path_selector("reps", {})->name(), "reps");
   EXPECT_EQ(make_path_selector("oblivious", {})->name(), "oblivious");
   EXPECT_EQ(make_path_selector("ecmp", {})->name(), "ecmp");
+  EXPECT_EQ(make_path_selector("ecmp_repath", {})->name(), "ecmp_repath");
+  EXPECT_EQ(make_path_selector("bitmap", {})->name(), "bitmap");
   EXPECT_EQ(make_path_selector("bogus", {}), nullptr);
 }
 
