@@ -1,6 +1,7 @@
 #include "nic_sim/des/network.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace spray::des {
 namespace {
@@ -39,16 +40,55 @@ Network::Network(const Topology& topology, const NetworkConfig& config, std::vec
     peers[f.src].push_back(f.dst);
     peers[f.dst].push_back(f.src);
   }
+  std::vector<uint32_t> sends(hosts_.size()), receives(hosts_.size());
+  uint64_t largest_flow = 0;
+  for (const Flow& f : flows_) {
+    ++sends[f.src];
+    ++receives[f.dst];
+    largest_flow = std::max(largest_flow, f.bytes);
+  }
   pc.timer_slots = 256;
   pc.control_reserve = 16;
+  pc.report_reserve = 64;
+  pc.closed_pdcs_remembered = 16;  // flows do not close their PDCs
+  ses::SesConfig sc;
+  sc.mtu_bytes = cfg_.mtu_bytes;
+  sc.rendezvous_threshold_bytes = UINT64_MAX;  // every receive is posted first: all eager
+  sc.max_memory_regions = 1;
+  sc.completion_queue_entries = 4;  // drained after every event
   for (uint32_t h = 0; h < hosts_.size(); ++h) {
-    std::sort(peers[h].begin(), peers[h].end());
-    const auto distinct =
-        static_cast<uint32_t>(std::unique(peers[h].begin(), peers[h].end()) - peers[h].begin());
+    Host& host = hosts_[h];
+    std::vector<uint32_t>& p = peers[h];
+    std::sort(p.begin(), p.end());
+    p.erase(std::unique(p.begin(), p.end()), p.end());
+    host.peers.assign(p.begin(), p.end());  // exact size
+    std::vector<uint32_t>().swap(p);
+    const auto distinct = static_cast<uint32_t>(host.peers.size());
     pc.max_pdcs = std::min<uint32_t>(cfg_.pds.max_pdcs, 2 * distinct + 4);
     pc.seed = cfg_.seed * 1000003 + h;
-    hosts_[h].pds = std::make_unique<pds::Pds>(pc);
-    std::vector<uint32_t>().swap(peers[h]);
+    host.pds = std::make_unique<pds::Pds>(pc);
+    sc.max_peers = std::max<uint32_t>(distinct, 1);
+    sc.max_tx_messages = sends[h] + 2;  // + MSG_ERR markers after a failure
+    sc.max_rx_messages = sc.max_posted_receives = receives[h] + 1;
+    host.ses = std::make_unique<ses::Ses>(sc, *host.pds);
+  }
+  payload_per_packet_ = hosts_.empty() ? cfg_.mtu_bytes : hosts_[0].ses->payload_per_packet();
+  payload_area_.reset(new uint8_t[std::max<uint64_t>(largest_flow, 1)]);  // untouched until written
+  rx_scratch_.resize(cfg_.mtu_bytes + ses::kMaxSesHeaderBytes);
+  // Every receive is posted before anything is sent, so no message arrives unexpected.
+  for (uint32_t i = 0; i < flows_.size(); ++i) {
+    const Flow& f = flows_[i];
+    if (f.bytes == 0 || f.src == f.dst) continue;
+    ses::RecvSpec r;
+    r.buffer = payload_area_.get();
+    r.length = f.bytes;
+    r.context = i;
+    r.tagged = true;
+    r.tag = i;
+    r.source = peer_index(f.dst, f.src);
+    if (hosts_[f.dst].ses->post_recv(r) != Status::kOk) {
+      throw std::logic_error("simulator: a receive could not be posted");
+    }
   }
   for (uint32_t f = 0; f < flows_.size(); ++f) {
     if (flows_[f].waits_for == 0) events_.push(flows_[f].start, kFlowStart, f);
@@ -79,10 +119,11 @@ bool Network::run(Duration limit) {
     dispatch(e);
     ++stats_.events;
   }
-  stats_.retransmits = stats_.timeouts = 0;
+  stats_.retransmits = stats_.timeouts = stats_.messages_received = 0;
   for (const Host& h : hosts_) {
     stats_.retransmits += h.pds->stats().retransmits;
     stats_.timeouts += h.pds->stats().timeouts;
+    stats_.messages_received += h.ses->stats().messages_received;
   }
   return flows_done_ == flows_.size();
 }
@@ -273,31 +314,52 @@ void Network::arrive(uint32_t port_index, uint32_t packet) {
   enqueue(topo_.route(node, packets_[packet].dst, ecmp_hash(node, packets_[packet])), packet);
 }
 
+pds::PeerIndex Network::peer_index(uint32_t host, uint32_t remote) const {
+  const std::vector<uint32_t>& peers = hosts_[host].peers;
+  const auto it = std::lower_bound(peers.begin(), peers.end(), remote);
+  return it != peers.end() && *it == remote ? static_cast<pds::PeerIndex>(it - peers.begin())
+                                            : pds::kNoPeer;
+}
+
 void Network::receive(uint32_t host, uint32_t packet) {
   Host& h = hosts_[host];
   pds::Pds& pds = *h.pds;
   const SimPacket& p = packets_[packet];
+  const pds::PeerIndex from = peer_index(host, p.src);
   if (const auto* req = std::get_if<wire::PdsRequest>(&p.header)) {
-    pds::RxClass c = pds.classify_request(p.src, *req, p.trimmed, now_);
+    pds::RxClass c = pds.classify_request(from, *req, p.trimmed, now_);
     if (c.verdict == pds::RxVerdict::kDeliver) {
-      pds.commit_request(c, p.ecn);
-      Flow& f = flows_[p.flow];
-      f.received += p.payload_bytes;
-      const auto bin = static_cast<size_t>(now_.ps / std::max<int64_t>(1, cfg_.goodput_bin.ps));
-      if (bin >= delivered_.size()) delivered_.resize(bin + 1);
-      delivered_[bin] += p.payload_bytes;
-      if (f.received >= f.bytes && !f.done) finish_flow(p.flow);
+      // SES parses the header its peer wrote; the payload it places is scratch.
+      std::memcpy(rx_scratch_.data(), p.ses.data(), p.ses_bytes);
+      const std::span<const uint8_t> bytes(rx_scratch_.data(), p.ses_bytes + p.payload_bytes);
+      switch (h.ses->on_packet(from, p.ses_next, bytes, false, now_)) {
+        case ses::RxResult::kAccepted: {
+          pds.commit_request(c, p.ecn);
+          const auto bin = static_cast<size_t>(now_.ps / std::max<int64_t>(1, cfg_.goodput_bin.ps));
+          if (bin >= delivered_.size()) delivered_.resize(bin + 1);
+          delivered_[bin] += p.payload_bytes;
+          break;
+        }
+        case ses::RxResult::kNoResource:
+          ++stats_.refused_packets;
+          pds.refuse_request(from, *req, wire::NackCode::kNoSesMessageAvailable);
+          break;
+        case ses::RxResult::kMalformed:
+          ++stats_.malformed_packets;  // not committed: the sender retransmits it
+          break;
+      }
+      drain_completions(host);
     }
     if (!h.flush_pending) {
       h.flush_pending = true;
       events_.push(now_ + cfg_.ack_delay, kAckFlush, host);
     }
   } else if (const auto* ack = std::get_if<wire::PdsAck>(&p.header)) {
-    pds.on_ack(p.src, *ack, now_);
+    pds.on_ack(from, *ack, now_);
   } else if (const auto* nack = std::get_if<wire::PdsNack>(&p.header)) {
-    pds.on_nack(p.src, *nack, now_);
+    pds.on_nack(from, *nack, now_);
   } else if (const auto* ctrl = std::get_if<wire::PdsCtrl>(&p.header)) {
-    pds.on_ctrl(p.src, *ctrl, now_);
+    pds.on_ctrl(from, *ctrl, now_);
   }
   packets_.release(packet);
   drain_reports(host);
@@ -317,16 +379,16 @@ uint32_t Network::make_packet(uint32_t src, uint32_t dst, uint16_t entropy) {
 }
 
 void Network::kick(uint32_t host) {
-  pds::Pds& pds = *hosts_[host].pds;
+  Host& h = hosts_[host];
+  pds::Pds& pds = *h.pds;
   const uint32_t nic = topo_.node(host).up_ports[0];
   // Control packets first: they unblock peers. Sprayed, so no one path holds every ACK.
   for (const pds::ControlPacket& c : pds.control_out()) {
-    const uint32_t i = make_packet(host, c.peer, static_cast<uint16_t>(rng_.next()));
+    const uint32_t i = make_packet(host, h.peers[c.peer], static_cast<uint16_t>(rng_.next()));
     std::visit([&](const auto& header) { packets_[i].header = header; }, c.header);
     enqueue(nic, i);
   }
   pds.control_out().clear();
-  const uint32_t payload_per_packet = cfg_.mtu_bytes - kHeaderBytes;
   uint32_t pdc = 0;
   pds::TxPacket tx;
   // One packet on the wire and one waiting behind it: the NIC never idles while the
@@ -334,18 +396,16 @@ void Network::kick(uint32_t host) {
   while (ports_[nic].queued_packets == 0) {
     if (!pds.pop_ready(pdc)) break;
     if (!pds.next_tx(pdc, now_, tx)) continue;
-    const uint32_t i = make_packet(host, tx.peer, tx.entropy);
+    const uint32_t i = make_packet(host, h.peers[tx.peer], tx.entropy);
     SimPacket& p = packets_[i];
     if (tx.is_ctrl) {
       p.header = tx.ctrl;
     } else {
       p.header = tx.request;
-      const Flow& f = flows_[tx.ref.message];
-      const uint64_t sent_before = uint64_t{tx.ref.index} * payload_per_packet;
-      p.flow = tx.ref.message;
-      p.payload_bytes =
-          static_cast<uint32_t>(std::min<uint64_t>(payload_per_packet, f.bytes - sent_before));
-      p.wire_bytes = p.payload_bytes + kHeaderBytes;
+      uint32_t payload = 0;
+      p.ses_bytes = static_cast<uint8_t>(h.ses->build_header(tx.ref, p.ses, p.ses_next, payload));
+      p.payload_bytes = payload;
+      p.wire_bytes = payload + kHeaderBytes;
     }
     enqueue(nic, i);
     pds.mark_ready(pdc);  // it may have more; it leaves the list when next_tx says no
@@ -356,18 +416,18 @@ void Network::kick(uint32_t host) {
 
 void Network::start_flow(uint32_t index) {
   Flow& f = flows_[index];
-  pds::Pds& pds = *hosts_[f.src].pds;
-  const uint32_t payload_per_packet = cfg_.mtu_bytes - kHeaderBytes;
   f.started = now_;
-  f.run = pds::TxRun{};
-  f.run.message = index;
-  f.run.packet_count = static_cast<uint32_t>(
-      std::max<uint64_t>(1, (f.bytes + payload_per_packet - 1) / payload_per_packet));
-  f.run.packet_bytes = cfg_.mtu_bytes;
-  if (f.bytes == 0 || f.src == f.dst ||
-      pds.enqueue(f.dst, pds::Mode::kRud, &f.run, now_) != Status::kOk) {
-    if (f.bytes > 0 && f.src != f.dst) ++stats_.failed_flows;
-    finish_flow(index);  // nothing to move (or refused): done at once
+  if (f.bytes == 0 || f.src == f.dst) {
+    finish_flow(index);  // nothing to move: done at once
+    return;
+  }
+  ses::SendSpec spec;
+  spec.tagged = true;
+  spec.tag = index;
+  if (hosts_[f.src].ses->send(peer_index(f.src, f.dst), payload_area_.get(), f.bytes, index, spec,
+                              now_) != Status::kOk) {
+    ++stats_.failed_flows;  // refused at once
+    finish_flow(index);
     return;
   }
   kick(f.src);
@@ -392,20 +452,43 @@ void Network::arm_timer(uint32_t host) {
 
 void Network::drain_reports(uint32_t host) {
   pds::Pds& pds = *hosts_[host].pds;
-  pds.acked().clear();
-  for (const pds::FailedMessage& m : pds.failed()) {
-    if (m.message < flows_.size() && !flows_[m.message].done) {
-      ++stats_.failed_flows;
-      finish_flow(m.message);
+  ses::Ses& ses = *hosts_[host].ses;
+  if (!pds.acked().empty()) {
+    ses.on_acked(pds.acked());
+    pds.acked().clear();
+  }
+  if (!pds.failed().empty()) {
+    ses.on_failed(pds.failed());
+    pds.failed().clear();
+  }
+  if (!pds.failed_peers().empty()) {
+    ses.on_peer_failed(pds.failed_peers());
+    pds.failed_peers().clear();
+  }
+  pds.orphaned_buffers().clear();  // ROD only; the simulator's flows are RUD
+  drain_completions(host);
+}
+
+void Network::drain_completions(uint32_t host) {
+  ses::Completion c;
+  while (hosts_[host].ses->poll_completion(c)) {
+    if (c.context >= flows_.size()) continue;
+    const auto index = static_cast<uint32_t>(c.context);
+    Flow& f = flows_[index];
+    const bool receive = c.op == ses::OpKind::kTaggedRecv;
+    if (receive && c.status == Status::kOk) f.received = c.length;
+    if (f.done) continue;
+    if (c.status != Status::kOk) {
+      ++stats_.failed_flows;  // the sender gave up (or its receive learnt so)
+      finish_flow(index);
+    } else if (receive) {
+      finish_flow(index);
     }
   }
-  pds.failed().clear();
-  pds.failed_peers().clear();
-  pds.orphaned_buffers().clear();
 }
 
 Duration Network::ideal_fct(const Flow& f) const {
-  const uint64_t payload_per_packet = cfg_.mtu_bytes - kHeaderBytes;
+  const uint64_t payload_per_packet = payload_per_packet_;
   const uint64_t packets =
       std::max<uint64_t>(1, (f.bytes + payload_per_packet - 1) / payload_per_packet);
   const uint64_t total = f.bytes + packets * kHeaderBytes;
@@ -417,7 +500,10 @@ Duration Network::ideal_fct(const Flow& f) const {
 size_t Network::memory_bytes() const {
   size_t bytes = ports_.capacity() * sizeof(Port) + packets_.memory_bytes() +
                  events_.memory_bytes() + flows_.capacity() * sizeof(Flow);
-  for (const Host& h : hosts_) bytes += sizeof(pds::Pds) + h.pds->memory_bytes();
+  for (const Host& h : hosts_) {
+    bytes += sizeof(pds::Pds) + h.pds->memory_bytes() + sizeof(ses::Ses) +
+             h.peers.capacity() * sizeof(uint32_t);
+  }
   return bytes;
 }
 

@@ -1,7 +1,8 @@
 // Network: the discrete-event simulation of a Topology whose hosts run the real
-// transport — PDS with its congestion control and path selection from transport/ and
-// congestion/ (one Pds per host, the same code the UDP and DPDK engines run) — on
-// simulated NICs that serialise at line rate, through switches with output queues.
+// transport — SES over PDS with its congestion control and path selection from
+// transport/ and congestion/ (one Ses and one Pds per host, the same code the UDP and
+// DPDK engines run) — on simulated NICs that serialise at line rate, through switches
+// with output queues.
 //
 // Switch output queue (per port, a FIFO at line rate): packets arriving above
 // `ecn_min_bytes` are ECN-marked with a probability rising linearly to 1 at
@@ -14,9 +15,15 @@
 // Forwarding: ECMP over the up ports by a hash of (source, destination, entropy value,
 // switch), at every hop.
 //
-// Flows are SES messages reduced to sizes: a flow is queued on its source's PDS at its
-// start time (or when the flows it depends on have arrived) and completes when the
-// destination has received every payload byte exactly once (PDS deduplicates by PSN).
+// Flows are SES messages: tagged eager sends (tag = flow index) that the source's SES
+// starts at the flow's start time (or when the flows it depends on have arrived), into
+// receives its destination posted up front; a flow completes when the destination's
+// SES completes that receive (every byte placed once; PDS deduplicates by PSN). Packets
+// carry the SES header SES encoded and the PDS header PDS built, never payload: the
+// sender's SES writes headers only (Ses::build_header), and the receiver's SES is handed
+// the header followed by that many bytes of a scratch buffer, which it places into one
+// receive buffer all flows share (sized by the largest flow; nothing reads it). Each
+// host names its peers by dense indices, as the real engine's peer table does.
 //
 // Time is integer picoseconds; nothing reads a clock. Same seed, same results.
 #pragma once
@@ -30,6 +37,7 @@
 #include "nic_sim/des/topology.h"
 #include "transport/base/rng.h"
 #include "transport/pds/pds.h"
+#include "transport/ses/ses.h"
 
 namespace spray::des {
 
@@ -74,7 +82,6 @@ struct Flow {
   uint64_t received = 0;
   uint32_t waits_for = 0;            // flows still to complete before this one starts
   std::vector<uint32_t> dependents;  // flows that wait for this one
-  pds::TxRun run{};                  // the PDS hook (the flow's packets)
 };
 
 struct LinkChange {
@@ -90,10 +97,13 @@ struct NetworkStats {
   uint64_t trimmed = 0;
   uint64_t dropped_full = 0;
   uint64_t dropped_link_down = 0;
-  uint32_t max_queue_bytes = 0;  // over all switch ports
-  uint64_t retransmits = 0;      // summed over hosts' PDS at the end
+  uint32_t max_queue_bytes = 0;    // over all switch ports
+  uint64_t messages_received = 0;  // summed over hosts' SES at the end
+  uint64_t retransmits = 0;        // summed over hosts' PDS at the end
   uint64_t timeouts = 0;
-  uint64_t failed_flows = 0;  // PDS gave up (retries exhausted)
+  uint64_t failed_flows = 0;       // the transport gave up (retries exhausted)
+  uint64_t refused_packets = 0;    // SES had no room: NACKed, retried by the sender
+  uint64_t malformed_packets = 0;  // SES rejected the header (a simulator bug if ever > 0)
 };
 
 class Network {
@@ -150,6 +160,8 @@ class Network {
   };
   struct Host {
     std::unique_ptr<pds::Pds> pds;
+    std::unique_ptr<ses::Ses> ses;
+    std::vector<uint32_t> peers;  // PeerIndex -> host, sorted: every host a flow pairs it with
     bool timer_pending = false;
     bool flush_pending = false;
   };
@@ -170,7 +182,11 @@ class Network {
   void start_flow(uint32_t flow);
   void finish_flow(uint32_t flow);
   void arm_timer(uint32_t host);
+  // Hands PDS's reports (acknowledged, failed) to SES and SES's completions to the flows.
   void drain_reports(uint32_t host);
+  void drain_completions(uint32_t host);
+  // How `host` names `remote` (its PeerIndex).
+  pds::PeerIndex peer_index(uint32_t host, uint32_t remote) const;
   uint64_t ecmp_hash(uint32_t node, const SimPacket& p) const;
   void push(uint32_t& head, uint32_t& tail, uint32_t packet);
   uint32_t pop(uint32_t& head, uint32_t& tail);
@@ -185,6 +201,9 @@ class Network {
   std::vector<QueueSample> samples_;
   std::vector<uint64_t> delivered_;
   PacketStore packets_;
+  std::unique_ptr<uint8_t[]> payload_area_;  // the one send source and receive buffer
+  std::vector<uint8_t> rx_scratch_;          // a header and its stand-in payload, for SES
+  uint32_t payload_per_packet_ = 0;          // SES's, the same on every host
   EventQueue events_;
   Rng rng_;
   Time now_{};

@@ -30,6 +30,12 @@ struct PdsConfig {
   // and sizes these down): timer-wheel buckets of 1 us, and control packets reserved for.
   uint32_t timer_slots = 4096;
   uint32_t control_reserve = 1024;
+  // Reports (acknowledged, failed) reserved for; 0: twice the window, so that no ACK,
+  // however much it covers, grows the lists on the fast path.
+  uint32_t report_reserve = 0;
+  // Closed target PDCs remembered, so a late duplicate SYN cannot reopen one and replay
+  // its data.
+  uint32_t closed_pdcs_remembered = 256;
   std::string cc_name = "nscc";
   std::string path_name = "reps";
   cc::CcConfig cc{};

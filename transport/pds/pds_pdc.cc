@@ -6,7 +6,6 @@
 namespace spray::pds {
 
 namespace {
-constexpr size_t kClosedRingSize = 256;
 constexpr size_t kMaxControlQueue = 65536;  // beyond this, control packets are dropped
 }  // namespace
 
@@ -17,16 +16,16 @@ Pds::Pds(const PdsConfig& config)
       by_peer_(config.max_pdcs),
       by_id_(config.max_pdcs),
       by_syn_(config.max_pdcs),
-      closed_syn_(kClosedRingSize),
+      closed_syn_(std::max<uint32_t>(config.closed_pdcs_remembered, 1)),
       target_pdcs_of_peer_(config.max_pdcs),
-      closed_ring_(kClosedRingSize, 0),
+      closed_ring_(std::max<uint32_t>(config.closed_pdcs_remembered, 1), 0),
       timers_(Duration::microseconds(1), std::max<uint32_t>(config.timer_slots, 1)),
       rng_(config.seed) {
   ready_.reserve(config.max_pdcs);
   ack_list_.reserve(config.max_pdcs);
-  acked_.reserve(window_ * 2);
+  acked_.reserve(config.report_reserve ? config.report_reserve : window_ * 2);
   control_.reserve(config.control_reserve);
-  failed_.reserve(window_);
+  failed_.reserve(config.report_reserve ? config.report_reserve : window_);
   failed_peers_.reserve(16);
 }
 

@@ -49,8 +49,14 @@ struct SesConfig {
   uint32_t max_posted_receives = 8192;
   uint32_t max_memory_regions = 4096;
   uint64_t rendezvous_threshold_bytes = 64 * 1024;  // larger sends use rendezvous
+  uint32_t completion_queue_entries = 1024;         // initial; it grows when full
   uint32_t job_id = 0;
 };
+
+// The longest SES header Spray writes: the standard request with the rendezvous
+// extension.
+inline constexpr size_t kMaxSesHeaderBytes =
+    wire::kSesStandardBytes + wire::kRendezvousExtensionBytes;
 
 // Bytes reserved in every packet for PDS and SES headers: a RUD/ROD request with CC
 // state, the standard SES header and the rendezvous extension. Payload per packet is
@@ -135,6 +141,11 @@ class Ses {
   // Writes the SES header and payload of one packet. Returns bytes written and sets
   // `next` to the header type for the PDS prologue.
   size_t build_packet(pds::PacketRef ref, std::span<uint8_t> out, wire::NextHeader& next) const;
+  // The headers alone (the simulator's header-only packets; build_packet adds the
+  // payload after them): returns their length, 0 if `out` is too small or the packet
+  // has nothing to carry, and sets `payload_bytes` to the payload that follows them.
+  size_t build_header(pds::PacketRef ref, std::span<uint8_t> out, wire::NextHeader& next,
+                      uint32_t& payload_bytes) const;
   // A packet PDS accepted (or a UUD datagram when `datagram`): `bytes` start at the SES
   // header and run to the end of the packet.
   RxResult on_packet(PeerIndex peer, wire::NextHeader next, std::span<const uint8_t> bytes,

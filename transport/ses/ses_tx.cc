@@ -67,6 +67,7 @@ Ses::Ses(const SesConfig& config, pds::Pds& pds)
       rx_by_id_(config.max_rx_messages),
       posted_(config.max_posted_receives),
       regions_(config.max_memory_regions),
+      completions_(std::max<uint32_t>(config.completion_queue_entries, 1)),
       send_seq_(config.max_peers, 0),
       expect_seq_(config.max_peers, 0) {
   // Queues hold message slots, so their reach is bounded by the pool: reserve it once
@@ -325,12 +326,25 @@ Status Ses::queue_response(PeerIndex peer, uint16_t msg_id, wire::ReturnCode rc,
 // --- packet construction -------------------------------------------------------------
 
 size_t Ses::build_packet(pds::PacketRef ref, std::span<uint8_t> out, wire::NextHeader& next) const {
+  uint32_t payload = 0;
+  const size_t h = build_header(ref, out, next, payload);
+  if (h == 0 || out.size() < h + payload) return 0;
+  if (payload > 0) {
+    const TxMessage& m = tx_[ref.message];
+    std::memcpy(out.data() + h, m.src + uint64_t{ref.index} * payload_per_packet_, payload);
+  }
+  return h + payload;
+}
+
+size_t Ses::build_header(pds::PacketRef ref, std::span<uint8_t> out, wire::NextHeader& next,
+                         uint32_t& payload_bytes) const {
   const TxMessage& m = tx_[ref.message];
   const uint64_t offset = uint64_t{ref.index} * payload_per_packet_;
-  const uint64_t payload =
+  const auto payload = static_cast<uint32_t>(
       m.kind == TxKind::kRead || m.kind == TxKind::kRendezvous || m.kind == TxKind::kResponse
           ? 0
-          : std::min<uint64_t>(payload_per_packet_, m.length - offset);
+          : std::min<uint64_t>(payload_per_packet_, m.length - offset));
+  payload_bytes = payload;
   const bool som = ref.index == 0;
   const bool eom = ref.index + 1 == m.packet_count;
 
@@ -345,6 +359,7 @@ size_t Ses::build_packet(pds::PacketRef ref, std::span<uint8_t> out, wire::NextH
     return wire::encode(r, out);
   }
   if (m.kind == TxKind::kReadResponse) {
+    if (m.source_gone) return 0;
     wire::SesResponseWithData r;
     r.common.opcode = wire::SesResponseOpcode::kResponseWithData;
     r.common.return_code = wire::ReturnCode::kOk;
@@ -354,11 +369,8 @@ size_t Ses::build_packet(pds::PacketRef ref, std::span<uint8_t> out, wire::NextH
     r.payload_length = static_cast<uint16_t>(payload);
     r.modified_length = static_cast<uint32_t>(m.length);
     r.message_offset = static_cast<uint32_t>(offset);
-    const size_t h = wire::encode(r, out);
-    if (h == 0 || out.size() < h + payload || m.source_gone) return 0;
-    std::memcpy(out.data() + h, m.src + offset, payload);
     next = wire::NextHeader::kSesResponseWithData;
-    return h + payload;
+    return wire::encode(r, out);
   }
 
   wire::SesStandardRequest s;
@@ -410,10 +422,8 @@ size_t Ses::build_packet(pds::PacketRef ref, std::span<uint8_t> out, wire::NextH
     if (e == 0) return 0;
     n += e;
   }
-  if (out.size() < n + payload) return 0;
-  if (payload > 0) std::memcpy(out.data() + n, m.src + offset, payload);
   next = wire::NextHeader::kSesStandardRequest;
-  return n + payload;
+  return n;
 }
 
 // --- completion ----------------------------------------------------------------------

@@ -34,6 +34,10 @@ Scenario dumbbell(const char* pattern, uint32_t hosts = 8) {
 void expect_all_delivered(const RunResult& r) {
   EXPECT_EQ(r.summary.completed, r.summary.flows);
   EXPECT_EQ(r.summary.stats.failed_flows, 0u);
+  // Every flow was a message the receiver's SES matched and completed, from headers its
+  // sender's SES wrote.
+  EXPECT_EQ(r.summary.stats.messages_received, r.summary.flows);
+  EXPECT_EQ(r.summary.stats.malformed_packets, 0u);
   for (const FlowResult& f : r.flows) EXPECT_TRUE(f.completed) << f.src << "->" << f.dst;
 }
 
