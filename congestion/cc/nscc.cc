@@ -33,8 +33,16 @@ void Nscc::on_ack(const AckSignal& s) {
   const double d = static_cast<double>(delay.ps);
   const double acked = static_cast<double>(s.acked_bytes);
 
+  const bool near_empty =
+      !s.ecn_marked && delay.ps < cfg_.target_delay.ps / kFastIncreaseDelayDivisor;
+  if (!near_empty || uncongested_bytes_ == 0) run_start_window_ = cwnd_;
+  // A whole window (as it was when the run began) of them: a round trip's worth.
+  const bool fast = near_empty && uncongested_bytes_ >= run_start_window_;
+  uncongested_bytes_ = near_empty ? uncongested_bytes_ + acked : 0;
   if (!s.ecn_marked) {
-    if (d < target) {
+    if (fast) {
+      cwnd_ += kFastIncreaseGain * acked;
+    } else if (d < target) {
       cwnd_ += kProportionalGain * acked * (target - d) / target;
     } else {
       cwnd_ += static_cast<double>(cfg_.mtu_bytes) * acked / cwnd_;
@@ -48,6 +56,7 @@ void Nscc::on_ack(const AckSignal& s) {
 }
 
 void Nscc::quick_adapt(Time now, bool timeout) {
+  uncongested_bytes_ = 0;
   if (now - last_decrease_ < cfg_.base_rtt) return;
   const auto delivered = static_cast<double>(std::max(acked_in_epoch_, acked_last_epoch_));
   if (delivered > 0) {

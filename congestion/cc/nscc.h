@@ -4,7 +4,12 @@
 // marked, and the queuing delay it saw (RTT minus base RTT). The four combinations:
 //
 //   no ECN, delay <  target  -> proportional increase: grow by acked * (target-delay)/target
-//                               (fast when queues are empty, gentle as they fill)
+//                               (fast when queues are empty, gentle as they fill);
+//                               fast increase once a whole window was acknowledged with
+//                               queues near empty (delay < target/8, no mark): grow by
+//                               kFastIncreaseGain * acked, to take back bandwidth freed
+//                               after a cut (a finished incast, a repaired link) in a
+//                               few RTTs rather than many
 //   no ECN, delay >= target  -> fair increase: about one MTU per window of ACKs
 //   ECN,    delay >= target  -> multiplicative decrease, at most once per base RTT,
 //                               by a factor that grows with the excess delay
@@ -46,6 +51,8 @@ class Nscc final : public CongestionControl {
 
   static constexpr double kMultiplicativeDecreaseGain = 0.5;  // max cut per base RTT
   static constexpr double kProportionalGain = 1.0;            // at zero delay: x2 per RTT
+  static constexpr double kFastIncreaseGain = 3.0;            // x4 per RTT
+  static constexpr int64_t kFastIncreaseDelayDivisor = 8;     // "near empty": target / 8
 
   CcConfig cfg_;
   double cwnd_;      // bytes
@@ -55,6 +62,8 @@ class Nscc final : public CongestionControl {
   Time epoch_start_{};
   uint64_t acked_in_epoch_ = 0;  // bytes acknowledged since epoch_start_
   uint64_t acked_last_epoch_ = 0;
+  double uncongested_bytes_ = 0;  // acknowledged in a row with queues near empty
+  double run_start_window_ = 0;   // the window when that run began
 };
 
 }  // namespace spray::cc

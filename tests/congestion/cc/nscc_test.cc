@@ -30,6 +30,23 @@ TEST(Nscc, on_ack__low_delay_no_ecn_grows_proportionally) {
   EXPECT_NEAR(n.window_bytes(), w1 + 0.6 * 4096, 1.0);
 }
 
+TEST(Nscc, fast_increase__after_a_whole_window_with_empty_queues) {
+  Nscc n(test_config());
+  n.on_timeout(Time{Duration::milliseconds(1).ps});  // one MTU: 4096
+  ASSERT_EQ(n.window_bytes(), 4096u);
+  n.on_ack(ack(2000, 4096, 10, false));  // the run starts with a 4096-byte window:
+  ASSERT_EQ(n.window_bytes(), 8192u);    // proportional for its first 4096 bytes
+  n.on_ack(ack(2001, 4096, 10, false));  // a whole (starting) window later: fast
+  EXPECT_EQ(n.window_bytes(), 8192u + 3 * 4096u);
+  // Queueing above target/8 (0.625 us here) ends it, and the count starts again.
+  const uint32_t w = n.window_bytes();
+  n.on_ack(ack(2004, 4096, 11, false));  // 1 us of queueing: proportional, 80 % of the gain
+  EXPECT_NEAR(n.window_bytes(), w + 0.8 * 4096, 1.0);
+  const uint32_t w2 = n.window_bytes();
+  n.on_ack(ack(2005, 4096, 10, false));
+  EXPECT_EQ(n.window_bytes(), w2 + 4096u);
+}
+
 TEST(Nscc, on_ack__delay_above_target_without_ecn_is_fair_increase) {
   Nscc n(test_config());
   n.on_timeout(Time{Duration::milliseconds(1).ps});
