@@ -31,9 +31,10 @@ namespace spray::paths {
 class RepsSelector final : public PathSelector {
  public:
   // 32, not the 8 entries the issue names: with 64 EVs and ~60 packets in flight per
-  // flow at 400 Gbit/s an 8-entry ring runs dry and the flow explores (sprays) more;
-  // measured with spray-sim on a k=16 fat-tree permutation, mean FCT/ideal 1.34 with 8
-  // entries against 1.17 with 32.
+  // flow at 400 Gbit/s an 8-entry ring runs dry and the flow explores (sprays) more.
+  // Measured with spray-sim on a k=16 fat-tree permutation (2 MB flows): mean FCT/ideal
+  // 1.28 and 26,700 resends with 8 entries against 1.15 and 43 with 32; with 8 core
+  // links at 10 %, p99 2.87 against 1.28.
   static constexpr size_t kCacheSize = 32;
   static constexpr uint32_t kFreezePackets = 256;
 
