@@ -91,6 +91,7 @@ engine::EngineConfig engine_config() {
   e.pds.cc_name = p.congestion;
   e.pds.path_name = p.path_selection;
   e.pds.entropy_count = static_cast<uint16_t>(p.entropy_ports);
+  e.pds.reps_cache = static_cast<uint16_t>(std::clamp(p.reps_cache, 1, 32));
   e.pds.min_rto = Duration::microseconds(p.rto_min_us);
   e.pds.max_rto = Duration::milliseconds(p.rto_max_ms);
   e.pds.max_retries = static_cast<uint32_t>(p.retries);

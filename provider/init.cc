@@ -55,6 +55,9 @@ constexpr IntParam kIntParams[] = {
      "Retransmissions of one packet before the peer is declared unreachable and its "
      "operations complete in error."},
     {"inject_size", &Params::inject_size, "Largest fi_inject / FI_INJECT payload, bytes."},
+    {"reps_cache", &Params::reps_cache,
+     "REPS: entropy values acknowledged without ECN that are kept for reuse, 1..32 (UET's "
+     "REPS uses 8)."},
 };
 
 Params load_params() {

@@ -24,6 +24,7 @@ enum class Feedback : uint8_t {
 struct PathConfig {
   uint16_t entropy_count = 256;  // EVs used are [0, entropy_count)
   uint64_t seed = 1;             // per-flow seed: fixes the ECMP EV, seeds exploration
+  uint16_t reps_cache = 32;      // REPS: good EVs its recycling ring holds, 1..32
 };
 
 class PathSelector {

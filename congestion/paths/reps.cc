@@ -1,9 +1,13 @@
 #include "congestion/paths/reps.h"
 
+#include <algorithm>
+
 namespace spray::paths {
 
 RepsSelector::RepsSelector(const PathConfig& c)
-    : entropy_count_(c.entropy_count ? c.entropy_count : 1), rng_(c.seed) {}
+    : entropy_count_(c.entropy_count ? c.entropy_count : 1),
+      ring_limit_(std::clamp<size_t>(c.reps_cache, 1, kCacheSize)),
+      rng_(c.seed) {}
 
 uint16_t RepsSelector::next_entropy() {
   if (freeze_left_ > 0) {
@@ -95,7 +99,7 @@ void RepsSelector::on_feedback(uint16_t entropy, Feedback f) {
       recent_next_ = (recent_next_ + 1) % kCacheSize;
       if (recent_count_ < kCacheSize) ++recent_count_;
       if (freeze_left_ > 0) return;  // while frozen, good EVs are reused, not queued
-      if (count_ < kCacheSize) {
+      if (count_ < ring_limit_) {
         ring_[(head_ + count_) % kCacheSize] = entropy;
         ++count_;
       }

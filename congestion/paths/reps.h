@@ -30,7 +30,8 @@ namespace spray::paths {
 
 class RepsSelector final : public PathSelector {
  public:
-  // 32, not the 8 entries the issue names: with 64 EVs and ~60 packets in flight per
+  // The ring's capacity; PathConfig::reps_cache may use less of it. 32 is the default,
+  // not the 8 entries UET's REPS names: with 64 EVs and ~60 packets in flight per
   // flow at 400 Gbit/s an 8-entry ring runs dry and the flow explores (sprays) more.
   // Measured with spray-sim on a k=16 fat-tree permutation (2 MB flows): mean FCT/ideal
   // 1.28 and 26,700 resends with 8 entries against 1.15 and 43 with 32; with 8 core
@@ -60,6 +61,7 @@ class RepsSelector final : public PathSelector {
   static constexpr int kExploreDraws = 4;
 
   uint16_t entropy_count_;
+  size_t ring_limit_;  // good EVs the ring holds: PathConfig::reps_cache within 1..kCacheSize
   Rng rng_;
   std::array<uint16_t, kCacheSize> ring_{};  // FIFO of known-good EVs, consumed by use
   size_t head_ = 0;                          // oldest entry

@@ -72,6 +72,7 @@ Scenario Scenario::from_json(const std::string& text) {
   read(j, "cc", s.network.pds.cc_name);
   read(j, "paths", s.network.pds.path_name);
   read(j, "entropies", s.network.pds.entropy_count);
+  read(j, "reps_cache", s.network.pds.reps_cache);
   read(j, "seed", s.network.seed);
   if (const auto r = j.find("recovery"); r != j.end()) {
     read(*r, "reorder_window_rtts", s.network.reorder_window_rtts);

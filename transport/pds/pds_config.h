@@ -40,7 +40,8 @@ struct PdsConfig {
   std::string path_name = "reps";
   cc::CcConfig cc{};
   uint16_t entropy_count = 256;
-  uint64_t seed = 1;  // seeds start PSNs and path exploration
+  uint16_t reps_cache = 32;  // REPS's recycling ring, 1..32 (see congestion/paths/reps.h)
+  uint64_t seed = 1;         // seeds start PSNs and path exploration
 };
 
 }  // namespace spray::pds

@@ -69,9 +69,9 @@ bool Pds::open_pdc(PeerIndex peer, Mode mode, bool initiator, uint32_t& index) {
   p.cc = cc::make_congestion_control(cfg_.cc_name, cfg_.cc);
   if (!p.cc) p.cc = cc::make_congestion_control("nscc", cfg_.cc);
   p.sends_backlog = p.cc->wants_credit();
-  p.paths =
-      paths::make_path_selector(cfg_.path_name, paths::PathConfig{cfg_.entropy_count, rng_.next()});
-  if (!p.paths) p.paths = paths::make_path_selector("reps", {cfg_.entropy_count, rng_.next()});
+  const paths::PathConfig path_config{cfg_.entropy_count, rng_.next(), cfg_.reps_cache};
+  p.paths = paths::make_path_selector(cfg_.path_name, path_config);
+  if (!p.paths) p.paths = paths::make_path_selector("reps", path_config);
   if (initiator) {
     p.start_psn = static_cast<uint32_t>(rng_.next());
     p.snd_una = p.snd_nxt = p.rcv_nxt = p.rod_pop = p.start_psn;

@@ -101,6 +101,13 @@ TEST(Reps, cache__is_bounded) {
   RepsSelector r({256, 1});
   for (uint16_t ev = 0; ev < 100; ++ev) r.on_feedback(ev, Feedback::kGood);
   EXPECT_EQ(r.cached(), RepsSelector::kCacheSize);
+  // UET's 8-entry ring, by configuration; out-of-range sizes are clamped.
+  for (const auto& [asked, held] : {std::pair{8, 8}, std::pair{0, 1}, std::pair{500, 32}}) {
+    RepsSelector small({256, 1, static_cast<uint16_t>(asked)});
+    for (uint16_t ev = 0; ev < 100; ++ev) small.on_feedback(ev, Feedback::kGood);
+    EXPECT_EQ(small.cached(), static_cast<size_t>(held)) << asked;
+    EXPECT_EQ(small.next_entropy(), 0);  // the first good EVs stay; the rest are dropped
+  }
 }
 
 TEST(Reps, explore__steers_clear_of_evs_recently_reported_bad) {
