@@ -99,6 +99,12 @@ Scenario Scenario::from_json(const std::string& text) {
       read(item, "links", spec.links);
       read(item, "rate", spec.rate);
       if (spec.rate < 0 || spec.rate > 1) throw std::invalid_argument("scenario: rate in [0, 1]");
+      if (item.contains("until_us")) {
+        double until_us = 0;
+        read(item, "until_us", until_us);
+        if (until_us <= at_us) throw std::invalid_argument("scenario: until_us after at_us");
+        spec.until = Duration::picoseconds(static_cast<int64_t>(until_us * 1e6));
+      }
       s.failures.push_back(spec);
     }
   }
@@ -122,10 +128,9 @@ RunResult run_scenario(const Scenario& s,
     net.watch_port(port, Duration::microseconds(1));
   }
 
-  // Failures: cables (both directions) of a tier, in a seeded order.
+  // Failures: cables (both directions) of a tier, in a seeded order per tier.
   std::vector<uint32_t> failed_ports;
   Time first_failure{INT64_MAX};
-  Rng pick(s.network.seed ^ 0xfa11);
   for (const FailureSpec& f : s.failures) {
     std::vector<uint32_t> ports = topo.links_in_tier(f.tier);
     if (ports.empty() || f.links * 2 > ports.size()) {
@@ -134,14 +139,16 @@ RunResult run_scenario(const Scenario& s,
     }
     std::vector<uint32_t> cables;
     for (size_t i = 0; i < ports.size(); i += 2) cables.push_back(ports[i]);
+    Rng pick(s.network.seed ^ 0xfa11);  // a fresh one per failure: the same cables first
     for (size_t i = cables.size() - 1; i > 0; --i) std::swap(cables[i], cables[pick.below(i + 1)]);
     for (uint32_t c = 0; c < f.links; ++c) {
       for (uint32_t port : {cables[c], cables[c] + 1}) {
         net.schedule({Time{} + f.at, port, f.rate});
-        if (f.rate == 0) failed_ports.push_back(port);
+        if (f.until) net.schedule({Time{} + *f.until, port, 1.0});
+        if (f.rate == 0 && !f.until) failed_ports.push_back(port);
       }
     }
-    if (f.rate == 0) first_failure = std::min(first_failure, Time{} + f.at);
+    if (f.rate == 0 && !f.until) first_failure = std::min(first_failure, Time{} + f.at);
   }
 
   const Time end = Time{} + s.limit;

@@ -11,11 +11,13 @@
 //    "recovery": {"reorder_window_rtts": 1.25, "min_rto_rtts": 8},
 //    "traffic": {"pattern": "permutation", "flow_bytes": 2097152, "incast_senders": 15,
 //                "incast_target": 0, "pairs": 0},
-//    "failures": [{"at_us": 50, "tier": 2, "links": 1, "rate": 0}],
+//    "failures": [{"at_us": 50, "tier": 2, "links": 1, "rate": 0, "until_us": 150}],
 //    "seed": 1, "limit_ms": 100}
 // A failure changes `links` links of switch tier `tier` (1: edge-aggregation or
 // leaf-spine; 2: aggregation-core), both directions, to `rate` of their speed
-// (0: down) at `at_us`; "links" picks the first ones in a seeded order.
+// (0: down) at `at_us`, and back to full rate at `until_us` if given (recovery);
+// "links" picks the first ones of the tier in a seeded order, the same order for every
+// failure of that tier. A failure that recovers is left out of "dead path used".
 #pragma once
 
 #include <cstdint>
@@ -35,6 +37,7 @@ struct FailureSpec {
   uint8_t tier = 2;
   uint32_t links = 1;
   double rate = 0;
+  std::optional<Duration> until;  // recovery: the links are back at full rate then
 };
 
 struct Scenario {

@@ -72,8 +72,8 @@ int main(int argc, char** argv) {
   app.add_option("--incast-senders", incast_senders, "incast: senders to host 0");
   app.add_option("--pairs", pairs, "random_pairs: flows");
   app.add_option("--fail", failures,
-                 "AT_US:TIER:LINKS:RATE, e.g. 50:2:1:0 (one core link down at 50 us) or "
-                 "0:2:8:0.1 (8 core links at 10 %)");
+                 "AT_US:TIER:LINKS:RATE[:UNTIL_US], e.g. 50:2:1:0 (one core link down at 50 us), "
+                 "0:2:8:0.1 (8 core links at 10 %) or 50:2:1:0:150 (down from 50 to 150 us)");
   app.add_option("--seed", seed, "random seed (traffic, ECMP salt, ECN, PSNs)");
   app.add_option("--limit-ms", limit_ms, "virtual time limit");
   app.add_option("--csv", csv_path, "per-flow results");
@@ -121,12 +121,15 @@ int main(int argc, char** argv) {
     if (limit_ms) s.limit = Duration::picoseconds(static_cast<int64_t>(*limit_ms * 1e9));
     for (const std::string& f : failures) {
       FailureSpec spec;
-      double at_us = 0;
+      double at_us = 0, until_us = 0;
       unsigned tier = 0;
-      if (std::sscanf(f.c_str(), "%lf:%u:%u:%lf", &at_us, &tier, &spec.links, &spec.rate) != 4) {
-        throw std::invalid_argument("--fail wants AT_US:TIER:LINKS:RATE, got " + f);
+      const int fields = std::sscanf(f.c_str(), "%lf:%u:%u:%lf:%lf", &at_us, &tier, &spec.links,
+                                     &spec.rate, &until_us);
+      if (fields < 4 || (fields == 5 && until_us <= at_us)) {
+        throw std::invalid_argument("--fail wants AT_US:TIER:LINKS:RATE[:UNTIL_US], got " + f);
       }
       spec.at = Duration::picoseconds(static_cast<int64_t>(at_us * 1e6));
+      if (fields == 5) spec.until = Duration::picoseconds(static_cast<int64_t>(until_us * 1e6));
       spec.tier = static_cast<uint8_t>(tier);
       s.failures.push_back(spec);
     }

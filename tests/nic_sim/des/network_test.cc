@@ -146,7 +146,7 @@ TEST(Simulation, QueuesAboveTheThresholdMarkEcnAndNsccBacksOff) {
 TEST(Simulation, SprayingRoutesAroundAFailedLinkWhileAPinnedFlowSuffers) {
   for (const char* paths : {"reps", "ecmp"}) {
     Scenario s = fat_tree_permutation(paths, 4 << 20);
-    s.failures.push_back({Duration::microseconds(20), 2, 2, 0.0});  // two core cables die
+    s.failures.push_back({Duration::microseconds(20), 2, 2, 0.0, {}});  // two core cables die
     const RunResult r = run_scenario(s);
     SCOPED_TRACE(paths);
     if (std::string(paths) == "reps") {
@@ -175,7 +175,7 @@ TEST(Simulation, RepsLearnsToAvoidDegradedLinksWhereObliviousSprayingSuffers) {
     Scenario s = fat_tree_permutation(paths[i], 2'000'000);
     s.topology.k = 8;
     whole[i] = run_scenario(s);
-    s.failures.push_back({Duration{}, 2, 4, 0.1});
+    s.failures.push_back({Duration{}, 2, 4, 0.1, {}});
     degraded[i] = run_scenario(s);
     expect_all_delivered(whole[i]);
     expect_all_delivered(degraded[i]);
@@ -183,6 +183,18 @@ TEST(Simulation, RepsLearnsToAvoidDegradedLinksWhereObliviousSprayingSuffers) {
   EXPECT_LT(degraded[0].summary.mean_slowdown, 1.1 * whole[0].summary.mean_slowdown);
   EXPECT_LT(degraded[0].summary.mean_slowdown, 0.85 * degraded[1].summary.mean_slowdown);
   EXPECT_GT(degraded[1].summary.p99_slowdown, 1.5 * whole[1].summary.p99_slowdown);
+}
+
+// The same two cables, back after 300 us: a flow pinned to one waits out the outage
+// (its PDS retransmits on timeouts) and completes once the link returns.
+TEST(Simulation, AFailedLinkThatRecoversLetsPinnedFlowsFinish) {
+  Scenario s = fat_tree_permutation("ecmp", 4 << 20);
+  s.failures.push_back({Duration::microseconds(20), 2, 2, 0.0, Duration::microseconds(320)});
+  const RunResult r = run_scenario(s);
+  expect_all_delivered(r);
+  EXPECT_GT(r.summary.stats.dropped_link_down, 0u);   // the outage did hit some flows
+  EXPECT_GT(r.summary.max_slowdown, 2.0);             // and they waited for the recovery
+  EXPECT_FALSE(r.summary.dead_path_use.has_value());  // a recovered link is not "dead"
 }
 
 TEST(Simulation, CollectiveStepsWaitForThePreviousStepsData) {
@@ -276,6 +288,12 @@ TEST(Scenario, JsonIsReadAndBadKeysAreNamed) {
   EXPECT_THROW(Scenario::from_json(R"({"topology": {"k": "sixteen"}})"), std::invalid_argument);
   EXPECT_THROW(Scenario::from_json("[1, 2]"), std::invalid_argument);
   EXPECT_THROW(Scenario::from_json(R"({"failures": [{"rate": 2}]})"), std::invalid_argument);
+  EXPECT_THROW(Scenario::from_json(R"({"failures": [{"at_us": 5, "until_us": 5}]})"),
+               std::invalid_argument);
+  const Scenario recovering =
+      Scenario::from_json(R"({"failures": [{"at_us": 5, "rate": 0, "until_us": 9.5}]})");
+  ASSERT_TRUE(recovering.failures[0].until.has_value());
+  EXPECT_EQ(*recovering.failures[0].until, Duration::nanoseconds(9500));
 }
 
 }  // namespace
