@@ -452,21 +452,8 @@ void Network::arm_timer(uint32_t host) {
 }
 
 void Network::drain_reports(uint32_t host) {
-  pds::Pds& pds = *hosts_[host].pds;
-  ses::Ses& ses = *hosts_[host].ses;
-  if (!pds.acked().empty()) {
-    ses.on_acked(pds.acked());
-    pds.acked().clear();
-  }
-  if (!pds.failed().empty()) {
-    ses.on_failed(pds.failed());
-    pds.failed().clear();
-  }
-  if (!pds.failed_peers().empty()) {
-    ses.on_peer_failed(pds.failed_peers());
-    pds.failed_peers().clear();
-  }
-  pds.orphaned_buffers().clear();  // ROD only; the simulator's flows are RUD
+  hosts_[host].ses->take_pds_reports();
+  hosts_[host].pds->orphaned_buffers().clear();  // ROD only; the simulator's flows are RUD
   drain_completions(host);
 }
 

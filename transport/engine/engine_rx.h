@@ -42,18 +42,7 @@ size_t Engine<D>::progress(Time now) {
 
 template <dp::Datapath D>
 void Engine<D>::drain_reports() {
-  if (!pds_.acked().empty()) {
-    ses_.on_acked(pds_.acked());
-    pds_.acked().clear();
-  }
-  if (!pds_.failed().empty()) {
-    ses_.on_failed(pds_.failed());
-    pds_.failed().clear();
-  }
-  if (!pds_.failed_peers().empty()) {
-    ses_.on_peer_failed(pds_.failed_peers());
-    pds_.failed_peers().clear();
-  }
+  ses_.take_pds_reports();
   for (uint64_t handle : pds_.orphaned_buffers()) {
     auto* buf = reinterpret_cast<dp::PacketBuf*>(handle);
     dp_.free(&buf, 1);

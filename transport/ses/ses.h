@@ -150,6 +150,10 @@ class Ses {
   // header and run to the end of the packet.
   RxResult on_packet(PeerIndex peer, wire::NextHeader next, std::span<const uint8_t> bytes,
                      bool datagram, Time now);
+  // Takes what PDS reported since the last call (packets acknowledged, messages and
+  // peers given up on; RUDI adds to the failures) and clears those lists. The engine
+  // calls it after feeding PDS packets and timers.
+  void take_pds_reports();
   void on_acked(std::span<const pds::PacketRef> refs);
   void on_failed(std::span<const pds::FailedMessage> failed);
   void on_peer_failed(std::span<const PeerIndex> peers);

@@ -500,6 +500,21 @@ void Ses::detach_read_responses(uint32_t send) {
   }
 }
 
+void Ses::take_pds_reports() {
+  if (!pds_.acked().empty()) {
+    on_acked(pds_.acked());
+    pds_.acked().clear();
+  }
+  if (!pds_.failed().empty()) {
+    on_failed(pds_.failed());
+    pds_.failed().clear();
+  }
+  if (!pds_.failed_peers().empty()) {
+    on_peer_failed(pds_.failed_peers());
+    pds_.failed_peers().clear();
+  }
+}
+
 void Ses::on_acked(std::span<const pds::PacketRef> refs) {
   for (const pds::PacketRef& r : refs) {
     if (!tx_.in_use(r.message)) continue;
