@@ -349,7 +349,6 @@ void Network::receive(uint32_t host, uint32_t packet) {
           ++stats_.malformed_packets;  // not committed: the sender retransmits it
           break;
       }
-      drain_completions(host);
     }
     if (!h.flush_pending) {
       h.flush_pending = true;
