@@ -214,8 +214,8 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
             const fi_info* hints, fi_info** out) {
   *out = nullptr;
   if (FI_VERSION_LT(version, FI_VERSION(1, 5))) return -FI_ENODATA;
-  if (params().datapath != "udp" && params().datapath != "dpdk") {
-    SPRAY_WARN(FI_LOG_CORE, "FI_SPRAY_DATAPATH=%s: the provider drives 'udp' and 'dpdk'\n",
+  if (params().datapath != "udp" && params().datapath != "dpdk" && params().datapath != "shm") {
+    SPRAY_WARN(FI_LOG_CORE, "FI_SPRAY_DATAPATH=%s: the provider drives 'udp', 'shm' and 'dpdk'\n",
                params().datapath.c_str());
     return -FI_ENODATA;
   }

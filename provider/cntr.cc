@@ -61,6 +61,7 @@ int cntr_wait(fid_cntr* f, uint64_t threshold, int timeout_ms) {
       if (c->value >= threshold) return FI_SUCCESS;
       if (c->errors != errors_before) return -FI_EAVAIL;
       if (!c->endpoints.empty()) waiter = c->endpoints.front();
+      if (c->wait_fd && !ready_to_block(c->endpoints)) continue;
     }
     if (timeout_ms >= 0 && std::chrono::steady_clock::now() >= deadline) return -FI_ETIMEDOUT;
     if (c->wait_fd) {
@@ -123,6 +124,7 @@ int Counter::trywait() {
   value_at_trywait = value;
   errors_at_trywait = errors;
   if (changed || signal) return -FI_EAGAIN;
+  if (!ready_to_block(endpoints)) return -FI_EAGAIN;
   if (wait_fd) arm_for_timers(*wait_fd, endpoints);
   return FI_SUCCESS;
 }

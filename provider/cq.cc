@@ -100,6 +100,7 @@ ssize_t cq_sreadfrom(fid_cq* f, void* buf, size_t count, fi_addr_t* src, const v
   const auto deadline = start + std::chrono::milliseconds(timeout_ms);
   for (;;) {
     Endpoint* waiter = nullptr;
+    const auto now = std::chrono::steady_clock::now();
     {
       std::lock_guard lock(cq->domain->mutex);
       const ssize_t r = read_locked(*cq, buf, count, src);
@@ -109,10 +110,10 @@ ssize_t cq_sreadfrom(fid_cq* f, void* buf, size_t count, fi_addr_t* src, const v
         return -FI_EAGAIN;
       }
       if (!cq->endpoints.empty()) waiter = cq->endpoints.front();
+      if (timeout_ms >= 0 && now >= deadline) return -FI_EAGAIN;
+      if (now - start < kSpin) continue;
+      if (cq->wait_fd && !ready_to_block(cq->endpoints)) continue;
     }
-    const auto now = std::chrono::steady_clock::now();
-    if (timeout_ms >= 0 && now >= deadline) return -FI_EAGAIN;
-    if (now - start < kSpin) continue;
     // Block in 1 ms slices (timers need progress), never 0 ms: a remainder below 1 ms
     // rounds up, or a short fi_cq_sread would poll in a busy loop and steal the CPU
     // from the very ranks it waits for (it did: 13x slower with 3 ranks on 2 cores).
@@ -196,6 +197,7 @@ int CompletionQueue::trywait() {
   progress();
   const bool signal = wait_fd && wait_fd->clear();
   if (!entries.empty() || !errors.empty() || signal) return -FI_EAGAIN;
+  if (!ready_to_block(endpoints)) return -FI_EAGAIN;
   if (wait_fd) arm_for_timers(*wait_fd, endpoints);
   return FI_SUCCESS;
 }

@@ -428,6 +428,11 @@ void arm_for_timers(WaitFd& wait, const std::vector<Endpoint*>& endpoints) {
   wait.arm(in_flight ? Duration::microseconds(params().rto_min_us) : Duration{});
 }
 
+bool ready_to_block(const std::vector<Endpoint*>& endpoints) {
+  return std::all_of(endpoints.begin(), endpoints.end(),
+                     [](Endpoint* ep) { return !ep->engine || ep->engine->prepare_wait(); });
+}
+
 int watch_endpoint(WaitFd& wait, Endpoint& ep) {
   const int fd = ep.engine->wait_fd();
   if (fd < 0) {

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "transport/datapath/dpdk/dpdk_datapath.h"
+#include "transport/datapath/shm/shm_datapath.h"
 #include "transport/datapath/udp/socket_address.h"
 #include "transport/datapath/udp/udp_datapath.h"
 #include "transport/engine/engine.h"
@@ -60,6 +61,13 @@ class EngineOver final : public EndpointEngine {
   bool poll_completion(ses::Completion& out) override { return engine_.poll_completion(out); }
   size_t tx_in_use() override { return engine_.ses().tx_in_use(); }
   void wait(Duration timeout) override { datapath_->wait(timeout); }
+  bool prepare_wait() override {
+    if constexpr (requires(D & d) { d.prepare_wait(); }) {
+      return datapath_->prepare_wait();
+    } else {
+      return true;  // kernel sockets signal their descriptor by themselves
+    }
+  }
   std::string stats() override {
     const pds::PdsStats& p = engine_.pds().stats();
     const engine::EngineStats& e = engine_.stats();
@@ -92,6 +100,10 @@ engine::EngineConfig engine_config() {
   e.pds.path_name = p.path_selection;
   e.pds.entropy_count = static_cast<uint16_t>(p.entropy_ports);
   e.pds.reps_cache = static_cast<uint16_t>(std::clamp(p.reps_cache, 1, 32));
+  const int default_rate = p.datapath == "shm" ? 400 : 100;
+  e.pds.cc.line_rate_gbps =
+      p.line_rate_gbps > 0 ? std::min(p.line_rate_gbps, 100000) : default_rate;
+  e.pds.cc.base_rtt = Duration::microseconds(std::clamp(p.base_rtt_us, 1, 100000));
   e.pds.min_rto = Duration::microseconds(p.rto_min_us);
   e.pds.max_rto = Duration::milliseconds(p.rto_max_ms);
   e.pds.max_retries = static_cast<uint32_t>(p.retries);
@@ -129,7 +141,6 @@ std::unique_ptr<EndpointEngine> open_udp(const dp::NetAddr& local, std::string& 
   return std::make_unique<EngineOver<dp::UdpDatapath>>(std::move(datapath), engine_config());
 }
 
-// DPDK owns no kernel interface, so the MTU is FI_SPRAY_MTU or a 1500-byte Ethernet's.
 std::unique_ptr<EndpointEngine> open_dpdk(const dp::NetAddr& local, std::string& error) {
   const Params& p = params();
   dp::DpdkConfig c;
@@ -138,7 +149,7 @@ std::unique_ptr<EndpointEngine> open_dpdk(const dp::NetAddr& local, std::string&
   c.address = dp::ip_to_string(local);
   c.udp_port = local.port ? local.port : c.udp_port;
   c.entropy_ports = static_cast<uint16_t>(p.entropy_ports);
-  c.mtu_bytes = p.mtu > 0 ? static_cast<uint32_t>(p.mtu) : 1472;
+  c.mtu_bytes = datagram_bytes(c.address);
   std::istringstream entries(p.dpdk_neighbours);
   for (std::string entry; std::getline(entries, entry, ',');) {
     if (!entry.empty()) c.neighbours.push_back(entry);
@@ -148,12 +159,25 @@ std::unique_ptr<EndpointEngine> open_dpdk(const dp::NetAddr& local, std::string&
   return std::make_unique<EngineOver<dp::DpdkDatapath>>(std::move(datapath), engine_config());
 }
 
+// Shared memory names endpoints like UDP does (address and port), so the address vector
+// and fi_getname are the same; every peer must be on this host.
+std::unique_ptr<EndpointEngine> open_shm(const dp::NetAddr& local, std::string& error) {
+  dp::ShmConfig c;
+  c.address = dp::ip_to_string(local);
+  c.port = local.port;
+  c.mtu_bytes = datagram_bytes(c.address);
+  auto datapath = dp::ShmDatapath::open(c, error);
+  if (!datapath) return nullptr;
+  return std::make_unique<EngineOver<dp::ShmDatapath>>(std::move(datapath), engine_config());
+}
+
 }  // namespace
 
 std::unique_ptr<EndpointEngine> open_endpoint_engine(const fi_info* info, std::string& error) {
   dp::NetAddr local;
   if (!local_address(info, local, error)) return nullptr;
   if (params().datapath == "dpdk") return open_dpdk(local, error);
+  if (params().datapath == "shm") return open_shm(local, error);
   return open_udp(local, error);
 }
 

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "provider/spray_fi.h"
+#include "transport/datapath/shm/shm_datapath.h"
 #include "transport/datapath/udp/interface_mtu.h"
 
 namespace spray::fi {
@@ -25,8 +26,8 @@ struct IntParam {
 
 constexpr StringParam kStringParams[] = {
     {"datapath", &Params::datapath,
-     "Datapath under the transport: udp (kernel UDP sockets) or dpdk (kernel bypass; one "
-     "endpoint per process, IPv4)."},
+     "Datapath under the transport: udp (kernel UDP sockets), shm (shared memory; every "
+     "peer on this host) or dpdk (kernel bypass; one endpoint per process, IPv4)."},
     {"address", &Params::address,
      "Local IPv4/IPv6 address endpoints bind when the application names none "
      "(fi_getinfo node with FI_SOURCE)."},
@@ -46,8 +47,9 @@ constexpr IntParam kIntParams[] = {
      "UDP source ports per endpoint (entropy values for ECMP spraying); a power of two <= 64, "
      "the same on every endpoint of a job."},
     {"mtu", &Params::mtu,
-     "UET bytes per datagram. 0: the bound interface's MTU less IP and UDP headers, capped "
-     "at a 9000-byte jumbo frame (8972 on loopback, 1472 on a 1500-byte Ethernet)."},
+     "UET bytes per packet. 0: over udp the bound interface's MTU less IP and UDP headers, "
+     "capped at a 9000-byte jumbo frame (8972 on loopback, 1472 on a 1500-byte Ethernet); "
+     "over shm 16467 (the most SES fills); over dpdk 1472."},
     {"rto_min_us", &Params::rto_min_us, "Lowest retransmission timeout, microseconds."},
     {"rto_max_ms", &Params::rto_max_ms,
      "Highest retransmission timeout after backoff, milliseconds."},
@@ -55,6 +57,11 @@ constexpr IntParam kIntParams[] = {
      "Retransmissions of one packet before the peer is declared unreachable and its "
      "operations complete in error."},
     {"inject_size", &Params::inject_size, "Largest fi_inject / FI_INJECT payload, bytes."},
+    {"line_rate_gbps", &Params::line_rate_gbps,
+     "Congestion control: the line rate of the path, Gbit/s; with base_rtt_us it sets the "
+     "bandwidth-delay product (the starting window). 0: 100, or 400 over shm."},
+    {"base_rtt_us", &Params::base_rtt_us,
+     "Congestion control: the unloaded round-trip time, microseconds."},
     {"reps_cache", &Params::reps_cache,
      "REPS: entropy values acknowledged without ECN that are kept for reuse, 1..32 (UET's "
      "REPS uses 8)."},
@@ -99,6 +106,8 @@ const Params& params() {
 
 uint32_t datagram_bytes(const std::string& address) {
   if (params().mtu > 0) return static_cast<uint32_t>(params().mtu);
+  if (params().datapath == "shm") return dp::ShmConfig{}.mtu_bytes;
+  if (params().datapath == "dpdk") return 1472;  // DPDK owns no kernel interface to ask
   std::string error;
   const uint32_t mtu = dp::udp_payload_mtu(address, error);
   return mtu ? mtu : 1472;  // an unknown address fails later, when the endpoint binds it

@@ -57,10 +57,16 @@ struct Params {
   int rto_max_ms = 500;
   int retries = 16;
   int inject_size = 1024;
+  // The path a PDC's congestion control assumes: its bandwidth-delay product is the
+  // starting (and the fixed algorithm's) window. 0: 100 Gbit/s over udp/dpdk, 400 over
+  // shm (memory is the link: a 125 KB window stalled 16 KiB packets every 8).
+  int line_rate_gbps = 0;
+  int base_rtt_us = 10;
 };
 const Params& params();
-// UET bytes per datagram on `address`: FI_SPRAY_MTU when set, else the interface's MTU
-// less IP and UDP headers, capped at a 9000-byte jumbo frame (1472 if unknown).
+// UET bytes per packet on `address`: FI_SPRAY_MTU when set; else for UDP the interface's
+// MTU less IP and UDP headers, capped at a 9000-byte jumbo frame (1472 if unknown); for
+// shm the largest packet SES fills; for DPDK a 1500-byte Ethernet's.
 uint32_t datagram_bytes(const std::string& address);
 
 #define SPRAY_WARN(subsys, ...) FI_WARN(&::spray::fi::provider, subsys, __VA_ARGS__)
@@ -193,6 +199,10 @@ void endpoint_wait(Endpoint& ep, int timeout_ms);
 // has operations in flight (their timers need progress even when nothing arrives);
 // disarms it otherwise. Domain mutex held.
 void arm_for_timers(WaitFd& wait, const std::vector<Endpoint*>& endpoints);
+// Before a wait on the descriptors of `endpoints` (their wait_fd): tells datapaths that
+// must be woken (shared memory) that their owner is about to sleep. False when one of
+// them has packets waiting, so the caller must not block. Domain mutex held.
+bool ready_to_block(const std::vector<Endpoint*>& endpoints);
 // Adds `ep`'s receive descriptor to `wait`: -FI_EOPNOTSUPP (logged) when its datapath
 // has none, -FI_EIO when epoll refuses it.
 int watch_endpoint(WaitFd& wait, Endpoint& ep);

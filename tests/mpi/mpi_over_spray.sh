@@ -2,7 +2,7 @@
 # Runs the MPI test program with Open MPI over the `spray` provider: pml cm, mtl ofi,
 # only spray allowed. Passes when the program prints PASS on rank 0 AND every rank's
 # OFI MTL log says it initialised over spray (so nothing fell back to another path).
-# Usage: mpi_over_spray.sh PROVIDER_DIR PROGRAM RANKS
+# Usage: mpi_over_spray.sh PROVIDER_DIR PROGRAM RANKS   (FI_SPRAY_DATAPATH is passed on)
 set -euo pipefail
 dir=$1
 program=$2
@@ -10,12 +10,12 @@ ranks=$3
 command -v mpirun >/dev/null || { echo "SKIP: mpirun (openmpi-bin) not installed"; exit 77; }
 root_flag=()
 [[ $(id -u) == 0 ]] && root_flag=(--allow-run-as-root)
-export FI_PROVIDER_PATH=$dir
+export FI_PROVIDER_PATH=$dir FI_SPRAY_DATAPATH=${FI_SPRAY_DATAPATH:-udp}
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 # More ranks than cores: ranks yield when idle, and blocking waits sleep in the provider.
 status=0
-timeout 600 mpirun "${root_flag[@]}" --oversubscribe -np "$ranks" -x FI_PROVIDER_PATH \
+timeout 600 mpirun "${root_flag[@]}" --oversubscribe -np "$ranks" -x FI_PROVIDER_PATH -x FI_SPRAY_DATAPATH \
   --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include spray --mca btl self \
   --mca mtl_base_verbose 10 --mca mpi_yield_when_idle 1 "$program" > "$log" 2>&1 || status=$?
 grep -v "mca: base\|mca:base" "$log" | grep -v "^\[.*\] select:" || true
@@ -26,4 +26,4 @@ fi
 if [[ $selected != "$ranks" ]]; then
   echo "FAIL: $selected of $ranks ranks report the OFI MTL over spray"; cat "$log"; exit 1
 fi
-echo "PASS: $ranks ranks, Open MPI's OFI MTL over spray on every rank"
+echo "PASS: $ranks ranks, Open MPI's OFI MTL over spray ($FI_SPRAY_DATAPATH) on every rank"

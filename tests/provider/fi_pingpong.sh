@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # fi_pingpong (Debian's libfabric-bin) over the `spray` provider on loopback: a server and
 # a client process, several sizes, data integrity checks on (-c). Both must succeed.
-# Usage: fi_pingpong.sh PROVIDER_DIR rdm|dgram
+# Usage: fi_pingpong.sh PROVIDER_DIR rdm|dgram   (FI_SPRAY_DATAPATH=udp|shm picks the datapath)
 set -euo pipefail
 dir=$1
 ep=$2
 command -v fi_pingpong >/dev/null || { echo "SKIP: fi_pingpong (libfabric-bin) not installed"; exit 77; }
-export FI_PROVIDER_PATH=$dir FI_PROVIDER=spray
+export FI_PROVIDER_PATH=$dir FI_PROVIDER=spray FI_SPRAY_DATAPATH=${FI_SPRAY_DATAPATH:-udp}
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+cd "$logs"
 # Our own out-of-band port, so parallel tests do not collide on fi_pingpong's default.
 port=$(( 20000 + ($$ % 20000) ))
 if [[ $ep == rdm ]]; then sizes="0 8 1024 4096 65536 1048576"; else sizes="8 512 1024"; fi
@@ -23,4 +26,4 @@ for size in $sizes; do
   tail -1 client.log
   port=$((port + 1))
 done
-echo "PASS: fi_pingpong $ep over spray"
+echo "PASS: fi_pingpong $ep over spray ($FI_SPRAY_DATAPATH)"

@@ -8,7 +8,12 @@ namespace spray::engine {
 
 template <dp::Datapath D>
 dp::PacketBuf* Engine<D>::tx_buffer() {
-  if (tx_count_ == tx_batch_.size()) flush_tx();
+  // The previous buffer is filled by now: count its bytes, and hand the batch over once
+  // it holds the datapath's flush size, so the peer starts on the first packets of a
+  // large message while we build the rest (over shared memory, 64 packets of 16 KiB
+  // would otherwise sit here for ~100 us).
+  if (tx_count_ > 0) tx_bytes_ += tx_batch_[tx_count_ - 1]->len;
+  if (tx_count_ == tx_batch_.size() || tx_bytes_ >= tx_flush_bytes()) flush_tx();
   dp::PacketBuf* buf = nullptr;
   if (dp_.alloc(&buf, 1) != 1) {
     ++stats_.tx_no_buffer;
@@ -24,6 +29,7 @@ void Engine<D>::flush_tx() {
   stats_.tx_packets += tx_count_;
   dp_.tx_burst(tx_batch_.data(), tx_count_);
   tx_count_ = 0;
+  tx_bytes_ = 0;
 }
 
 template <dp::Datapath D>

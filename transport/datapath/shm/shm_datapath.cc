@@ -1,0 +1,196 @@
+// ShmDatapath fast path: buffers lent to receivers and taken back, descriptor rings,
+// and the sleep/doorbell handshake.
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <atomic>
+
+#include "transport/datapath/shm/shm_datapath.h"
+
+namespace spray::dp {
+
+size_t ShmDatapath::alloc(PacketBuf** bufs, size_t n) {
+  size_t i = 0;
+  for (; i < n; ++i) {
+    if (tx_free_.empty()) reclaim();
+    if (tx_free_.empty()) break;
+    PacketBuf* b = &tx_bufs_[tx_free_.back()];
+    tx_free_.pop_back();
+    b->len = 0;
+    b->flags = 0;
+    b->entropy = 0;
+    bufs[i] = b;
+  }
+  return i;
+}
+
+void ShmDatapath::free(PacketBuf** bufs, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t tag = bufs[i]->owner_tag;
+    if ((tag & kViewTag) == 0) {  // one of ours that was never sent
+      tx_free_.push_back(tag);
+      continue;
+    }
+    const uint32_t view = tag & ~kViewTag;
+    // Release: our reads of the packet happen before the sender may reuse the buffer.
+    rx_lent_flag_[view]->store(0, std::memory_order_release);
+    --region_views_[static_cast<size_t>(rx_region_[view])];
+    rx_free_.push_back(view);
+  }
+}
+
+size_t ShmDatapath::tx_burst(PacketBuf** bufs, size_t n) {
+  std::atomic<uint32_t>* lent = layout_.lent(base_);
+  NetAddr last_peer;
+  int32_t last_outbox = -1;
+  for (size_t i = 0; i < n; ++i) {
+    PacketBuf* b = bufs[i];
+    const uint32_t buffer = b->owner_tag;
+    int32_t o = last_outbox;
+    if (o < 0 || !(b->peer == last_peer) || outboxes_[static_cast<size_t>(o)].dead) {
+      o = outbox_for(b->peer);
+      last_peer = b->peer;
+      last_outbox = o;
+    }
+    if (o < 0 || b->len == 0 || b->len > layout_.mtu_bytes) {
+      ++stats_.tx_dropped;
+      if (o < 0) ++stats_.tx_unreachable;
+      tx_free_.push_back(buffer);
+      continue;
+    }
+    Outbox& out = outboxes_[static_cast<size_t>(o)];
+    const uint32_t entries = regions_[out.region].layout.ring_entries;
+    if (out.head - out.tail_seen >= entries) {
+      out.tail_seen = out.slot->tail.load(std::memory_order_acquire);
+      if (out.head - out.tail_seen >= entries) {  // the receiver is behind: a full NIC queue
+        ++stats_.tx_dropped;
+        tx_free_.push_back(buffer);
+        continue;
+      }
+    }
+    out.ring[out.head & (entries - 1)] = {buffer, b->len, b->entropy, 0, 0};
+    ++out.head;
+    lent[buffer].store(1, std::memory_order_relaxed);  // published by the head's release
+    lent_to_[buffer] = static_cast<uint32_t>(o);
+    lent_.push_back(buffer);
+    if (!out.touched) {
+      out.touched = true;
+      touched_.push_back(static_cast<uint32_t>(o));
+    }
+    ++stats_.tx_packets;
+  }
+  if (touched_.empty()) return n;
+  for (uint32_t o : touched_)
+    outboxes_[o].slot->head.store(outboxes_[o].head, std::memory_order_release);
+  // Pairs with the fence in prepare_wait: either the receiver sees our head, or we see
+  // that it is asleep and ring its doorbell.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  for (uint32_t o : touched_) {
+    Outbox& out = outboxes_[o];
+    out.touched = false;
+    if (shm::header_of(regions_[out.region].base)->asleep.load(std::memory_order_relaxed) == 0)
+      continue;
+    const char ring = 0;
+    ::sendto(socket_, &ring, 1, MSG_DONTWAIT, reinterpret_cast<const sockaddr*>(&out.doorbell),
+             out.doorbell_len);
+    ++stats_.tx_doorbells;
+  }
+  touched_.clear();
+  return n;
+}
+
+size_t ShmDatapath::rx_burst(PacketBuf** bufs, size_t n) {
+  if (header_->asleep.load(std::memory_order_relaxed) != 0) end_sleep();
+  const uint32_t used =
+      std::min(header_->slots_used.load(std::memory_order_acquire), layout_.inbox_slots);
+  size_t kept = 0;
+  for (uint32_t k = 0; k < used && kept < n && !rx_free_.empty(); ++k) {
+    const uint32_t i = (rx_next_slot_ + k) % used;
+    shm::SlotControl* slot = layout_.slot(base_, i);
+    if (slot->state.load(std::memory_order_acquire) != shm::kSlotReady) continue;
+    const uint32_t head = slot->head.load(std::memory_order_acquire);
+    uint32_t tail = slot->tail.load(std::memory_order_relaxed);  // only we write it
+    if (head == tail) continue;
+    Inbound& in = inbound_[i];
+    if (in.region < 0 || in.generation != slot->generation) {
+      const int32_t region = map_peer(slot->sender);
+      if (region < 0) continue;  // not (yet) a sound region; its packets wait
+      in.region = region;
+      in.generation = slot->generation;
+    }
+    const PeerRegion& r = regions_[static_cast<size_t>(in.region)];
+    std::atomic<uint32_t>* lent = r.layout.lent(r.base);
+    const shm::Descriptor* ring = shm::ring_of(slot);
+    const uint32_t mask = layout_.ring_entries - 1;
+    // A head more than a ring ahead can only be a corrupt sender; read one ring's worth.
+    uint32_t available = std::min(head - tail, layout_.ring_entries);
+    for (; available > 0 && kept < n && !rx_free_.empty(); --available) {
+      const shm::Descriptor d = ring[tail & mask];
+      ++tail;
+      if (d.buffer >= r.layout.buffer_count || d.len > r.layout.mtu_bytes) {
+        ++stats_.rx_malformed;
+        continue;
+      }
+      const uint32_t view = rx_free_.back();
+      rx_free_.pop_back();
+      PacketBuf& v = rx_views_[view];
+      v.data = r.layout.buffer(r.base, d.buffer);
+      v.len = d.len;
+      v.capacity = d.len;
+      v.peer = r.addr;  // the region we mapped, not what the slot claims
+      v.entropy = d.entropy;
+      v.flags = 0;
+      rx_lent_flag_[view] = &lent[d.buffer];
+      rx_region_[view] = in.region;
+      ++region_views_[static_cast<size_t>(in.region)];
+      bufs[kept++] = &v;
+    }
+    slot->tail.store(tail, std::memory_order_release);
+    rx_next_slot_ = i;  // start there next time if it still has packets: fairness by burst
+  }
+  stats_.rx_packets += kept;
+  // Now and then while idle, free the inbox slots of senders that died (a system call
+  // per sender, so not on every poll).
+  if (kept == 0 && ++idle_polls_ % kIdlePollsPerCollection == 0) collect_dead_senders();
+  return kept;
+}
+
+bool ShmDatapath::packets_waiting() const {
+  const uint32_t used =
+      std::min(header_->slots_used.load(std::memory_order_acquire), layout_.inbox_slots);
+  for (uint32_t i = 0; i < used; ++i) {
+    const shm::SlotControl* slot = layout_.slot(base_, i);
+    if (slot->state.load(std::memory_order_acquire) == shm::kSlotReady &&
+        slot->head.load(std::memory_order_acquire) != slot->tail.load(std::memory_order_relaxed))
+      return true;
+  }
+  return false;
+}
+
+bool ShmDatapath::prepare_wait() {
+  header_->asleep.store(1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);  // pairs with tx_burst's
+  if (!packets_waiting()) return true;
+  end_sleep();
+  return false;
+}
+
+void ShmDatapath::end_sleep() {
+  header_->asleep.store(0, std::memory_order_relaxed);
+  char drain[64];
+  while (::recv(socket_, drain, sizeof(drain), MSG_DONTWAIT) > 0) {
+  }
+}
+
+// May run while another thread progresses the engine (the provider waits outside its
+// lock), so it touches only the shared header and the socket; rx_burst ends the sleep.
+bool ShmDatapath::wait(Duration timeout) {
+  if (!prepare_wait()) return true;
+  pollfd p{socket_, POLLIN, 0};
+  const auto ms = static_cast<int>((timeout.ps + 999'999'999) / 1'000'000'000);
+  ::poll(&p, 1, ms);
+  return packets_waiting();
+}
+
+}  // namespace spray::dp

@@ -1,0 +1,176 @@
+// ShmDatapath: Spray between processes on one host through shared memory
+// (FI_SPRAY_DATAPATH=shm), the path Open MPI's vader and libfabric's shm take for local
+// peers. The transport above it is unchanged (PDS still acknowledges, SES still
+// matches), but packets cross without the kernel: each byte is copied twice per message
+// (application to buffer, buffer to application), against four or five times over
+// kernel UDP. See shm_layout.h for the region and how a packet travels.
+//
+// Addressing: an endpoint is named by an IP address and UDP port like a UDP endpoint
+// (so the provider's address vector is the same), and holds a UDP socket bound to that
+// address and port. The socket makes the name unique on the host and is the doorbell:
+// a sender sends it one byte only when the owner said it is going to sleep, so a busy
+// receiver costs no system call. Both ends must be on this host.
+//
+// Batching: tx_burst publishes each touched ring's head once per burst; rx_burst takes
+// every waiting descriptor of each sender with one load of its head and one store of its
+// tail. No system call, lock or allocation per packet.
+//
+// Failures: a peer whose region does not exist is unreachable (packets dropped and
+// counted; PDS times out as for a dead host). A receiver that dies keeps the buffers it
+// held until the sender notices it is gone (its pid no longer exists) and takes them
+// back; a sender that dies has its inbox slot freed by the receiver when it is idle.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "transport/base/time.h"
+#include "transport/datapath/datapath.h"
+#include "transport/datapath/shm/shm_layout.h"
+
+namespace spray::dp {
+
+struct ShmConfig {
+  std::string address = "127.0.0.1";  // a local IPv4/IPv6 address: the endpoint's name
+  uint16_t port = 0;                  // UDP port of the name and doorbell; 0 picks one
+  // UET bytes per packet. SES carries at most 16383 payload bytes per packet (a 14-bit
+  // length), so larger buffers would be wasted: 16383 + SES's header reserve.
+  uint32_t mtu_bytes = 16383 + 84;
+  // This endpoint's transmit buffers (shared memory, reserved when the endpoint opens:
+  // 1024 x 16.5 KB = 17 MB). A 500 KB window is 31 packets per peer.
+  uint32_t buffers = 1024;
+  uint32_t inbox_slots = 64;    // distinct senders this endpoint can receive from at once
+  uint32_t ring_entries = 512;  // descriptors per sender ring, a power of two
+  uint32_t rx_views = 4096;     // received packets the engine may hold at once
+};
+
+struct ShmStats {
+  uint64_t tx_packets = 0;
+  uint64_t tx_dropped = 0;      // the receiver's ring was full or it is gone
+  uint64_t tx_unreachable = 0;  // of those: no region at that address, or its owner died
+  uint64_t tx_doorbells = 0;    // wake-ups sent to sleeping receivers
+  uint64_t rx_packets = 0;
+  uint64_t rx_malformed = 0;         // descriptors naming a buffer or length outside the sender
+  uint64_t reclaimed_from_dead = 0;  // buffers taken back from receivers that died
+  uint64_t slots_freed = 0;          // inbox slots of dead senders freed
+};
+
+class ShmDatapath {
+ public:
+  // Binds the doorbell socket and creates the region. nullptr and a message naming the
+  // cause on failure (address not local, port in use, /dev/shm full, bad geometry).
+  static std::unique_ptr<ShmDatapath> open(const ShmConfig& config, std::string& error);
+  ~ShmDatapath();
+  ShmDatapath(const ShmDatapath&) = delete;
+  ShmDatapath& operator=(const ShmDatapath&) = delete;
+
+  // The engine hands over its transmit batch at this many bytes: a receiver sees nothing
+  // until tx_burst publishes, and publishing costs a store and a fence. 64 KiB measured
+  // best among 16-128 KiB (1 MiB ping-pong and stream).
+  static constexpr size_t kTxFlushBytes = 64 * 1024;
+
+  // The Datapath concept.
+  size_t alloc(PacketBuf** bufs, size_t n);
+  size_t tx_burst(PacketBuf** bufs, size_t n);
+  size_t rx_burst(PacketBuf** bufs, size_t n);
+  void free(PacketBuf** bufs, size_t n);
+  uint32_t mtu() const { return layout_.mtu_bytes; }
+  NetAddr local_address() const { return local_; }
+
+  // Blocks until a packet is waiting or `timeout` passes. True if one is waiting.
+  bool wait(Duration timeout);
+  // Before blocking on wait_fd() elsewhere (epoll): announces the sleep to senders.
+  // False when packets are already waiting (then do not block). rx_burst ends the sleep.
+  bool prepare_wait();
+  // Frees the inbox slots of senders that died (rx_burst does it every
+  // kIdlePollsPerCollection empty polls).
+  void collect_dead_senders();
+  static constexpr uint32_t kIdlePollsPerCollection = 1 << 14;
+  int wait_fd() const { return socket_; }
+  const ShmStats& stats() const { return stats_; }
+
+ private:
+  // Another endpoint's region, mapped read-write (we write its inbox rings and lent flags).
+  struct PeerRegion {
+    NetAddr addr;
+    uint8_t* base = nullptr;
+    shm::RegionLayout layout;  // copied and checked when mapped
+    int32_t pid = 0;
+    bool gone = false;  // its owner died; kept mapped while received packets point into it
+  };
+  // Where this endpoint sends to one peer: the slot it claimed in the peer's inbox.
+  struct Outbox {
+    uint32_t region = 0;  // index into regions_
+    shm::SlotControl* slot = nullptr;
+    shm::Descriptor* ring = nullptr;
+    uint32_t head = 0;       // next descriptor to write (published at the burst's end)
+    uint32_t tail_seen = 0;  // the receiver's tail when last loaded
+    bool touched = false;    // has unpublished descriptors in this burst
+    bool dead = false;       // the receiver died; packets to it are dropped
+    sockaddr_storage doorbell{};
+    socklen_t doorbell_len = 0;
+  };
+  // What this endpoint knows of one slot of its own inbox.
+  struct Inbound {
+    uint32_t generation = 0;
+    int32_t region = -1;  // the sender's region, or -1 until mapped
+  };
+
+  ShmDatapath(const shm::RegionLayout& layout, NetAddr local, int socket, uint8_t* base,
+              std::string name, uint32_t rx_views);
+
+  // Setup (shm_setup.cc).
+  int32_t map_peer(const NetAddr& addr);  // index into regions_, -1 if it has no region
+  int32_t outbox_for(const NetAddr& peer);
+  static bool process_is_alive(int32_t pid);
+  void reclaim();  // lent buffers that came back, and those lent to the dead
+  void end_sleep();
+
+  bool packets_waiting() const;
+
+  static constexpr uint32_t kViewTag = 0x80000000;  // owner_tag of a received packet's view
+
+  shm::RegionLayout layout_;  // of this endpoint's region
+  NetAddr local_;
+  int socket_ = -1;
+  uint8_t* base_ = nullptr;  // this endpoint's region
+  shm::RegionHeader* header_ = nullptr;
+  std::string name_;  // of this endpoint's region, unlinked on close
+  ShmStats stats_;
+
+  // Transmit buffers: this region's buffers, in order; free ones are a LIFO stack so the
+  // same few pages stay hot. lent_ lists the buffers with a receiver and lent_to_ the
+  // outbox each was sent through.
+  std::vector<PacketBuf> tx_bufs_;
+  std::vector<uint32_t> tx_free_;
+  std::vector<uint32_t> lent_;
+  std::vector<uint32_t> lent_to_;
+
+  // Receive views: descriptors for packets in senders' regions, and the lent flag each
+  // clears when freed.
+  std::vector<PacketBuf> rx_views_;
+  std::vector<uint32_t> rx_free_;
+  std::vector<std::atomic<uint32_t>*> rx_lent_flag_;
+  std::vector<int32_t> rx_region_;  // the region each view points into
+
+  std::vector<PeerRegion> regions_;
+  std::vector<uint32_t> region_views_;  // views outstanding per region
+  struct AddrHash {
+    size_t operator()(const NetAddr& a) const { return a.hash(); }
+  };
+  std::unordered_map<NetAddr, int32_t, AddrHash> region_by_addr_;
+  std::vector<Outbox> outboxes_;
+  std::unordered_map<NetAddr, int32_t, AddrHash> outbox_by_addr_;
+  std::vector<uint32_t> touched_;  // outboxes with descriptors to publish this burst
+  std::vector<Inbound> inbound_;   // per own inbox slot
+  uint32_t rx_next_slot_ = 0;      // round robin over senders
+  uint32_t idle_polls_ = 0;        // empty rx_bursts, for collect_dead_senders
+};
+
+static_assert(Datapath<ShmDatapath>);
+
+}  // namespace spray::dp

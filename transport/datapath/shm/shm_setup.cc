@@ -1,0 +1,349 @@
+// ShmDatapath setup: the doorbell socket, creating this endpoint's region, mapping
+// peers' regions, claiming inbox slots, and noticing peers that died.
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "transport/datapath/shm/shm_datapath.h"
+#include "transport/datapath/udp/socket_address.h"
+
+namespace spray::dp {
+namespace shm {
+
+RegionLayout RegionLayout::of(uint32_t mtu_bytes, uint32_t buffer_count, uint32_t inbox_slots,
+                              uint32_t ring_entries) {
+  const auto round64 = [](uint64_t n) { return (n + 63) & ~uint64_t{63}; };
+  RegionLayout l;
+  l.mtu_bytes = mtu_bytes;
+  l.buffer_count = buffer_count;
+  l.buffer_stride = static_cast<uint32_t>(round64(mtu_bytes));
+  l.inbox_slots = inbox_slots;
+  l.ring_entries = ring_entries;
+  l.slot_stride = round64(sizeof(SlotControl) + uint64_t{ring_entries} * sizeof(Descriptor));
+  l.slots_offset = round64(sizeof(RegionHeader));
+  l.lent_offset = l.slots_offset + l.slot_stride * inbox_slots;
+  // Buffers start on a page of their own, away from the control words.
+  l.buffers_offset = (l.lent_offset + uint64_t{buffer_count} * 4 + 4095) & ~uint64_t{4095};
+  l.total_bytes = l.buffers_offset + uint64_t{l.buffer_stride} * buffer_count;
+  return l;
+}
+
+bool RegionLayout::fits(uint64_t file_bytes) const {
+  const RegionLayout expected = of(mtu_bytes, buffer_count, inbox_slots, ring_entries);
+  return mtu_bytes > 0 && mtu_bytes <= (1u << 20) && buffer_count > 0 &&
+         buffer_count <= (1u << 20) && inbox_slots > 0 && inbox_slots <= 4096 &&
+         ring_entries >= 2 && ring_entries <= (1u << 16) &&
+         (ring_entries & (ring_entries - 1)) == 0 && expected.buffer_stride == buffer_stride &&
+         expected.slot_stride == slot_stride && expected.slots_offset == slots_offset &&
+         expected.lent_offset == lent_offset && expected.buffers_offset == buffers_offset &&
+         expected.total_bytes == total_bytes && total_bytes <= file_bytes;
+}
+
+std::string region_name(const NetAddr& addr) {
+  const size_t bytes = addr.family == NetAddr::Family::kIpv6 ? 16 : 4;
+  std::string hex;
+  for (size_t i = 0; i < bytes; ++i) hex += fmt::format("{:02x}", addr.ip[i]);
+  return fmt::format("/spray-shm-{}-{}", hex, addr.port);
+}
+
+}  // namespace shm
+
+namespace {
+
+// The doorbell socket, bound to `addr` (port 0 picks one). -1 and `error` on failure.
+int open_doorbell(const NetAddr& addr, const std::string& text, std::string& error) {
+  const int family = addr.family == NetAddr::Family::kIpv6 ? AF_INET6 : AF_INET;
+  const int fd = ::socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    error = fmt::format("socket(): {}", std::strerror(errno));
+    return -1;
+  }
+  sockaddr_storage sa;
+  const socklen_t len = to_sockaddr(addr, sa);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), len) != 0) {
+    const int err = errno;
+    if (err == EADDRINUSE) {
+      error = fmt::format("UDP port {} on {} is already in use", addr.port, text);
+    } else if (err == EADDRNOTAVAIL) {
+      error = fmt::format("address {} is not an address of this host", text);
+    } else {
+      error = fmt::format("bind({}): {}", addr.to_string(), std::strerror(err));
+    }
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Creates the region file `name` of `bytes` and maps it. nullptr and `error` on failure.
+uint8_t* create_region(const std::string& name, uint64_t bytes, std::string& error) {
+  int fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0 && errno == EEXIST) {
+    // We hold the UDP port the name is made of, so whoever made this file is gone.
+    ::shm_unlink(name.c_str());
+    fd = ::shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+  }
+  if (fd < 0) {
+    error = fmt::format("shm_open({}): {}", name, std::strerror(errno));
+    return nullptr;
+  }
+  // Reserve every page now: a tmpfs that fills up later would kill us with SIGBUS on a
+  // write to a page it cannot supply; now it is a clear error instead.
+  if (const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes)); err != 0) {
+    error = fmt::format("cannot reserve {} bytes for {} in /dev/shm: {}", bytes, name,
+                        std::strerror(err));
+    ::close(fd);
+    ::shm_unlink(name.c_str());
+    return nullptr;
+  }
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) {
+    error = fmt::format("mmap({}, {} bytes): {}", name, bytes, std::strerror(errno));
+    ::shm_unlink(name.c_str());
+    return nullptr;
+  }
+  return static_cast<uint8_t*>(p);
+}
+
+// Regions whose owner died without closing (a crash, a kill) stay in /dev/shm until
+// removed; each endpoint that opens removes those whose owner no longer exists.
+void remove_stale_regions() {
+  DIR* dir = ::opendir("/dev/shm");
+  if (dir == nullptr) return;
+  while (const dirent* e = ::readdir(dir)) {
+    if (std::strncmp(e->d_name, "spray-shm-", 10) != 0) continue;
+    const std::string name = std::string("/") + e->d_name;
+    const int fd = ::shm_open(name.c_str(), O_RDONLY | O_CLOEXEC, 0);
+    if (fd < 0) continue;
+    struct stat st {};
+    void* p = MAP_FAILED;
+    if (::fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_size) >= sizeof(shm::RegionHeader))
+      p = ::mmap(nullptr, sizeof(shm::RegionHeader), PROT_READ, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (p == MAP_FAILED) continue;
+    const auto* h = static_cast<const shm::RegionHeader*>(p);
+    // A region being created has no magic yet: leave it.
+    const bool stale = h->magic.load(std::memory_order_acquire) == shm::kMagic &&
+                       h->owner_pid > 0 && ::kill(h->owner_pid, 0) != 0 && errno == ESRCH;
+    ::munmap(p, sizeof(shm::RegionHeader));
+    if (stale) ::shm_unlink(name.c_str());
+  }
+  ::closedir(dir);
+}
+
+}  // namespace
+
+std::unique_ptr<ShmDatapath> ShmDatapath::open(const ShmConfig& c, std::string& error) {
+  const auto addr = parse_ip(c.address, c.port);
+  if (!addr) {
+    error = fmt::format("'{}' is not an IPv4 or IPv6 address", c.address);
+    return nullptr;
+  }
+  if (c.mtu_bytes < 256 || c.buffers == 0 || c.inbox_slots == 0 || c.rx_views == 0 ||
+      c.ring_entries < 2 || (c.ring_entries & (c.ring_entries - 1)) != 0) {
+    error = "shm: mtu >= 256, buffers, inbox slots and views > 0, ring entries a power of two";
+    return nullptr;
+  }
+  const shm::RegionLayout layout =
+      shm::RegionLayout::of(c.mtu_bytes, c.buffers, c.inbox_slots, c.ring_entries);
+  if (!layout.fits(layout.total_bytes)) {
+    error = "shm: region geometry out of range";
+    return nullptr;
+  }
+  const int fd = open_doorbell(*addr, c.address, error);
+  if (fd < 0) return nullptr;
+  sockaddr_storage bound{};
+  socklen_t bound_len = sizeof(bound);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &bound_len);
+  const NetAddr local = from_sockaddr(bound);
+  remove_stale_regions();
+  const std::string name = shm::region_name(local);
+  uint8_t* base = create_region(name, layout.total_bytes, error);
+  if (base == nullptr) {
+    ::close(fd);
+    return nullptr;
+  }
+  return std::unique_ptr<ShmDatapath>(new ShmDatapath(layout, local, fd, base, name, c.rx_views));
+}
+
+ShmDatapath::ShmDatapath(const shm::RegionLayout& layout, NetAddr local, int socket, uint8_t* base,
+                         std::string name, uint32_t rx_views)
+    : layout_(layout),
+      local_(local),
+      socket_(socket),
+      base_(base),
+      header_(shm::header_of(base)),
+      name_(std::move(name)),
+      tx_bufs_(layout.buffer_count),
+      lent_to_(layout.buffer_count),
+      rx_views_(rx_views),
+      rx_lent_flag_(rx_views),
+      rx_region_(rx_views),
+      inbound_(layout.inbox_slots) {
+  // A fresh file is zero: every slot free, every buffer home, nobody asleep.
+  header_->version = shm::kVersion;
+  header_->owner_pid = static_cast<int32_t>(::getpid());
+  header_->owner = local_;
+  header_->layout = layout_;
+  header_->magic.store(shm::kMagic, std::memory_order_release);
+
+  tx_free_.reserve(layout.buffer_count);
+  lent_.reserve(layout.buffer_count);
+  for (uint32_t i = layout.buffer_count; i-- > 0;) {
+    tx_bufs_[i].data = layout_.buffer(base_, i);
+    tx_bufs_[i].capacity = layout_.mtu_bytes;
+    tx_bufs_[i].owner_tag = i;
+    tx_free_.push_back(i);
+  }
+  rx_free_.reserve(rx_views);
+  for (uint32_t i = rx_views; i-- > 0;) {
+    rx_views_[i].owner_tag = kViewTag | i;
+    rx_free_.push_back(i);
+  }
+  touched_.reserve(64);
+}
+
+ShmDatapath::~ShmDatapath() {
+  // Senders still mapping the region keep its memory until they unmap; the name goes now.
+  ::shm_unlink(name_.c_str());
+  ::munmap(base_, layout_.total_bytes);
+  for (const PeerRegion& r : regions_) ::munmap(r.base, r.layout.total_bytes);
+  ::close(socket_);
+}
+
+bool ShmDatapath::process_is_alive(int32_t pid) {
+  return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM);
+}
+
+int32_t ShmDatapath::map_peer(const NetAddr& addr) {
+  const auto known = region_by_addr_.find(addr);
+  if (known != region_by_addr_.end() && !regions_[static_cast<size_t>(known->second)].gone)
+    return known->second;
+  // Not mapped yet, or its owner died and it may have come back with a new region.
+  const std::string name = shm::region_name(addr);
+  const int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < sizeof(shm::RegionHeader)) {
+    ::close(fd);
+    return -1;
+  }
+  const auto file_bytes = static_cast<uint64_t>(st.st_size);
+  void* p = ::mmap(nullptr, file_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) return -1;
+  auto* base = static_cast<uint8_t*>(p);
+  const shm::RegionHeader* h = shm::header_of(base);
+  PeerRegion r;
+  r.addr = addr;
+  r.base = base;
+  r.layout = h->layout;
+  r.pid = h->owner_pid;
+  if (h->magic.load(std::memory_order_acquire) != shm::kMagic || h->version != shm::kVersion ||
+      !r.layout.fits(file_bytes) || !(h->owner == addr) || !process_is_alive(r.pid)) {
+    ::munmap(base, file_bytes);
+    return -1;
+  }
+  r.layout.total_bytes = file_bytes;  // what munmap must release
+  const auto index = static_cast<int32_t>(regions_.size());
+  regions_.push_back(r);
+  region_views_.push_back(0);
+  region_by_addr_[addr] = index;
+  return index;
+}
+
+int32_t ShmDatapath::outbox_for(const NetAddr& peer) {
+  const auto known = outbox_by_addr_.find(peer);
+  if (known != outbox_by_addr_.end() && !outboxes_[static_cast<size_t>(known->second)].dead)
+    return known->second;
+  const int32_t region = map_peer(peer);
+  if (region < 0) return -1;
+  PeerRegion& r = regions_[static_cast<size_t>(region)];
+  shm::RegionHeader* h = shm::header_of(r.base);
+  for (uint32_t i = 0; i < r.layout.inbox_slots; ++i) {
+    shm::SlotControl* slot = r.layout.slot(r.base, i);
+    uint32_t expected = shm::kSlotFree;
+    if (!slot->state.compare_exchange_strong(expected, shm::kSlotClaiming,
+                                             std::memory_order_acq_rel))
+      continue;
+    slot->generation += 1;
+    slot->sender_pid = static_cast<int32_t>(::getpid());
+    slot->sender = local_;
+    uint32_t used = h->slots_used.load(std::memory_order_relaxed);
+    while (used < i + 1 &&
+           !h->slots_used.compare_exchange_weak(used, i + 1, std::memory_order_relaxed)) {
+    }
+    Outbox o;
+    o.region = static_cast<uint32_t>(region);
+    o.slot = slot;
+    o.ring = shm::ring_of(slot);
+    o.head = slot->head.load(std::memory_order_relaxed);
+    o.tail_seen = slot->tail.load(std::memory_order_acquire);
+    o.doorbell_len = to_sockaddr(peer, o.doorbell);
+    slot->state.store(shm::kSlotReady, std::memory_order_release);
+    const auto index = static_cast<int32_t>(outboxes_.size());
+    outboxes_.push_back(o);
+    outbox_by_addr_[peer] = index;
+    return index;
+  }
+  return -1;  // every slot of the peer's inbox is taken
+}
+
+void ShmDatapath::collect_dead_senders() {
+  const uint32_t used =
+      std::min(header_->slots_used.load(std::memory_order_acquire), layout_.inbox_slots);
+  for (uint32_t i = 0; i < used; ++i) {
+    shm::SlotControl* slot = layout_.slot(base_, i);
+    if (slot->state.load(std::memory_order_acquire) != shm::kSlotReady) continue;
+    if (process_is_alive(slot->sender_pid)) continue;
+    // Its packets are dropped: nobody will acknowledge or retransmit them.
+    const int32_t region = inbound_[i].region;
+    if (region >= 0) regions_[static_cast<size_t>(region)].gone = true;
+    inbound_[i] = {};
+    slot->head.store(0, std::memory_order_relaxed);
+    slot->tail.store(0, std::memory_order_relaxed);
+    slot->state.store(shm::kSlotFree, std::memory_order_release);
+    ++stats_.slots_freed;
+  }
+}
+
+void ShmDatapath::reclaim() {
+  std::atomic<uint32_t>* lent = layout_.lent(base_);
+  const auto take_back = [&](size_t k) {
+    tx_free_.push_back(lent_[k]);
+    lent_[k] = lent_.back();
+    lent_.pop_back();
+  };
+  for (size_t k = lent_.size(); k-- > 0;) {
+    if (lent[lent_[k]].load(std::memory_order_acquire) == 0) take_back(k);
+  }
+  if (!tx_free_.empty()) return;
+  // Nothing came back: is a receiver holding buffers dead?
+  bool any_dead = false;
+  for (Outbox& o : outboxes_) {
+    PeerRegion& r = regions_[o.region];
+    if (o.dead || process_is_alive(r.pid)) continue;
+    o.dead = true;
+    r.gone = true;
+    any_dead = true;
+  }
+  if (!any_dead) return;
+  for (size_t k = lent_.size(); k-- > 0;) {
+    if (!outboxes_[lent_to_[lent_[k]]].dead) continue;
+    lent[lent_[k]].store(0, std::memory_order_relaxed);
+    take_back(k);
+    ++stats_.reclaimed_from_dead;
+  }
+}
+
+}  // namespace spray::dp
