@@ -79,6 +79,9 @@ std::unique_ptr<FabricLink> FabricLink::open(const std::string& provider, std::s
   if (const char* spin = std::getenv("SPRAY_COLL_SPIN_US"); spin && *spin) {
     link->spin_ = std::chrono::microseconds(std::strtol(spin, nullptr, 10));
   }
+  if (const char* y = std::getenv("SPRAY_COLL_YIELD_US"); y && *y) {
+    link->yield_ = std::chrono::microseconds(std::strtol(y, nullptr, 10));
+  }
   link->slots_.resize(kSlots);
   link->free_slots_.reserve(kSlots);
   for (size_t i = kSlots; i-- > 0;) link->free_slots_.push_back(static_cast<uint32_t>(i));
@@ -198,7 +201,7 @@ void FabricLink::wait_all(std::span<const Request> rs,
       last_event = now;
     } else if (now - last_event > spin_) {
       // Idle: give the CPU to the other ranks of this machine.
-      if (cq_can_block_) {
+      if (cq_can_block_ && now - last_event > spin_ + yield_) {
         progress(1);
       } else {
         std::this_thread::yield();

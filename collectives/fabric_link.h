@@ -90,7 +90,8 @@ class FabricLink {
   fid_cq* cq_ = nullptr;
   fid_ep* ep_ = nullptr;
   bool cq_can_block_ = false;
-  std::chrono::microseconds spin_{};  // polling before blocking, per wait
+  std::chrono::microseconds spin_{};   // polling before blocking, per wait
+  std::chrono::microseconds yield_{};  // then polling with sched_yield before blocking
   std::vector<fi_addr_t> peers_;
   std::vector<Slot> slots_;
   std::vector<uint32_t> free_slots_;

@@ -74,11 +74,13 @@ class EngineOver final : public EndpointEngine {
     return fmt::format(
         "packets tx {} rx {}; retransmits {} (rack {}, timeout {}); duplicates {}; acks sent {} "
         "received {}; nacks sent {} received {}; bad {}; malformed {}; refused {}; unknown peers "
-        "{}; pdcs opened {} closed {} failed {} refused {}",
+        "{}; pdcs opened {} closed {} failed {} refused {}; rendezvous direct reads {} "
+        "(fell back {})",
         e.tx_packets, e.rx_packets, p.retransmits, p.rack_retransmits, p.timeout_retransmits,
         p.rx_duplicates, p.acks_sent, p.acks_received, p.nacks_sent, p.nacks_received,
         p.bad_packets, e.rx_malformed, e.rx_refused, e.rx_unknown_peer, p.pdcs_opened,
-        p.pdcs_closed, p.pdcs_failed, p.pdcs_refused);
+        p.pdcs_closed, p.pdcs_failed, p.pdcs_refused, engine_.ses().stats().direct_reads,
+        engine_.ses().stats().direct_read_fallbacks);
   }
   int wait_fd() const override {
     if constexpr (requires(const D& d) { d.wait_fd(); }) {
@@ -156,6 +158,12 @@ std::unique_ptr<EndpointEngine> open_dpdk(const dp::NetAddr& local, std::string&
   }
   auto datapath = dp::DpdkDatapath::open(c, error);
   if (!datapath) return nullptr;
+  // Frames sent before the port's link is up are lost: harmless for RDM (PDS resends),
+  // but a DGRAM application's first datagram would vanish (a memif client's link comes
+  // up only once it has connected). Wait a little; a link that comes up later still works.
+  if (!datapath->await_link(Duration::seconds(2))) {
+    SPRAY_WARN(FI_LOG_EP_CTRL, "DPDK port link still down after 2 s; sending anyway\n");
+  }
   return std::make_unique<EngineOver<dp::DpdkDatapath>>(std::move(datapath), engine_config());
 }
 

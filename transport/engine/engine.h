@@ -128,11 +128,21 @@ class Engine {
  private:
   static EngineConfig adjust(EngineConfig c, uint32_t mtu) {
     c.ses.mtu_bytes = mtu;
+    c.ses.direct_reads = kDirectReads;
     c.ses.max_peers = c.max_peers;
     c.pds.cc.mtu_bytes = mtu;
     return c;
   }
   bool known(PeerIndex p) const { return p < peers_.size(); }
+  // A datapath that can copy from a peer's memory (shared memory between processes):
+  // rendezvous receives are then one copy, done here, instead of read requests.
+  static constexpr bool kDirectReads = requires(D & d, const dp::NetAddr& a, uint8_t* p) {
+    d.read_peer_memory(a, uint64_t{}, p, size_t{});
+  };
+  // Copies at most kDirectReadBytesPerProgress of the direct reads SES handed over, so one
+  // large message cannot stall this engine's acknowledgements for milliseconds.
+  void copy_direct_reads(Time now);
+  static constexpr uint64_t kDirectReadBytesPerProgress = 1 << 20;
   // Bytes after which a transmit batch goes to the datapath before it holds kTxBatch
   // packets: D::kTxFlushBytes where a datapath's tx_burst is cheap and its peer waits on
   // it (shared memory); otherwise only full batches, as a system call per burst is dear
@@ -180,6 +190,9 @@ class Engine {
   std::vector<RudiReply> rudi_replies_;
   std::vector<uint32_t> stalled_rod_;   // ROD PDCs whose in-order delivery SES refused
   std::vector<PeerIndex> probe_peers_;  // scratch: peers to probe this round
+  ses::DirectRead direct_read_{};       // the one being copied, when direct_read_copied_ > 0
+  uint64_t direct_read_copied_ = 0;
+  bool direct_read_active_ = false;
   Time next_probe_{};
   Time now_{};
   EngineStats stats_;

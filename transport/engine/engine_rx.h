@@ -31,6 +31,7 @@ size_t Engine<D>::progress(Time now) {
     for (PeerIndex peer : probe_peers_) (void)pds_.probe(peer, pds::Mode::kRud, now);
   }
   drain_reports();
+  if constexpr (kDirectReads) copy_direct_reads(now);
   size_t sent = send_control();
   sent += send_data(now);
   sent += send_rudi(now);
@@ -38,6 +39,37 @@ size_t Engine<D>::progress(Time now) {
   sent += send_control();  // NACKs raised while sending (e.g. none) and ACKs from failures
   flush_tx();
   return received + sent;
+}
+
+template <dp::Datapath D>
+void Engine<D>::copy_direct_reads(Time now) {
+  if constexpr (kDirectReads) {
+    uint64_t budget = kDirectReadBytesPerProgress;
+    while (budget > 0) {
+      if (!direct_read_active_) {
+        if (!ses_.pop_direct_read(direct_read_)) return;
+        direct_read_active_ = true;
+        direct_read_copied_ = 0;
+      }
+      ses::DirectRead& r = direct_read_;
+      if (!ses_.direct_read_wanted(r)) {
+        direct_read_active_ = false;
+        continue;
+      }
+      const uint64_t chunk = std::min(budget, r.length - direct_read_copied_);
+      const bool ok =
+          dp_.read_peer_memory(peers_.address(r.peer), r.remote_address + direct_read_copied_,
+                               r.local + direct_read_copied_, chunk);
+      if (ok) {
+        direct_read_copied_ += chunk;
+        budget -= chunk;
+      }
+      if (!ok || direct_read_copied_ == r.length) {
+        direct_read_active_ = false;
+        ses_.direct_read_done(r, ok, now);
+      }
+    }
+  }
 }
 
 template <dp::Datapath D>

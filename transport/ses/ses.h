@@ -51,6 +51,22 @@ struct SesConfig {
   uint64_t rendezvous_threshold_bytes = 64 * 1024;  // larger sends use rendezvous
   uint32_t completion_queue_entries = 1024;         // initial; it grows when full
   uint32_t job_id = 0;
+  // The engine's datapath can copy from a peer's memory itself (shared memory between
+  // processes of one host): rendezvous receives are then handed to the engine as
+  // DirectReads instead of read requests, so a large message is copied once, not twice.
+  bool direct_reads = false;
+};
+
+// A rendezvous receive the engine may complete by copying `length` bytes from the
+// sender's memory at `remote_address` (the virtual address its rendezvous advertised)
+// into `local` itself. Handed back through Ses::direct_read_done.
+struct DirectRead {
+  uint32_t slot = 0;  // the receive's slot
+  PeerIndex peer = pds::kNoPeer;
+  uint16_t msg_id = 0;
+  uint64_t remote_address = 0;
+  uint8_t* local = nullptr;
+  uint64_t length = 0;
 };
 
 // The longest SES header Spray writes: the standard request with the rendezvous
@@ -92,7 +108,9 @@ struct SesStats {
   uint64_t rendezvous_sends = 0;
   uint64_t malformed_packets = 0;
   uint64_t stale_responses = 0;
-  uint64_t rma_errors = 0;  // bad key, bounds or rights at this target
+  uint64_t rma_errors = 0;             // bad key, bounds or rights at this target
+  uint64_t direct_reads = 0;           // rendezvous receives copied from the sender's memory
+  uint64_t direct_read_fallbacks = 0;  // ... that could not be, and went by read requests
 };
 
 class Ses {
@@ -168,6 +186,28 @@ class Ses {
   RxResult on_rudi_request(PeerIndex peer, wire::NextHeader next, std::span<const uint8_t> bytes,
                            wire::ReturnCode& rc, uint16_t& msg_id);
   void on_rudi_response(pds::PacketRef ref, wire::ReturnCode rc);
+
+  // Rendezvous receives waiting for the engine to copy them (SesConfig::direct_reads),
+  // oldest first.
+  bool pop_direct_read(DirectRead& out) {
+    if (direct_reads_head_ == direct_reads_.size()) return false;
+    out = direct_reads_[direct_reads_head_++];
+    if (direct_reads_head_ == direct_reads_.size()) {
+      direct_reads_.clear();
+      direct_reads_head_ = 0;
+    }
+    return true;
+  }
+  // The engine is done with `r`: `copied` when every byte was placed (the receive
+  // completes and the sender is told); otherwise the message is read through the network
+  // as without direct reads. Stale entries (the receive ended meanwhile) are ignored.
+  void direct_read_done(const DirectRead& r, bool copied, Time now);
+  // False once the receive `r` fills has ended otherwise (its peer failed): stop copying
+  // into a buffer that may be the application's again.
+  bool direct_read_wanted(const DirectRead& r) const {
+    return rx_.in_use(r.slot) && rx_[r.slot].direct_read_pending && rx_[r.slot].peer == r.peer &&
+           rx_[r.slot].msg_id == r.msg_id;
+  }
 
   // Datagrams waiting for the engine to transmit them (UUD bypasses PDS).
   bool pop_datagram(uint32_t& message) {
@@ -253,8 +293,10 @@ class Ses {
     std::unique_ptr<uint8_t[]> unexpected;  // eager data that arrived before a match
     uint32_t next_unexpected = kNone;
     Status status = Status::kOk;
-    uint64_t read_offset = 0;  // rendezvous
+    uint64_t read_offset = 0;  // rendezvous: the sender's buffer address
     uint64_t read_key = 0;
+    bool direct_read_pending = false;  // handed to the engine as a DirectRead
+    bool direct_read_failed = false;   // it could not copy: read through the network
   };
 
   static uint64_t id_key(PeerIndex peer, uint16_t id) { return (uint64_t{peer} << 16) | id; }
@@ -324,6 +366,8 @@ class Ses {
   uint32_t unexpected_head_ = kNone;  // FIFO of unmatched rx messages
   uint32_t unexpected_tail_ = kNone;
   std::vector<uint32_t> datagrams_;
+  std::vector<DirectRead> direct_reads_;  // FIFO from direct_reads_head_
+  size_t direct_reads_head_ = 0;
   // Messages a probe claimed: (claim key, rx slot or kNone once its sender gave up on
   // it). Slow path (MPI_Mprobe); a handful of entries at most.
   std::vector<std::pair<uint64_t, uint32_t>> claimed_;

@@ -438,6 +438,11 @@ void Ses::start_rendezvous_read(uint32_t slot, Time now) {
     finish_rendezvous_receive(slot, Status::kOk, now);
     return;
   }
+  if (cfg_.direct_reads && !m.direct_read_failed) {
+    m.direct_read_pending = true;
+    direct_reads_.push_back({slot, m.peer, m.msg_id, m.read_offset, m.recv.buffer, len});
+    return;
+  }
   const auto t = new_read(m.peer, m.recv.buffer, len, m.read_offset, m.read_key);
   if (!t) {
     finish_rendezvous_receive(slot, Status::kAgain, now);
@@ -447,6 +452,21 @@ void Ses::start_rendezvous_read(uint32_t slot, Time now) {
   if (start(*t, pds::Mode::kRud, now) != Status::kOk) {
     finish_rendezvous_receive(slot, Status::kPeerUnreachable, now);
   }
+}
+
+void Ses::direct_read_done(const DirectRead& r, bool copied, Time now) {
+  if (!rx_.in_use(r.slot)) return;
+  RxMessage& m = rx_[r.slot];
+  if (!m.direct_read_pending || m.peer != r.peer || m.msg_id != r.msg_id) return;
+  m.direct_read_pending = false;
+  if (copied) {
+    ++stats_.direct_reads;
+    finish_rendezvous_receive(r.slot, Status::kOk, now);
+    return;
+  }
+  ++stats_.direct_read_fallbacks;
+  m.direct_read_failed = true;
+  start_rendezvous_read(r.slot, now);
 }
 
 void Ses::finish_rendezvous_receive(uint32_t slot, Status status, Time now) {

@@ -73,6 +73,7 @@ Ses::Ses(const SesConfig& config, pds::Pds& pds)
   // Queues hold message slots, so their reach is bounded by the pool: reserve it once
   // and the fast path never grows them.
   datagrams_.reserve(config.max_tx_messages);
+  if (config.direct_reads) direct_reads_.reserve(config.max_rx_messages);
   rudi_queue_.resize(config.max_tx_messages);
   finishing_.reserve(config.max_tx_messages);
   awaiting_.reserve(config.max_tx_messages);
@@ -136,10 +137,13 @@ Status Ses::send(PeerIndex peer, const void* buf, uint64_t len, UserContext ctx,
   m.run.packet_count = rendezvous ? 1 : packets_for(len);
   m.run.packet_bytes = cfg_.mtu_bytes;
   if (rendezvous) {
-    // Expose the source buffer to this peer's reads through a one-time internal key.
+    // Expose the source buffer to this peer's reads through a one-time internal key,
+    // addressed by its virtual address: a receiver that can reach our memory directly
+    // (DirectRead) copies from there; any other reads through the key as usual.
     m.needs_response = true;
     m.rendezvous_key = kRendezvousKeyBase | (rendezvous_keys_++ & 0xffffffffffffULL);
-    MemoryRegion r{const_cast<uint8_t*>(m.src), len, 0, m.rendezvous_key, access::kRemoteRead};
+    MemoryRegion r{const_cast<uint8_t*>(m.src), len, reinterpret_cast<uint64_t>(m.src),
+                   m.rendezvous_key, access::kRemoteRead};
     if (regions_.add(r) != Status::kOk) {
       tx_.release(*slot);
       return Status::kAgain;
@@ -416,7 +420,7 @@ size_t Ses::build_header(pds::PacketRef ref, std::span<uint8_t> out, wire::NextH
   if (n == 0) return 0;
   if (m.kind == TxKind::kRendezvous) {
     wire::RendezvousExtension x;
-    x.read_offset = 0;
+    x.read_offset = reinterpret_cast<uint64_t>(m.src);  // the region's base: its first byte
     x.read_key = m.rendezvous_key;
     const size_t e = wire::encode(x, out.subspan(n));
     if (e == 0) return 0;

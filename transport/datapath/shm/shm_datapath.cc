@@ -2,6 +2,9 @@
 // and the sleep/doorbell handshake.
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <atomic>
@@ -154,6 +157,33 @@ size_t ShmDatapath::rx_burst(PacketBuf** bufs, size_t n) {
   // per sender, so not on every poll).
   if (kept == 0 && ++idle_polls_ % kIdlePollsPerCollection == 0) collect_dead_senders();
   return kept;
+}
+
+bool ShmDatapath::read_peer_memory(const NetAddr& peer, uint64_t remote_address, uint8_t* local,
+                                   size_t length) {
+  if (!peer_reads_allowed_) return false;
+  const int32_t region = map_peer(peer);
+  if (region < 0) {
+    ++stats_.peer_reads_refused;
+    return false;
+  }
+  const int32_t pid = regions_[static_cast<size_t>(region)].pid;
+  size_t done = 0;
+  while (done < length) {
+    iovec to{local + done, length - done};
+    iovec from{reinterpret_cast<void*>(remote_address + done), length - done};
+    const ssize_t n = ::process_vm_readv(pid, &to, 1, &from, 1, 0);
+    if (n <= 0) {
+      // EPERM/ENOSYS: this kernel or its policy (Yama ptrace_scope) forbids it, for good.
+      if (n < 0 && (errno == EPERM || errno == ENOSYS)) peer_reads_allowed_ = false;
+      ++stats_.peer_reads_refused;
+      return false;
+    }
+    done += static_cast<size_t>(n);
+  }
+  ++stats_.peer_reads;
+  stats_.peer_read_bytes += length;
+  return true;
 }
 
 bool ShmDatapath::packets_waiting() const {

@@ -57,6 +57,9 @@ struct ShmStats {
   uint64_t rx_malformed = 0;         // descriptors naming a buffer or length outside the sender
   uint64_t reclaimed_from_dead = 0;  // buffers taken back from receivers that died
   uint64_t slots_freed = 0;          // inbox slots of dead senders freed
+  uint64_t peer_reads = 0;           // read_peer_memory calls that copied
+  uint64_t peer_read_bytes = 0;
+  uint64_t peer_reads_refused = 0;  // ... that failed (permission, bad address, peer gone)
 };
 
 class ShmDatapath {
@@ -80,6 +83,14 @@ class ShmDatapath {
   void free(PacketBuf** bufs, size_t n);
   uint32_t mtu() const { return layout_.mtu_bytes; }
   NetAddr local_address() const { return local_; }
+
+  // Copies `length` bytes at `remote_address` in the memory of the process that owns the
+  // endpoint at `peer` into `local` (one copy, by cross-memory attach: process_vm_readv).
+  // The engine uses it for rendezvous receives. False when that is not possible (the
+  // peer is unknown or gone, the kernel refuses: then it stays off), and the engine reads
+  // through packets instead.
+  bool read_peer_memory(const NetAddr& peer, uint64_t remote_address, uint8_t* local,
+                        size_t length);
 
   // Blocks until a packet is waiting or `timeout` passes. True if one is waiting.
   bool wait(Duration timeout);
@@ -165,10 +176,11 @@ class ShmDatapath {
   std::unordered_map<NetAddr, int32_t, AddrHash> region_by_addr_;
   std::vector<Outbox> outboxes_;
   std::unordered_map<NetAddr, int32_t, AddrHash> outbox_by_addr_;
-  std::vector<uint32_t> touched_;  // outboxes with descriptors to publish this burst
-  std::vector<Inbound> inbound_;   // per own inbox slot
-  uint32_t rx_next_slot_ = 0;      // round robin over senders
-  uint32_t idle_polls_ = 0;        // empty rx_bursts, for collect_dead_senders
+  std::vector<uint32_t> touched_;   // outboxes with descriptors to publish this burst
+  std::vector<Inbound> inbound_;    // per own inbox slot
+  uint32_t rx_next_slot_ = 0;       // round robin over senders
+  uint32_t idle_polls_ = 0;         // empty rx_bursts, for collect_dead_senders
+  bool peer_reads_allowed_ = true;  // false after the kernel refused cross-memory reads
 };
 
 static_assert(Datapath<ShmDatapath>);

@@ -1,0 +1,118 @@
+// Direct reads: over a datapath that can copy from a peer's memory (shared memory between
+// processes), a rendezvous receive is one copy made by the receiving engine, not a read
+// request answered by packets. Driven here over an in-memory wire whose "peer memory"
+// is this process's (so the copy is a memcpy), with refusals on demand.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "nic_sim/loopback_pair.h"
+#include "transport/engine/engine.h"
+
+namespace spray {
+namespace {
+
+// LoopbackPort plus read_peer_memory, which copies from this process's memory unless
+// told to refuse (a kernel that forbids cross-memory attach, a peer that is gone).
+class PeerReadingPort {
+ public:
+  explicit PeerReadingPort(sim::LoopbackPort& port) : port_(port) {}
+  size_t alloc(dp::PacketBuf** b, size_t n) { return port_.alloc(b, n); }
+  size_t tx_burst(dp::PacketBuf** b, size_t n) { return port_.tx_burst(b, n); }
+  size_t rx_burst(dp::PacketBuf** b, size_t n) { return port_.rx_burst(b, n); }
+  void free(dp::PacketBuf** b, size_t n) { port_.free(b, n); }
+  uint32_t mtu() const { return port_.mtu(); }
+  dp::NetAddr local_address() const { return port_.local_address(); }
+
+  bool read_peer_memory(const dp::NetAddr&, uint64_t remote, uint8_t* local, size_t length) {
+    ++calls;
+    if (refuse) return false;
+    std::memcpy(local, reinterpret_cast<const void*>(remote), length);
+    bytes += length;
+    return true;
+  }
+
+  bool refuse = false;
+  uint64_t calls = 0;
+  uint64_t bytes = 0;
+
+ private:
+  sim::LoopbackPort& port_;
+};
+static_assert(dp::Datapath<PeerReadingPort>);
+
+struct Pair {
+  sim::LoopbackPair wire{4096, 65536};
+  PeerReadingPort pa{wire.a()}, pb{wire.b()};
+  engine::Engine<PeerReadingPort> a{pa, {}}, b{pb, {}};
+  pds::PeerIndex to_b = a.add_peer(pb.local_address());
+
+  // Runs both engines until the receive and the send completed; returns them.
+  bool run(ses::Completion& sent, ses::Completion& received) {
+    bool got_tx = false, got_rx = false;
+    Time now{};
+    for (int i = 0; i < 200000 && !(got_tx && got_rx); ++i) {
+      now = now + Duration::microseconds(1);
+      a.progress(now);
+      b.progress(now);
+      got_tx = got_tx || a.poll_completion(sent);
+      got_rx = got_rx || b.poll_completion(received);
+    }
+    return got_tx && got_rx;
+  }
+};
+
+TEST(DirectRead, a_rendezvous_is_copied_once_by_the_receiver) {
+  Pair p;
+  const size_t len = 5 << 20;  // more than one progress step's worth of copying
+  std::vector<uint8_t> src(len), dst(len, 0);
+  std::iota(src.begin(), src.end(), static_cast<uint8_t>(3));
+  ASSERT_EQ(p.b.post_recv({dst.data(), len, 7}), Status::kOk);
+  ASSERT_EQ(p.a.send(p.to_b, src.data(), len, 9), Status::kOk);
+  ses::Completion sent, received;
+  ASSERT_TRUE(p.run(sent, received));
+  EXPECT_EQ(sent.status, Status::kOk);
+  EXPECT_EQ(received.status, Status::kOk);
+  EXPECT_EQ(received.length, len);
+  EXPECT_EQ(dst, src);
+  EXPECT_EQ(p.b.ses().stats().direct_reads, 1u);
+  EXPECT_EQ(p.pb.bytes, len);
+  EXPECT_GE(p.pb.calls, 5u);  // copied in steps of at most 1 MiB per progress
+  // No read request crossed the wire: A sent the rendezvous header and ACKs only.
+  EXPECT_LT(p.a.stats().tx_packets, 10u);
+}
+
+TEST(DirectRead, a_short_receive_copies_only_what_fits_and_completes_truncated) {
+  Pair p;
+  std::vector<uint8_t> src(300000), dst(100000, 0);
+  std::iota(src.begin(), src.end(), static_cast<uint8_t>(1));
+  ASSERT_EQ(p.b.post_recv({dst.data(), dst.size(), 7}), Status::kOk);
+  ASSERT_EQ(p.a.send(p.to_b, src.data(), src.size(), 9), Status::kOk);
+  ses::Completion sent, received;
+  ASSERT_TRUE(p.run(sent, received));
+  EXPECT_EQ(p.pb.bytes, dst.size());
+  EXPECT_TRUE(std::equal(dst.begin(), dst.end(), src.begin()));
+  EXPECT_EQ(sent.status, Status::kOk);
+}
+
+TEST(DirectRead, a_refused_read_falls_back_to_read_requests) {
+  Pair p;
+  p.pb.refuse = true;
+  const size_t len = 1 << 20;
+  std::vector<uint8_t> src(len), dst(len, 0);
+  std::iota(src.begin(), src.end(), static_cast<uint8_t>(5));
+  ASSERT_EQ(p.b.post_recv({dst.data(), len, 7}), Status::kOk);
+  ASSERT_EQ(p.a.send(p.to_b, src.data(), len, 9), Status::kOk);
+  ses::Completion sent, received;
+  ASSERT_TRUE(p.run(sent, received));
+  EXPECT_EQ(received.status, Status::kOk);
+  EXPECT_EQ(dst, src);
+  EXPECT_EQ(p.b.ses().stats().direct_reads, 0u);
+  EXPECT_EQ(p.b.ses().stats().direct_read_fallbacks, 1u);
+  EXPECT_GT(p.a.stats().tx_packets, len / 4096);  // the read responses carried it
+}
+
+}  // namespace
+}  // namespace spray
