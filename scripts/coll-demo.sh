@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The collectives demonstration (README's main job): 4 local ranks run all-reduce and
-# all-to-all with spray::coll through `spray` over loopback UDP, then through libfabric's
-# `tcp` and `shm` (shared memory: the same kind of path Open MPI takes between local
-# ranks), then Open MPI's MPI_Allreduce / MPI_Alltoall over its default path, all in one
-# run (these machines are shared: compare side by side, not absolute numbers).
+# all-to-all with spray::coll through `spray` over loopback UDP and over its shared-memory
+# datapath (spray:shm), then through libfabric's `tcp` and `shm` (shared memory: the same
+# kind of path Open MPI takes between local ranks), then Open MPI's MPI_Allreduce /
+# MPI_Alltoall over its default path, all in one run (these machines are shared: compare
+# side by side, not absolute numbers).
 # Usage: scripts/coll-demo.sh [BUILD_DIR] [RANKS]
 set -euo pipefail
 build=${1:-build}
@@ -13,16 +14,24 @@ export FI_PROVIDER_PATH=$(cd "$build/provider/lib" && pwd)
 # the runs then use it, and the last column shows the algorithm it picked per size.
 models=$(mktemp -d)
 trap 'rm -rf "$models"' EXIT
-for provider in spray tcp shm; do
-  "$build/tools/spray-run" -n "$ranks" --provider "$provider" --timeout 300 \
-    "$build/tools/spray-coll-perf" --calibrate "$models/$provider.json" >/dev/null
+# A provider is NAME or spray:DATAPATH (FI_SPRAY_DATAPATH for that run).
+run_ranks() {  # provider, then spray-run's program and arguments
+  local provider=$1
+  shift
+  FI_SPRAY_DATAPATH=$([[ $provider == *:* ]] && echo "${provider#*:}" || echo udp) \
+    "$build/tools/spray-run" -n "$ranks" --provider "${provider%%:*}" --timeout 600 "$@"
+}
+providers="spray spray:shm tcp shm"
+for provider in $providers; do
+  run_ranks "$provider" "$build/tools/spray-coll-perf" --calibrate "$models/$provider.json" \
+    >/dev/null
 done
 for coll in allreduce alltoall; do
-  for provider in spray tcp shm; do
+  for provider in $providers; do
+    echo "# $coll over $provider"
     SPRAY_COLL_TUNING=$models/$provider.json \
-      "$build/tools/spray-run" -n "$ranks" --provider "$provider" --timeout 600 \
-      "$build/tools/spray-coll-perf" --coll "$coll" --sizes 4K,1M,64M --check |
-      sed -n 's/^\[0\] //p'
+      run_ranks "$provider" "$build/tools/spray-coll-perf" --coll "$coll" --sizes 4K,1M,64M \
+      --check | sed -n 's/^\[0\] //p'
   done
 done
 # The quantised all-reduce (INT8, groups of 64) over spray: wire bytes saved per row.

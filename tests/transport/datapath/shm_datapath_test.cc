@@ -210,6 +210,12 @@ TEST(ShmDatapath, dead_receiver__its_buffers_are_taken_back) {
   ASSERT_EQ(a->alloc(burst.data(), 32), 32u);  // all back once it is gone
   EXPECT_EQ(a->stats().reclaimed_from_dead, 32u);
   a->free(burst.data(), 32);
+  // Its region is unmapped and its name gone: later packets to it are unreachable.
+  ASSERT_TRUE(test::make_burst<ShmDatapath>(*a, burst, addr, 100));
+  a->tx_burst(burst.data(), burst.size());
+  EXPECT_EQ(a->stats().tx_unreachable, 32u);
+  ASSERT_EQ(a->alloc(burst.data(), 32), 32u);
+  a->free(burst.data(), 32);
   ::close(go[0]);
   ::close(go[1]);
 }

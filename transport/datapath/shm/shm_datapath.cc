@@ -38,7 +38,8 @@ void ShmDatapath::free(PacketBuf** bufs, size_t n) {
     const uint32_t view = tag & ~kViewTag;
     // Release: our reads of the packet happen before the sender may reuse the buffer.
     rx_lent_flag_[view]->store(0, std::memory_order_release);
-    --region_views_[static_cast<size_t>(rx_region_[view])];
+    const auto region = static_cast<uint32_t>(rx_region_[view]);
+    if (--region_views_[region] == 0 && regions_[region].gone) unmap_region(region);
     rx_free_.push_back(view);
   }
 }
@@ -123,6 +124,7 @@ size_t ShmDatapath::rx_burst(PacketBuf** bufs, size_t n) {
       in.generation = slot->generation;
     }
     const PeerRegion& r = regions_[static_cast<size_t>(in.region)];
+    if (r.base == nullptr) continue;  // its owner died (collect_dead_senders frees the slot)
     std::atomic<uint32_t>* lent = r.layout.lent(r.base);
     const shm::Descriptor* ring = shm::ring_of(slot);
     const uint32_t mask = layout_.ring_entries - 1;

@@ -1,9 +1,11 @@
 // ShmDatapath: Spray between processes on one host through shared memory
 // (FI_SPRAY_DATAPATH=shm), the path Open MPI's vader and libfabric's shm take for local
 // peers. The transport above it is unchanged (PDS still acknowledges, SES still
-// matches), but packets cross without the kernel: each byte is copied twice per message
-// (application to buffer, buffer to application), against four or five times over
-// kernel UDP. See shm_layout.h for the region and how a packet travels.
+// matches), but packets cross without the kernel: an eager message's bytes are copied
+// twice (application to buffer, buffer to application), against four or five times over
+// kernel UDP, and a rendezvous message's once, by the receiving engine straight from the
+// sender's buffer (read_peer_memory). See shm_layout.h for the region and how a packet
+// travels.
 //
 // Addressing: an endpoint is named by an IP address and UDP port like a UDP endpoint
 // (so the provider's address vector is the same), and holds a UDP socket bound to that
@@ -111,7 +113,7 @@ class ShmDatapath {
     uint8_t* base = nullptr;
     shm::RegionLayout layout;  // copied and checked when mapped
     int32_t pid = 0;
-    bool gone = false;  // its owner died; kept mapped while received packets point into it
+    bool gone = false;  // its owner died; unmapped once no received packet points into it
   };
   // Where this endpoint sends to one peer: the slot it claimed in the peer's inbox.
   struct Outbox {
@@ -139,6 +141,10 @@ class ShmDatapath {
   int32_t outbox_for(const NetAddr& peer);
   static bool process_is_alive(int32_t pid);
   void reclaim();  // lent buffers that came back, and those lent to the dead
+  // A peer's owner died: no more packets to it (its outboxes die), and its mapping goes
+  // once no received packet points into it.
+  void forget_region(uint32_t index);
+  void unmap_region(uint32_t index);
   void end_sleep();
 
   bool packets_waiting() const;

@@ -217,7 +217,7 @@ ShmDatapath::~ShmDatapath() {
   // Senders still mapping the region keep its memory until they unmap; the name goes now.
   ::shm_unlink(name_.c_str());
   ::munmap(base_, layout_.total_bytes);
-  for (const PeerRegion& r : regions_) ::munmap(r.base, r.layout.total_bytes);
+  for (uint32_t i = 0; i < regions_.size(); ++i) unmap_region(i);
   ::close(socket_);
 }
 
@@ -308,13 +308,29 @@ void ShmDatapath::collect_dead_senders() {
     if (process_is_alive(slot->sender_pid)) continue;
     // Its packets are dropped: nobody will acknowledge or retransmit them.
     const int32_t region = inbound_[i].region;
-    if (region >= 0) regions_[static_cast<size_t>(region)].gone = true;
     inbound_[i] = {};
+    if (region >= 0) forget_region(static_cast<uint32_t>(region));
     slot->head.store(0, std::memory_order_relaxed);
     slot->tail.store(0, std::memory_order_relaxed);
     slot->state.store(shm::kSlotFree, std::memory_order_release);
     ++stats_.slots_freed;
   }
+}
+
+void ShmDatapath::forget_region(uint32_t index) {
+  PeerRegion& r = regions_[index];
+  r.gone = true;
+  for (Outbox& o : outboxes_) {
+    if (o.region == index) o.dead = true;
+  }
+  if (region_views_[index] == 0) unmap_region(index);
+}
+
+void ShmDatapath::unmap_region(uint32_t index) {
+  PeerRegion& r = regions_[index];
+  if (r.base == nullptr) return;
+  ::munmap(r.base, r.layout.total_bytes);
+  r.base = nullptr;
 }
 
 void ShmDatapath::reclaim() {
@@ -330,11 +346,9 @@ void ShmDatapath::reclaim() {
   if (!tx_free_.empty()) return;
   // Nothing came back: is a receiver holding buffers dead?
   bool any_dead = false;
-  for (Outbox& o : outboxes_) {
-    PeerRegion& r = regions_[o.region];
-    if (o.dead || process_is_alive(r.pid)) continue;
-    o.dead = true;
-    r.gone = true;
+  for (const Outbox& o : outboxes_) {
+    if (o.dead || process_is_alive(regions_[o.region].pid)) continue;
+    forget_region(o.region);  // marks o dead
     any_dead = true;
   }
   if (!any_dead) return;
