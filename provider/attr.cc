@@ -214,8 +214,10 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
             const fi_info* hints, fi_info** out) {
   *out = nullptr;
   if (FI_VERSION_LT(version, FI_VERSION(1, 5))) return -FI_ENODATA;
-  if (params().datapath != "udp" && params().datapath != "dpdk" && params().datapath != "shm") {
-    SPRAY_WARN(FI_LOG_CORE, "FI_SPRAY_DATAPATH=%s: the provider drives 'udp', 'shm' and 'dpdk'\n",
+  const std::string& dp = params().datapath;
+  if (dp != "udp" && dp != "auto" && dp != "dpdk" && dp != "shm") {
+    SPRAY_WARN(FI_LOG_CORE,
+               "FI_SPRAY_DATAPATH=%s: the provider drives 'udp', 'auto', 'shm' and 'dpdk'\n",
                params().datapath.c_str());
     return -FI_ENODATA;
   }

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "transport/datapath/auto/auto_datapath.h"
 #include "transport/datapath/dpdk/dpdk_datapath.h"
 #include "transport/datapath/shm/shm_datapath.h"
 #include "transport/datapath/udp/socket_address.h"
@@ -131,14 +132,18 @@ bool local_address(const fi_info* info, dp::NetAddr& out, std::string& error) {
   return true;
 }
 
-std::unique_ptr<EndpointEngine> open_udp(const dp::NetAddr& local, std::string& error) {
+dp::UdpConfig udp_config(const dp::NetAddr& local) {
   dp::UdpConfig c;
   c.address = dp::ip_to_string(local);
   c.port = local.port;
   c.entropy_ports = static_cast<uint16_t>(params().entropy_ports);
   c.mtu_bytes = datagram_bytes(c.address);
   c.buffers = 4096;
-  auto datapath = dp::UdpDatapath::open(c, error);
+  return c;
+}
+
+std::unique_ptr<EndpointEngine> open_udp(const dp::NetAddr& local, std::string& error) {
+  auto datapath = dp::UdpDatapath::open(udp_config(local), error);
   if (!datapath) return nullptr;
   return std::make_unique<EngineOver<dp::UdpDatapath>>(std::move(datapath), engine_config());
 }
@@ -179,6 +184,13 @@ std::unique_ptr<EndpointEngine> open_shm(const dp::NetAddr& local, std::string& 
   return std::make_unique<EngineOver<dp::ShmDatapath>>(std::move(datapath), engine_config());
 }
 
+// UDP with shared memory to the peers of this host (the UDP endpoint's MTU for both).
+std::unique_ptr<EndpointEngine> open_auto(const dp::NetAddr& local, std::string& error) {
+  auto datapath = dp::AutoDatapath::open(udp_config(local), dp::ShmConfig{}, error);
+  if (!datapath) return nullptr;
+  return std::make_unique<EngineOver<dp::AutoDatapath>>(std::move(datapath), engine_config());
+}
+
 }  // namespace
 
 std::unique_ptr<EndpointEngine> open_endpoint_engine(const fi_info* info, std::string& error) {
@@ -186,6 +198,7 @@ std::unique_ptr<EndpointEngine> open_endpoint_engine(const fi_info* info, std::s
   if (!local_address(info, local, error)) return nullptr;
   if (params().datapath == "dpdk") return open_dpdk(local, error);
   if (params().datapath == "shm") return open_shm(local, error);
+  if (params().datapath == "auto") return open_auto(local, error);
   return open_udp(local, error);
 }
 

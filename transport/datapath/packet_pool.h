@@ -44,6 +44,9 @@ class PacketPool {
   uint32_t available() const { return static_cast<uint32_t>(free_.size()); }
   uint32_t capacity() const { return static_cast<uint32_t>(bufs_.size()); }
   uint32_t buffer_bytes() const { return buffer_bytes_; }
+  bool owns(const dp::PacketBuf* b) const {
+    return b >= bufs_.data() && b < bufs_.data() + bufs_.size();
+  }
   // The whole arena, for datapaths that register it with a NIC.
   uint8_t* arena() { return arena_.get(); }
   size_t arena_bytes() const { return size_t{capacity()} * stride_; }

@@ -4,12 +4,14 @@
 #include "transport/datapath/shm/shm_datapath.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <iostream>
 #include <thread>
 #include <vector>
@@ -29,15 +31,54 @@ std::unique_ptr<ShmDatapath> open_ok(ShmConfig c = {}) {
   return d;
 }
 
-// Receives until `want` packets came or a bounded number of polls passed.
+// Receives until `want` packets came or 10 s passed (a child process may still be
+// starting: opening an endpoint reserves its shared memory).
 std::vector<PacketBuf*> receive(ShmDatapath& d, size_t want) {
   std::vector<PacketBuf*> got(want);
   size_t have = 0;
-  for (int polls = 0; have < want && polls < 100000; ++polls)
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (have < want && std::chrono::steady_clock::now() < deadline)
     have += d.rx_burst(got.data() + have, want - have);
   got.resize(have);
   return got;
 }
+
+// Both ends of a pipe, closed however the test ends.
+struct Pipe {
+  int fd[2] = {-1, -1};
+  Pipe() { EXPECT_EQ(::pipe(fd), 0); }
+  ~Pipe() {
+    for (int f : fd) ::close(f);
+  }
+  Pipe(const Pipe&) = delete;
+  Pipe& operator=(const Pipe&) = delete;
+  void signal() { (void)!::write(fd[1], "x", 1); }
+  void await() {
+    char byte;
+    (void)!::read(fd[0], &byte, 1);
+  }
+};
+
+// A forked child, killed and reaped if the test ends before it exits: a failed
+// assertion must not leave it blocked (holding ctest's output pipe open).
+struct Child {
+  pid_t pid = -1;
+  Child() = default;
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+  ~Child() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+  bool reap() {
+    int status = 0;
+    const bool ok = ::waitpid(pid, &status, 0) == pid;
+    pid = -1;
+    return ok;
+  }
+};
 
 TEST(ShmDatapath, open__reports_a_port_in_use_an_address_not_local_and_bad_geometry) {
   auto a = open_ok();
@@ -103,8 +144,10 @@ TEST(ShmDatapath, full_ring__drops_like_a_full_queue_and_recovers) {
   a->tx_burst(burst.data(), burst.size());
   EXPECT_EQ(a->stats().tx_packets, 16u);
   EXPECT_EQ(a->stats().tx_dropped, 24u);
-  auto got = receive(*b, 40);
+  auto got = receive(*b, 16);
   EXPECT_EQ(got.size(), 16u);
+  PacketBuf* extra = nullptr;
+  EXPECT_EQ(b->rx_burst(&extra, 1), 0u);  // the 24 dropped are not there
   b->free(got.data(), got.size());
   ASSERT_TRUE(test::make_burst<ShmDatapath>(*a, burst, b->local_address(), 100));
   a->tx_burst(burst.data(), 10);
@@ -152,8 +195,10 @@ TEST(ShmDatapath, corrupt_descriptor__is_counted_and_skipped) {
   shm::Descriptor* ring = shm::ring_of(layout.slot(base, 0));
   ring[0].buffer = 0xfffffff0;
   ring[2].len = 1u << 30;
-  const auto got = receive(*b, 3);
+  const auto got = receive(*b, 1);
   ASSERT_EQ(got.size(), 1u);
+  PacketBuf* extra = nullptr;
+  EXPECT_EQ(b->rx_burst(&extra, 1), 0u);  // both bad descriptors were consumed, not kept
   EXPECT_EQ(got[0]->entropy, 1);
   EXPECT_EQ(b->stats().rx_malformed, 2u);
   b->free(const_cast<PacketBuf**>(got.data()), got.size());
@@ -161,28 +206,24 @@ TEST(ShmDatapath, corrupt_descriptor__is_counted_and_skipped) {
   ::munmap(const_cast<shm::RegionHeader*>(header), sizeof(shm::RegionHeader));
 }
 
-// A child process opens an endpoint and writes its address to `pipe_fd`, then runs
-// `body` and exits. Returns the child's pid and its address.
+// Forks `child`: it opens an endpoint, tells us its address, runs `body` and exits.
+// Returns that address.
 template <class Body>
-std::pair<pid_t, NetAddr> spawn_endpoint(Body body) {
-  int fds[2];
-  EXPECT_EQ(::pipe(fds), 0);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    ::close(fds[0]);
+NetAddr spawn_endpoint(Child& child, Body body) {
+  Pipe info;
+  child.pid = ::fork();
+  if (child.pid == 0) {
     std::string error;
     auto d = ShmDatapath::open(ShmConfig{}, error);
     NetAddr addr = d ? d->local_address() : NetAddr{};
-    (void)!::write(fds[1], &addr, sizeof(addr));
+    (void)!::write(info.fd[1], &addr, sizeof(addr));
     if (d) body(*d);
     d.reset();  // a clean close: the region's name goes, mappings of it stay valid
     ::_exit(0);
   }
-  ::close(fds[1]);
   NetAddr addr;
-  EXPECT_EQ(::read(fds[0], &addr, sizeof(addr)), static_cast<ssize_t>(sizeof(addr)));
-  ::close(fds[0]);
-  return {pid, addr};
+  EXPECT_EQ(::read(info.fd[0], &addr, sizeof(addr)), static_cast<ssize_t>(sizeof(addr)));
+  return addr;
 }
 
 TEST(ShmDatapath, dead_receiver__its_buffers_are_taken_back) {
@@ -190,13 +231,10 @@ TEST(ShmDatapath, dead_receiver__its_buffers_are_taken_back) {
   c.buffers = 32;
   auto a = open_ok(c);
   ASSERT_TRUE(a);
-  // The child receives nothing and exits on our word (a byte on its stdin pipe).
-  int go[2];
-  ASSERT_EQ(::pipe(go), 0);
-  const auto [pid, addr] = spawn_endpoint([&](ShmDatapath&) {
-    char byte;
-    (void)!::read(go[0], &byte, 1);
-  });
+  // The child receives nothing and exits on our word.
+  Pipe go;
+  Child child;
+  const NetAddr addr = spawn_endpoint(child, [&](ShmDatapath&) { go.await(); });
   ASSERT_EQ(addr.family, NetAddr::Family::kIpv4);
   std::vector<PacketBuf*> burst(32);
   ASSERT_TRUE(test::make_burst<ShmDatapath>(*a, burst, addr, 100));
@@ -204,9 +242,8 @@ TEST(ShmDatapath, dead_receiver__its_buffers_are_taken_back) {
   EXPECT_EQ(a->stats().tx_packets, 32u);  // lent to a live receiver that never frees them
   PacketBuf* more = nullptr;
   EXPECT_EQ(a->alloc(&more, 1), 0u);
-  (void)!::write(go[1], "x", 1);
-  int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  go.signal();
+  ASSERT_TRUE(child.reap());
   ASSERT_EQ(a->alloc(burst.data(), 32), 32u);  // all back once it is gone
   EXPECT_EQ(a->stats().reclaimed_from_dead, 32u);
   a->free(burst.data(), 32);
@@ -216,30 +253,26 @@ TEST(ShmDatapath, dead_receiver__its_buffers_are_taken_back) {
   EXPECT_EQ(a->stats().tx_unreachable, 32u);
   ASSERT_EQ(a->alloc(burst.data(), 32), 32u);
   a->free(burst.data(), 32);
-  ::close(go[0]);
-  ::close(go[1]);
 }
 
 TEST(ShmDatapath, dead_sender__its_inbox_slot_is_freed_when_idle) {
   auto b = open_ok();
   ASSERT_TRUE(b);
   const NetAddr to = b->local_address();
-  int go[2];
-  ASSERT_EQ(::pipe(go), 0);
-  const auto [pid, addr] = spawn_endpoint([&](ShmDatapath& d) {
+  Pipe go;
+  Child child;
+  const NetAddr addr = spawn_endpoint(child, [&](ShmDatapath& d) {
     std::vector<PacketBuf*> burst(4);
     if (!test::make_burst<ShmDatapath>(d, burst, to, 100)) return;
     d.tx_burst(burst.data(), 1);
-    char byte;
-    (void)!::read(go[0], &byte, 1);
+    go.await();
     d.tx_burst(burst.data() + 1, 3);
   });
   auto got = receive(*b, 1);  // maps the sender's region
   ASSERT_EQ(got.size(), 1u);
   b->free(got.data(), got.size());
-  (void)!::write(go[1], "x", 1);
-  int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  go.signal();
+  ASSERT_TRUE(child.reap());
   // What it sent before dying is still readable: its region stays mapped here.
   got = receive(*b, 3);
   ASSERT_EQ(got.size(), 3u);
@@ -248,27 +281,22 @@ TEST(ShmDatapath, dead_sender__its_inbox_slot_is_freed_when_idle) {
   b->free(got.data(), got.size());
   b->collect_dead_senders();
   EXPECT_EQ(b->stats().slots_freed, 1u);
-  ::close(go[0]);
-  ::close(go[1]);
 }
 
 TEST(ShmDatapath, open__removes_regions_left_by_processes_that_died) {
-  int fds[2];
-  ASSERT_EQ(::pipe(fds), 0);
-  const pid_t pid = ::fork();
-  if (pid == 0) {  // opens an endpoint and dies without closing it
+  Pipe info;
+  Child child;
+  child.pid = ::fork();
+  if (child.pid == 0) {  // opens an endpoint and dies without closing it
     std::string error;
     auto d = ShmDatapath::open(ShmConfig{}, error);
     const NetAddr addr = d ? d->local_address() : NetAddr{};
-    (void)!::write(fds[1], &addr, sizeof(addr));
+    (void)!::write(info.fd[1], &addr, sizeof(addr));
     ::_exit(0);
   }
   NetAddr addr;
-  ASSERT_EQ(::read(fds[0], &addr, sizeof(addr)), static_cast<ssize_t>(sizeof(addr)));
-  ::close(fds[0]);
-  ::close(fds[1]);
-  int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_EQ(::read(info.fd[0], &addr, sizeof(addr)), static_cast<ssize_t>(sizeof(addr)));
+  ASSERT_TRUE(child.reap());
   const std::string path = "/dev/shm" + shm::region_name(addr);
   ASSERT_EQ(::access(path.c_str(), F_OK), 0) << path;
   auto d = open_ok();
@@ -302,29 +330,27 @@ TEST(ShmDatapath, wait__sleeps_until_a_sender_rings_the_doorbell) {
 TEST(ShmDatapath, read_peer_memory__copies_from_another_process_and_refuses_bad_requests) {
   auto a = open_ok();
   ASSERT_TRUE(a);
-  int info[2], go[2];
-  ASSERT_EQ(::pipe(info), 0);
-  ASSERT_EQ(::pipe(go), 0);
+  Pipe info, go;
+  Child child;
   std::vector<uint8_t> pattern(300000);
   for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = static_cast<uint8_t>(i * 7 + 1);
-  const pid_t pid = ::fork();
-  if (pid == 0) {  // holds `pattern` (its own copy after fork) at a known address
+  child.pid = ::fork();
+  if (child.pid == 0) {  // holds `pattern` (its own copy after fork) at a known address
     std::string error;
     auto d = ShmDatapath::open(ShmConfig{}, error);
     const NetAddr addr = d ? d->local_address() : NetAddr{};
     std::vector<uint8_t> mine(pattern);
     const uint64_t where = reinterpret_cast<uint64_t>(mine.data());
-    (void)!::write(info[1], &addr, sizeof(addr));
-    (void)!::write(info[1], &where, sizeof(where));
-    char byte;
-    (void)!::read(go[0], &byte, 1);
+    (void)!::write(info.fd[1], &addr, sizeof(addr));
+    (void)!::write(info.fd[1], &where, sizeof(where));
+    go.await();
     d.reset();
     ::_exit(0);
   }
   NetAddr addr;
   uint64_t where = 0;
-  ASSERT_EQ(::read(info[0], &addr, sizeof(addr)), static_cast<ssize_t>(sizeof(addr)));
-  ASSERT_EQ(::read(info[0], &where, sizeof(where)), static_cast<ssize_t>(sizeof(where)));
+  ASSERT_EQ(::read(info.fd[0], &addr, sizeof(addr)), static_cast<ssize_t>(sizeof(addr)));
+  ASSERT_EQ(::read(info.fd[0], &where, sizeof(where)), static_cast<ssize_t>(sizeof(where)));
   std::vector<uint8_t> got(pattern.size(), 0);
   if (a->read_peer_memory(addr, where, got.data(), got.size())) {
     EXPECT_EQ(got, pattern);
@@ -339,10 +365,8 @@ TEST(ShmDatapath, read_peer_memory__copies_from_another_process_and_refuses_bad_
   nobody.port = static_cast<uint16_t>(nobody.port ^ 0x4000);
   EXPECT_FALSE(a->read_peer_memory(nobody, where, got.data(), 16));
   EXPECT_GE(a->stats().peer_reads_refused, 1u);
-  (void)!::write(go[1], "x", 1);
-  int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-  for (int fd : {info[0], info[1], go[0], go[1]}) ::close(fd);
+  go.signal();
+  ASSERT_TRUE(child.reap());
 }
 
 TEST(ShmEngine, transfer__between_two_engines) {

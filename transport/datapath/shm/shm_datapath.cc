@@ -95,9 +95,9 @@ size_t ShmDatapath::tx_burst(PacketBuf** bufs, size_t n) {
     out.touched = false;
     if (shm::header_of(regions_[out.region].base)->asleep.load(std::memory_order_relaxed) == 0)
       continue;
-    const char ring = 0;
-    ::sendto(socket_, &ring, 1, MSG_DONTWAIT, reinterpret_cast<const sockaddr*>(&out.doorbell),
-             out.doorbell_len);
+    const char ring[kDoorbellBytes] = {};
+    ::sendto(socket_, ring, kDoorbellBytes, MSG_DONTWAIT,
+             reinterpret_cast<const sockaddr*>(&out.doorbell), out.doorbell_len);
     ++stats_.tx_doorbells;
   }
   touched_.clear();
@@ -163,7 +163,7 @@ size_t ShmDatapath::rx_burst(PacketBuf** bufs, size_t n) {
 
 bool ShmDatapath::read_peer_memory(const NetAddr& peer, uint64_t remote_address, uint8_t* local,
                                    size_t length) {
-  if (!peer_reads_allowed_) return false;
+  if (!peer_reads_allowed_ || not_local_.count(peer) != 0) return false;
   const int32_t region = map_peer(peer);
   if (region < 0) {
     ++stats_.peer_reads_refused;
@@ -210,6 +210,7 @@ bool ShmDatapath::prepare_wait() {
 
 void ShmDatapath::end_sleep() {
   header_->asleep.store(0, std::memory_order_relaxed);
+  if (!owns_socket_) return;  // a shared socket's owner reads (and drops) the doorbells
   char drain[64];
   while (::recv(socket_, drain, sizeof(drain), MSG_DONTWAIT) > 0) {
   }

@@ -28,6 +28,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "transport/base/time.h"
@@ -48,7 +49,15 @@ struct ShmConfig {
   uint32_t inbox_slots = 64;    // distinct senders this endpoint can receive from at once
   uint32_t ring_entries = 512;  // descriptors per sender ring, a power of two
   uint32_t rx_views = 4096;     // received packets the engine may hold at once
+  // A UDP socket the caller already bound (the `auto` datapath's, whose UDP endpoint
+  // shares the name): borrowed, not closed, and never read here, since real packets
+  // arrive on it too. Doorbells then arrive as kDoorbellBytes-long datagrams, which its
+  // owner must discard. -1: bind our own socket to address:port.
+  int shared_socket = -1;
 };
+
+// A doorbell datagram's length: no UET packet is this short.
+inline constexpr uint32_t kDoorbellBytes = 1;
 
 struct ShmStats {
   uint64_t tx_packets = 0;
@@ -93,6 +102,15 @@ class ShmDatapath {
   // through packets instead.
   bool read_peer_memory(const NetAddr& peer, uint64_t remote_address, uint8_t* local,
                         size_t length);
+  // True when packets to `peer` can go through shared memory: it has a live region on
+  // this host with room in its inbox. A peer found without one is remembered as not
+  // local (no system call on the next asks): the `auto` datapath sends to it over UDP.
+  bool reaches(const NetAddr& peer);
+  // True when `b` is one of this datapath's buffers (transmit buffer or received view).
+  bool owns(const PacketBuf* b) const {
+    return (b >= tx_bufs_.data() && b < tx_bufs_.data() + tx_bufs_.size()) ||
+           (b >= rx_views_.data() && b < rx_views_.data() + rx_views_.size());
+  }
 
   // Blocks until a packet is waiting or `timeout` passes. True if one is waiting.
   bool wait(Duration timeout);
@@ -133,8 +151,8 @@ class ShmDatapath {
     int32_t region = -1;  // the sender's region, or -1 until mapped
   };
 
-  ShmDatapath(const shm::RegionLayout& layout, NetAddr local, int socket, uint8_t* base,
-              std::string name, uint32_t rx_views);
+  ShmDatapath(const shm::RegionLayout& layout, NetAddr local, int socket, bool owns_socket,
+              uint8_t* base, std::string name, uint32_t rx_views);
 
   // Setup (shm_setup.cc).
   int32_t map_peer(const NetAddr& addr);  // index into regions_, -1 if it has no region
@@ -154,6 +172,7 @@ class ShmDatapath {
   shm::RegionLayout layout_;  // of this endpoint's region
   NetAddr local_;
   int socket_ = -1;
+  bool owns_socket_ = true;  // false: ShmConfig::shared_socket, borrowed
   uint8_t* base_ = nullptr;  // this endpoint's region
   shm::RegionHeader* header_ = nullptr;
   std::string name_;  // of this endpoint's region, unlinked on close
@@ -182,6 +201,7 @@ class ShmDatapath {
   std::unordered_map<NetAddr, int32_t, AddrHash> region_by_addr_;
   std::vector<Outbox> outboxes_;
   std::unordered_map<NetAddr, int32_t, AddrHash> outbox_by_addr_;
+  std::unordered_set<NetAddr, AddrHash> not_local_;  // peers reaches() found no region for
   std::vector<uint32_t> touched_;   // outboxes with descriptors to publish this burst
   std::vector<Inbound> inbound_;    // per own inbox slot
   uint32_t rx_next_slot_ = 0;       // round robin over senders

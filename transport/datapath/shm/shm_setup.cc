@@ -160,7 +160,8 @@ std::unique_ptr<ShmDatapath> ShmDatapath::open(const ShmConfig& c, std::string& 
     error = "shm: region geometry out of range";
     return nullptr;
   }
-  const int fd = open_doorbell(*addr, c.address, error);
+  const bool owns_socket = c.shared_socket < 0;
+  const int fd = owns_socket ? open_doorbell(*addr, c.address, error) : c.shared_socket;
   if (fd < 0) return nullptr;
   sockaddr_storage bound{};
   socklen_t bound_len = sizeof(bound);
@@ -170,17 +171,19 @@ std::unique_ptr<ShmDatapath> ShmDatapath::open(const ShmConfig& c, std::string& 
   const std::string name = shm::region_name(local);
   uint8_t* base = create_region(name, layout.total_bytes, error);
   if (base == nullptr) {
-    ::close(fd);
+    if (owns_socket) ::close(fd);
     return nullptr;
   }
-  return std::unique_ptr<ShmDatapath>(new ShmDatapath(layout, local, fd, base, name, c.rx_views));
+  return std::unique_ptr<ShmDatapath>(
+      new ShmDatapath(layout, local, fd, owns_socket, base, name, c.rx_views));
 }
 
-ShmDatapath::ShmDatapath(const shm::RegionLayout& layout, NetAddr local, int socket, uint8_t* base,
-                         std::string name, uint32_t rx_views)
+ShmDatapath::ShmDatapath(const shm::RegionLayout& layout, NetAddr local, int socket,
+                         bool owns_socket, uint8_t* base, std::string name, uint32_t rx_views)
     : layout_(layout),
       local_(local),
       socket_(socket),
+      owns_socket_(owns_socket),
       base_(base),
       header_(shm::header_of(base)),
       name_(std::move(name)),
@@ -218,7 +221,7 @@ ShmDatapath::~ShmDatapath() {
   ::shm_unlink(name_.c_str());
   ::munmap(base_, layout_.total_bytes);
   for (uint32_t i = 0; i < regions_.size(); ++i) unmap_region(i);
-  ::close(socket_);
+  if (owns_socket_) ::close(socket_);
 }
 
 bool ShmDatapath::process_is_alive(int32_t pid) {
@@ -297,6 +300,13 @@ int32_t ShmDatapath::outbox_for(const NetAddr& peer) {
     return index;
   }
   return -1;  // every slot of the peer's inbox is taken
+}
+
+bool ShmDatapath::reaches(const NetAddr& peer) {
+  if (not_local_.count(peer) != 0) return false;
+  if (outbox_for(peer) >= 0) return true;
+  not_local_.insert(peer);
+  return false;
 }
 
 void ShmDatapath::collect_dead_senders() {

@@ -144,6 +144,10 @@ size_t UdpDatapath::rx_burst_direct(PacketBuf** bufs, size_t n) {
 }
 
 size_t UdpDatapath::tx_burst(PacketBuf** bufs, size_t n) {
+  return send_burst(bufs, n, true);
+}
+
+size_t UdpDatapath::send_burst(PacketBuf** bufs, size_t n, bool release) {
   // Group the burst by source socket (EV mod entropy_ports): one sendmmsg per socket.
   // Within a socket's group, a run of packets to one peer becomes one message whose
   // iovecs are the packets and whose UDP_SEGMENT is the run's first length (every
@@ -229,7 +233,9 @@ size_t UdpDatapath::tx_burst(PacketBuf** bufs, size_t n) {
         first += static_cast<size_t>(sent);
       }
     }
-    for (size_t i = 0; i < count; ++i) pool_.release(bufs[done + i]);
+    if (release) {
+      for (size_t i = 0; i < count; ++i) pool_.release(bufs[done + i]);
+    }
     done += count;
   }
   return n;

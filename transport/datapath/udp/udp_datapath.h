@@ -77,6 +77,14 @@ class UdpDatapath {
   uint32_t mtu() const { return cfg_.mtu_bytes; }
   NetAddr local_address() const { return local_; }
 
+  // Sends like tx_burst but leaves the buffers with the caller: for buffers of another
+  // datapath (the `auto` datapath sends shared-memory buffers to remote peers).
+  void transmit(PacketBuf** bufs, size_t n) { send_burst(bufs, n, false); }
+  // True when `b` came from this datapath's pool.
+  bool owns(const PacketBuf* b) const { return pool_.owns(b); }
+  // Datagrams received but not yet handed up (the rest of a GRO receive).
+  bool has_pending() const { return gro_next_ < gro_count_; }
+
   // Blocks until a datagram is waiting or `timeout` passes. True if one is waiting.
   bool wait(Duration timeout);
   // The descriptor that becomes readable when a datagram arrives, for callers that wait
@@ -100,6 +108,7 @@ class UdpDatapath {
   static constexpr size_t kGroBuffers = 64;
   static constexpr uint32_t kGroBufferBytes = 65536;
 
+  size_t send_burst(PacketBuf** bufs, size_t n, bool release);
   size_t rx_burst_direct(PacketBuf** bufs, size_t n);
   size_t rx_burst_gro(PacketBuf** bufs, size_t n);
   void receive_gro_runs();

@@ -1,0 +1,119 @@
+// The auto datapath: shared memory to peers of this host, UDP to peers without a region
+// (here a plain UDP endpoint stands for a remote host), buffers back to their owners,
+// doorbells swallowed, and whole engines over it.
+#include "transport/datapath/auto/auto_datapath.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "tests/support/packet_burst.h"
+#include "tests/support/real_time_transfer.h"
+#include "transport/engine/engine.h"
+
+namespace spray::dp {
+namespace {
+
+std::unique_ptr<AutoDatapath> open_auto() {
+  std::string error;
+  UdpConfig u;
+  u.mtu_bytes = 8192;
+  auto d = AutoDatapath::open(u, ShmConfig{}, error);
+  EXPECT_TRUE(d) << error;
+  return d;
+}
+
+template <class D>
+std::vector<PacketBuf*> receive(D& d, size_t want) {
+  std::vector<PacketBuf*> got(want);
+  size_t have = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (have < want && std::chrono::steady_clock::now() < deadline)
+    have += d.rx_burst(got.data() + have, want - have);
+  got.resize(have);
+  return got;
+}
+
+TEST(AutoDatapath, local_peers_get_shared_memory_and_others_udp) {
+  auto a = open_auto(), b = open_auto();
+  ASSERT_TRUE(a && b);
+  std::string error;
+  UdpConfig u;
+  u.mtu_bytes = 8192;
+  auto remote = UdpDatapath::open(u, error);  // no region: as if on another host
+  ASSERT_TRUE(remote) << error;
+
+  std::vector<PacketBuf*> burst(20);
+  ASSERT_TRUE(test::make_burst<AutoDatapath>(*a, burst, b->local_address(), 3000));
+  a->tx_burst(burst.data(), 10);
+  for (auto& p : burst) p->peer = remote->local_address();
+  a->tx_burst(burst.data() + 10, 10);
+  EXPECT_EQ(a->stats().tx_local, 10u);
+  EXPECT_EQ(a->stats().tx_remote, 10u);
+
+  auto at_b = receive(*b, 10);
+  ASSERT_EQ(at_b.size(), 10u);
+  for (size_t i = 0; i < at_b.size(); ++i) {
+    EXPECT_EQ(at_b[i]->peer, a->local_address());
+    EXPECT_EQ(at_b[i]->data[2999], static_cast<uint8_t>(i));
+  }
+  b->free(at_b.data(), at_b.size());
+  auto at_remote = receive(*remote, 10);
+  ASSERT_EQ(at_remote.size(), 10u);
+  // Packets leave from one UDP socket per entropy value, so they may arrive out of order.
+  std::set<uint8_t> firsts;
+  for (auto* p : at_remote) {
+    EXPECT_EQ(p->peer, a->local_address());
+    firsts.insert(p->data[0]);
+  }
+  EXPECT_EQ(firsts, (std::set<uint8_t>{10, 11, 12, 13, 14, 15, 16, 17, 18, 19}));
+  // The remote endpoint answers over UDP; the auto endpoint takes UDP too.
+  for (auto* p : at_remote) p->peer = a->local_address();
+  remote->tx_burst(at_remote.data(), at_remote.size());
+  auto back = receive(*a, 10);
+  EXPECT_EQ(back.size(), 10u);
+  a->free(back.data(), back.size());
+  // Every buffer went home: a can hand out its whole shared pool again.
+  std::vector<PacketBuf*> all(ShmConfig{}.buffers);
+  EXPECT_EQ(a->alloc(all.data(), all.size()), all.size());
+  a->free(all.data(), all.size());
+}
+
+TEST(AutoDatapath, a_sleeping_receiver_is_woken_and_the_doorbell_is_not_handed_up) {
+  auto a = open_auto(), b = open_auto();
+  ASSERT_TRUE(a && b);
+  std::thread sender([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::vector<PacketBuf*> one(1);
+    if (test::make_burst<AutoDatapath>(*a, one, b->local_address(), 100))
+      a->tx_burst(one.data(), 1);
+  });
+  EXPECT_TRUE(b->wait(Duration::seconds(10)));
+  sender.join();
+  auto got = receive(*b, 1);
+  ASSERT_EQ(got.size(), 1u);
+  PacketBuf* extra = nullptr;  // the doorbell datagram is not handed up
+  for (int i = 0; i < 1000; ++i) EXPECT_EQ(b->rx_burst(&extra, 1), 0u);
+  EXPECT_EQ(got[0]->len, 100u);
+  b->free(got.data(), got.size());
+  EXPECT_LE(b->stats().rx_doorbells, 1u);
+}
+
+TEST(AutoEngine, transfer__to_a_local_peer_goes_by_shared_memory_with_one_copy_when_large) {
+  engine::EngineConfig ec;
+  ec.pds.cc.base_rtt = Duration::microseconds(20);
+  {
+    auto a = open_auto(), b = open_auto();
+    ASSERT_TRUE(a && b);
+    test::transfer_in_real_time(*a, *b, {0, 1, 1000, 70000, 4 << 20}, ec, Duration::seconds(20));
+    EXPECT_GT(a->stats().tx_local, 0u);
+    EXPECT_EQ(a->stats().tx_remote, 0u);
+    EXPECT_EQ(b->shm().stats().peer_read_bytes, 70000u + (4u << 20));  // one copy each
+  }
+}
+
+}  // namespace
+}  // namespace spray::dp

@@ -1,0 +1,77 @@
+// AutoDatapath (FI_SPRAY_DATAPATH=auto): shared memory to peers on this host, kernel UDP
+// to the rest, behind one endpoint name, as HPC providers pair a network path with a
+// shared-memory one (libfabric's efa with shm, psm3). A job that spans hosts gets one
+// copy (or none) between local ranks and the sprayed UDP path between hosts.
+//
+// One name: the UDP endpoint binds address:port and the shared-memory region is named
+// after the same address and port, so a peer's address says both where its socket is
+// and where its region would be. A peer is local when its region exists (and is live);
+// that is learnt on the first packet to it and remembered either way.
+//
+// Buffers: alloc() hands out shared-memory buffers (lent to local receivers without a
+// copy; for a remote peer the kernel copies them like any other), and UDP buffers only
+// when those run out. A packet for a local peer in a UDP buffer goes over UDP: still
+// correct, the peer receives UDP too.
+//
+// Waking: the UDP socket is also the shared-memory doorbell; doorbell datagrams
+// (kDoorbellBytes long, shorter than any UET packet) are dropped on receipt.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <string>
+
+#include "transport/base/time.h"
+#include "transport/datapath/datapath.h"
+#include "transport/datapath/shm/shm_datapath.h"
+#include "transport/datapath/udp/udp_datapath.h"
+
+namespace spray::dp {
+
+struct AutoStats {
+  uint64_t tx_local = 0;   // packets sent through shared memory
+  uint64_t tx_remote = 0;  // packets sent over UDP
+  uint64_t rx_doorbells = 0;
+};
+
+class AutoDatapath {
+ public:
+  // Opens the UDP endpoint of `udp` and a shared-memory region named like it; `shm`
+  // gives the region's geometry (its address, port and MTU are taken from the UDP side).
+  static std::unique_ptr<AutoDatapath> open(const UdpConfig& udp, ShmConfig shm,
+                                            std::string& error);
+
+  // The Datapath concept.
+  size_t alloc(PacketBuf** bufs, size_t n);
+  size_t tx_burst(PacketBuf** bufs, size_t n);
+  size_t rx_burst(PacketBuf** bufs, size_t n);
+  void free(PacketBuf** bufs, size_t n);
+  uint32_t mtu() const { return udp_->mtu(); }
+  NetAddr local_address() const { return udp_->local_address(); }
+
+  // One copy for rendezvous receives from local peers (see ShmDatapath); remote peers
+  // answer false at once and are read through packets.
+  bool read_peer_memory(const NetAddr& peer, uint64_t remote_address, uint8_t* local,
+                        size_t length) {
+    return shm_->read_peer_memory(peer, remote_address, local, length);
+  }
+  bool wait(Duration timeout);
+  bool prepare_wait() { return shm_->prepare_wait() && !udp_->has_pending(); }
+  int wait_fd() const { return udp_->wait_fd(); }
+
+  const AutoStats& stats() const { return stats_; }
+  const UdpDatapath& udp() const { return *udp_; }
+  const ShmDatapath& shm() const { return *shm_; }
+
+ private:
+  AutoDatapath(std::unique_ptr<UdpDatapath> udp, std::unique_ptr<ShmDatapath> shm)
+      : udp_(std::move(udp)), shm_(std::move(shm)) {}
+
+  std::unique_ptr<UdpDatapath> udp_;
+  std::unique_ptr<ShmDatapath> shm_;  // borrows udp_'s base socket: destroyed first
+  AutoStats stats_;
+};
+
+static_assert(Datapath<AutoDatapath>);
+
+}  // namespace spray::dp
