@@ -26,8 +26,9 @@ struct IntParam {
 
 constexpr StringParam kStringParams[] = {
     {"datapath", &Params::datapath,
-     "Datapath under the transport: udp (kernel UDP sockets), shm (shared memory; every "
-     "peer on this host) or dpdk (kernel bypass; one endpoint per process, IPv4)."},
+     "Datapath under the transport: auto (shared memory to peers on this host, kernel UDP "
+     "to the others), udp (kernel UDP sockets only), shm (shared memory only; every peer "
+     "on this host) or dpdk (kernel bypass; one endpoint per process, IPv4)."},
     {"address", &Params::address,
      "Local IPv4/IPv6 address endpoints bind when the application names none "
      "(fi_getinfo node with FI_SOURCE)."},

@@ -40,7 +40,8 @@ extern fi_provider provider;
 
 // Runtime parameters (fi_param_define'd once at load; `fi_info -e` lists them).
 struct Params {
-  std::string datapath = "udp";  // FI_SPRAY_DATAPATH: udp or dpdk
+  // FI_SPRAY_DATAPATH: auto (shared memory to local peers, UDP to others), udp, shm, dpdk.
+  std::string datapath = "auto";
   std::string address = "127.0.0.1";
   std::string dpdk_args;        // EAL parameters for the DPDK datapath
   std::string dpdk_port;        // its ethdev; empty: the only one

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The collectives demonstration (README's main job): 4 local ranks run all-reduce and
-# all-to-all with spray::coll through `spray` over loopback UDP and over its shared-memory
-# datapath (spray:shm), then through libfabric's `tcp` and `shm` (shared memory: the same
+# all-to-all with spray::coll through `spray` (default datapath auto: shared memory between
+# these local ranks) and spray over loopback UDP only (spray:udp), then through
+# libfabric's `tcp` and `shm` (shared memory: the same
 # kind of path Open MPI takes between local ranks), then Open MPI's MPI_Allreduce /
 # MPI_Alltoall over its default path, all in one run (these machines are shared: compare
 # side by side, not absolute numbers).
@@ -18,10 +19,10 @@ trap 'rm -rf "$models"' EXIT
 run_ranks() {  # provider, then spray-run's program and arguments
   local provider=$1
   shift
-  FI_SPRAY_DATAPATH=$([[ $provider == *:* ]] && echo "${provider#*:}" || echo udp) \
+  FI_SPRAY_DATAPATH=$([[ $provider == *:* ]] && echo "${provider#*:}" || echo auto) \
     "$build/tools/spray-run" -n "$ranks" --provider "${provider%%:*}" --timeout 600 "$@"
 }
-providers="spray spray:shm tcp shm"
+providers="spray spray:udp tcp shm"
 for provider in $providers; do
   run_ranks "$provider" "$build/tools/spray-coll-perf" --calibrate "$models/$provider.json" \
     >/dev/null

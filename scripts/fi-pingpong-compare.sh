@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# fi_pingpong latency and bandwidth of `spray` (over kernel UDP on loopback, and over its
-# shared-memory datapath) beside libfabric's own providers, measured in one run (these
-# machines are shared: compare ratios, not absolutes).
+# fi_pingpong latency and bandwidth of `spray` (its default datapath, auto: shared memory
+# between these local processes; then kernel UDP over loopback only, and shared memory
+# only) beside libfabric's own providers, measured in one run (these machines are shared:
+# compare ratios, not absolutes).
 # Usage: scripts/fi-pingpong-compare.sh [BUILD_DIR] [ITERATIONS]
 set -euo pipefail
 build=${1:-build}
@@ -10,7 +11,7 @@ export FI_PROVIDER_PATH=$(cd "$build/provider/lib" && pwd)
 port=31000
 run() {  # provider[:datapath] endpoint size -> usec/xfer and MB/s of the client
   local prov=${1%%:*} ep=$2 size=$3 n=$iters
-  local datapath=udp
+  local datapath=auto
   [[ $1 == *:* ]] && datapath=${1#*:}
   export FI_SPRAY_DATAPATH=$datapath
   (( size >= 1048576 )) && n=$(( iters / 10 > 20 ? iters / 10 : 20 ))
@@ -25,14 +26,14 @@ run() {  # provider[:datapath] endpoint size -> usec/xfer and MB/s of the client
 }
 printf "%-14s %12s %14s %14s\n" provider "8B usec" "64KiB MB/s" "1MiB MB/s"
 declare -A lat bw64 bw1m
-for prov in spray spray:shm tcp "udp;ofi_rxd" sockets; do
+for prov in spray spray:udp spray:shm tcp "udp;ofi_rxd" sockets; do
   read -r lat[$prov] _ <<<"$(run "$prov" rdm 8)"
   read -r _ bw64[$prov] <<<"$(run "$prov" rdm 65536)"
   read -r _ bw1m[$prov] <<<"$(run "$prov" rdm 1048576)"
   printf "%-14s %12s %14s %14s\n" "$prov" "${lat[$prov]}" "${bw64[$prov]}" "${bw1m[$prov]}"
 done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
-for prov in spray spray:shm; do
+for prov in spray spray:udp spray:shm; do
   echo "$prov/tcp: latency $(ratio "${lat[$prov]}" "${lat[tcp]}")x (target <= 0.8)," \
        "64KiB bandwidth $(ratio "${bw64[$prov]}" "${bw64[tcp]}")x," \
        "1MiB bandwidth $(ratio "${bw1m[$prov]}" "${bw1m[tcp]}")x (target >= 1.5)"

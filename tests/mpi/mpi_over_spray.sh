@@ -10,7 +10,7 @@ ranks=$3
 command -v mpirun >/dev/null || { echo "SKIP: mpirun (openmpi-bin) not installed"; exit 77; }
 root_flag=()
 [[ $(id -u) == 0 ]] && root_flag=(--allow-run-as-root)
-export FI_PROVIDER_PATH=$dir FI_SPRAY_DATAPATH=${FI_SPRAY_DATAPATH:-udp}
+export FI_PROVIDER_PATH=$dir FI_SPRAY_DATAPATH=${FI_SPRAY_DATAPATH:-auto}
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 # More ranks than cores: ranks yield when idle, and blocking waits sleep in the provider.

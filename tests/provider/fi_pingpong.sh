@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # fi_pingpong (Debian's libfabric-bin) over the `spray` provider on loopback: a server and
 # a client process, several sizes, data integrity checks on (-c). Both must succeed.
-# Usage: fi_pingpong.sh PROVIDER_DIR rdm|dgram   (FI_SPRAY_DATAPATH=udp|shm picks the datapath)
+# Usage: fi_pingpong.sh PROVIDER_DIR rdm|dgram   (FI_SPRAY_DATAPATH picks the datapath)
 set -euo pipefail
 dir=$1
 ep=$2
 command -v fi_pingpong >/dev/null || { echo "SKIP: fi_pingpong (libfabric-bin) not installed"; exit 77; }
-export FI_PROVIDER_PATH=$dir FI_PROVIDER=spray FI_SPRAY_DATAPATH=${FI_SPRAY_DATAPATH:-udp}
+export FI_PROVIDER_PATH=$dir FI_PROVIDER=spray FI_SPRAY_DATAPATH=${FI_SPRAY_DATAPATH:-auto}
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 cd "$logs"
