@@ -1,9 +1,11 @@
-// Builds a burst of raw packets for datapath tests: packet i is `len` bytes all equal to
-// i (mod 256), addressed to `to`, on entropy value i.
+// Raw packet bursts for datapath tests: building one (packet i is `len` bytes all equal
+// to i mod 256, addressed to `to`, on entropy value i), and receiving one.
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <span>
+#include <vector>
 
 #include "transport/datapath/datapath.h"
 
@@ -20,6 +22,19 @@ bool make_burst(D& d, std::span<dp::PacketBuf*> out, const dp::NetAddr& to, uint
     out[i]->entropy = static_cast<uint16_t>(i);
   }
   return true;
+}
+
+// Receives until `want` packets came or 10 s passed (a peer in another process may still
+// be starting). Returns what came; the caller frees it.
+template <dp::Datapath D>
+std::vector<dp::PacketBuf*> receive(D& d, size_t want) {
+  std::vector<dp::PacketBuf*> got(want);
+  size_t have = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (have < want && std::chrono::steady_clock::now() < deadline)
+    have += d.rx_burst(got.data() + have, want - have);
+  got.resize(have);
+  return got;
 }
 
 }  // namespace spray::test

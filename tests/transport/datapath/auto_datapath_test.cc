@@ -26,16 +26,7 @@ std::unique_ptr<AutoDatapath> open_auto() {
   return d;
 }
 
-template <class D>
-std::vector<PacketBuf*> receive(D& d, size_t want) {
-  std::vector<PacketBuf*> got(want);
-  size_t have = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (have < want && std::chrono::steady_clock::now() < deadline)
-    have += d.rx_burst(got.data() + have, want - have);
-  got.resize(have);
-  return got;
-}
+using test::receive;
 
 TEST(AutoDatapath, local_peers_get_shared_memory_and_others_udp) {
   auto a = open_auto(), b = open_auto();

@@ -31,17 +31,7 @@ std::unique_ptr<ShmDatapath> open_ok(ShmConfig c = {}) {
   return d;
 }
 
-// Receives until `want` packets came or 10 s passed (a child process may still be
-// starting: opening an endpoint reserves its shared memory).
-std::vector<PacketBuf*> receive(ShmDatapath& d, size_t want) {
-  std::vector<PacketBuf*> got(want);
-  size_t have = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (have < want && std::chrono::steady_clock::now() < deadline)
-    have += d.rx_burst(got.data() + have, want - have);
-  got.resize(have);
-  return got;
-}
+using test::receive;
 
 // Both ends of a pipe, closed however the test ends.
 struct Pipe {

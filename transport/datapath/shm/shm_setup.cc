@@ -70,14 +70,7 @@ int open_doorbell(const NetAddr& addr, const std::string& text, std::string& err
   sockaddr_storage sa;
   const socklen_t len = to_sockaddr(addr, sa);
   if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), len) != 0) {
-    const int err = errno;
-    if (err == EADDRINUSE) {
-      error = fmt::format("UDP port {} on {} is already in use", addr.port, text);
-    } else if (err == EADDRNOTAVAIL) {
-      error = fmt::format("address {} is not an address of this host", text);
-    } else {
-      error = fmt::format("bind({}): {}", addr.to_string(), std::strerror(err));
-    }
+    error = explain_bind_error(errno, addr, text);
     ::close(fd);
     return -1;
   }

@@ -2,7 +2,10 @@
 
 #include <arpa/inet.h>
 
+#include <cerrno>
 #include <cstring>
+
+#include <fmt/format.h>
 
 namespace spray::dp {
 
@@ -86,6 +89,12 @@ std::string ip_to_string(const NetAddr& a) {
   const int family = a.family == NetAddr::Family::kIpv6 ? AF_INET6 : AF_INET;
   ::inet_ntop(family, a.ip.data(), text, sizeof(text));
   return text;
+}
+
+std::string explain_bind_error(int err, const NetAddr& addr, const std::string& text) {
+  if (err == EADDRINUSE) return fmt::format("UDP port {} on {} is already in use", addr.port, text);
+  if (err == EADDRNOTAVAIL) return fmt::format("address {} is not an address of this host", text);
+  return fmt::format("bind({}): {}", addr.to_string(), std::strerror(err));
 }
 
 }  // namespace spray::dp

@@ -19,6 +19,10 @@ std::optional<NetAddr> parse_ip_port(const std::string& text);
 std::string ip_to_string(const NetAddr& a);
 
 socklen_t to_sockaddr(const NetAddr& a, sockaddr_storage& out);
+
+// Why bind() to `addr` failed with `err`, for the user: a port in use, an address that
+// is not this host's (`text` is the address as they gave it), or the system's words.
+std::string explain_bind_error(int err, const NetAddr& addr, const std::string& text);
 NetAddr from_sockaddr(const sockaddr_storage& in);
 
 }  // namespace spray::dp

@@ -47,14 +47,7 @@ int open_socket(const UdpConfig& c, const NetAddr& addr, std::string& error) {
   sockaddr_storage sa;
   const socklen_t len = to_sockaddr(addr, sa);
   if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), len) != 0) {
-    const int err = errno;
-    if (err == EADDRINUSE) {
-      error = fmt::format("UDP port {} on {} is already in use", addr.port, c.address);
-    } else if (err == EADDRNOTAVAIL) {
-      error = fmt::format("address {} is not an address of this host", c.address);
-    } else {
-      error = fmt::format("bind({}): {}", addr.to_string(), std::strerror(err));
-    }
+    error = explain_bind_error(errno, addr, c.address);
     ::close(fd);
     return -1;
   }
