@@ -190,8 +190,8 @@ class Engine {
   std::vector<RudiReply> rudi_replies_;
   std::vector<uint32_t> stalled_rod_;   // ROD PDCs whose in-order delivery SES refused
   std::vector<PeerIndex> probe_peers_;  // scratch: peers to probe this round
-  ses::DirectRead direct_read_{};       // the one being copied, when direct_read_copied_ > 0
-  uint64_t direct_read_copied_ = 0;
+  ses::DirectRead direct_read_{};       // the one being copied, while direct_read_active_
+  uint64_t direct_read_copied_ = 0;     // its bytes copied so far
   bool direct_read_active_ = false;
   Time next_probe_{};
   Time now_{};

@@ -455,9 +455,8 @@ void Ses::start_rendezvous_read(uint32_t slot, Time now) {
 }
 
 void Ses::direct_read_done(const DirectRead& r, bool copied, Time now) {
-  if (!rx_.in_use(r.slot)) return;
+  if (!direct_read_wanted(r)) return;
   RxMessage& m = rx_[r.slot];
-  if (!m.direct_read_pending || m.peer != r.peer || m.msg_id != r.msg_id) return;
   m.direct_read_pending = false;
   if (copied) {
     ++stats_.direct_reads;
