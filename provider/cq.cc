@@ -188,8 +188,9 @@ fi_ops_cq cq_ops = {
 
 }  // namespace
 
+// Every endpoint of the domain (see Counter::progress): manual progress is the domain's.
 void CompletionQueue::progress() {
-  for (Endpoint* ep : endpoints) endpoint_progress(*ep);
+  for (Endpoint* ep : domain->endpoints) endpoint_progress(*ep);
 }
 
 int CompletionQueue::trywait() {
