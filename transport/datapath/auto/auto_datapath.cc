@@ -36,18 +36,25 @@ size_t AutoDatapath::alloc(PacketBuf** bufs, size_t n) {
 }
 
 size_t AutoDatapath::tx_burst(PacketBuf** bufs, size_t n) {
-  // Four groups: local in shared-memory buffers (lent), remote in shared-memory buffers
-  // (the kernel copies; then they are ours again), and UDP buffers to anyone (UDP takes
-  // them, local peers included: they receive UDP as well).
+  // Three groups: local peers in shared-memory buffers (lent), remote peers in
+  // shared-memory buffers (the kernel copies; then they are ours again), and UDP buffers
+  // to anyone (UDP takes them, local peers included: they receive UDP as well).
   std::array<PacketBuf*, kChunk> local, remote_lent, remote_own;
+  NetAddr last_peer;  // runs of packets to one peer ask reaches() once
+  bool last_local = false, looked_up = false;
   for (size_t done = 0; done < n;) {
     const size_t count = std::min(n - done, kChunk);
     size_t nl = 0, nr = 0, nu = 0;
     for (size_t i = done; i < done + count; ++i) {
       PacketBuf* b = bufs[i];
+      if (shm_->owns(b) && (!looked_up || !(b->peer == last_peer))) {
+        last_local = shm_->reaches(b->peer);
+        last_peer = b->peer;
+        looked_up = true;
+      }
       if (!shm_->owns(b)) {
         remote_own[nu++] = b;
-      } else if (shm_->reaches(b->peer)) {
+      } else if (last_local) {
         local[nl++] = b;
       } else {
         remote_lent[nr++] = b;

@@ -46,16 +46,19 @@ void ShmDatapath::free(PacketBuf** bufs, size_t n) {
 
 size_t ShmDatapath::tx_burst(PacketBuf** bufs, size_t n) {
   std::atomic<uint32_t>* lent = layout_.lent(base_);
+  // The previous packet's peer and outbox (-1: unreachable), so a burst to one peer looks
+  // it up once, and one to an unreachable peer tries to map its region once.
   NetAddr last_peer;
-  int32_t last_outbox = -1;
+  int32_t o = -1;  // the outbox of bufs[i]
+  bool looked_up = false;
   for (size_t i = 0; i < n; ++i) {
     PacketBuf* b = bufs[i];
     const uint32_t buffer = b->owner_tag;
-    int32_t o = last_outbox;
-    if (o < 0 || !(b->peer == last_peer) || outboxes_[static_cast<size_t>(o)].dead) {
+    if (!looked_up || !(b->peer == last_peer) ||
+        (o >= 0 && outboxes_[static_cast<size_t>(o)].dead)) {
       o = outbox_for(b->peer);
       last_peer = b->peer;
-      last_outbox = o;
+      looked_up = true;
     }
     if (o < 0 || b->len == 0 || b->len > layout_.mtu_bytes) {
       ++stats_.tx_dropped;
@@ -85,13 +88,13 @@ size_t ShmDatapath::tx_burst(PacketBuf** bufs, size_t n) {
     ++stats_.tx_packets;
   }
   if (touched_.empty()) return n;
-  for (uint32_t o : touched_)
-    outboxes_[o].slot->head.store(outboxes_[o].head, std::memory_order_release);
+  for (uint32_t t : touched_)
+    outboxes_[t].slot->head.store(outboxes_[t].head, std::memory_order_release);
   // Pairs with the fence in prepare_wait: either the receiver sees our head, or we see
   // that it is asleep and ring its doorbell.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  for (uint32_t o : touched_) {
-    Outbox& out = outboxes_[o];
+  for (uint32_t t : touched_) {
+    Outbox& out = outboxes_[t];
     out.touched = false;
     if (shm::header_of(regions_[out.region].base)->asleep.load(std::memory_order_relaxed) == 0)
       continue;
