@@ -7,9 +7,12 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <tuple>
 
+#include "provider/endpoint_name.h"
 #include "provider/spray_fi.h"
 #include "transport/datapath/udp/socket_address.h"
+#include "transport/datapath/verbs/verbs_datapath.h"
 
 namespace spray::fi {
 namespace {
@@ -46,10 +49,10 @@ bool resolve(const char* node, const char* service, sockaddr_storage& out, size_
   return true;
 }
 
-bool set_addr(void*& field, size_t& field_len, const sockaddr_storage& a, size_t len) {
+bool set_addr(void*& field, size_t& field_len, const void* a, size_t len) {
   field = std::malloc(len);
   if (!field) return false;
-  std::memcpy(field, &a, len);
+  std::memcpy(field, a, len);
   field_len = len;
   return true;
 }
@@ -60,7 +63,7 @@ fi_info* make_template(fi_ep_type type) {
   const bool rdm = type == FI_EP_RDM;
   info->caps = rdm ? kRdmCaps : kDgramCaps;
   info->mode = 0;
-  info->addr_format = FI_SOCKADDR_IN;
+  info->addr_format = address_format_of(params().datapath);
 
   info->tx_attr->caps = info->caps & (FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_READ | FI_WRITE);
   info->tx_attr->msg_order = rdm ? kMsgOrder : 0;
@@ -128,9 +131,11 @@ bool narrow(fi_info* info, const fi_info* hints) {
   info->rx_attr->caps &= info->caps;
   info->mode = hints->mode & info->mode;
 
-  if (hints->addr_format != FI_FORMAT_UNSPEC && hints->addr_format != FI_SOCKADDR &&
-      hints->addr_format != FI_SOCKADDR_IN && hints->addr_format != FI_SOCKADDR_IN6) {
-    return false;
+  if (hints->addr_format != FI_FORMAT_UNSPEC) {
+    const bool verbs = info->addr_format == FI_ADDR_IB_UD;
+    if (verbs ? hints->addr_format != FI_ADDR_IB_UD : !is_socket_format(hints->addr_format)) {
+      return false;
+    }
   }
   if (hints->addr_format == FI_SOCKADDR_IN6) info->addr_format = FI_SOCKADDR_IN6;
 
@@ -179,29 +184,49 @@ bool narrow(fi_info* info, const fi_info* hints) {
   return true;
 }
 
+// Verbs names (GID and QP number) come only from names the application holds: a QP
+// number exists once an endpoint does, so node and service cannot name an endpoint
+// (fi_pingpong, for one, passes its peer's host and exchanges names itself).
+bool verbs_addresses(fi_info* info, const char* node, const fi_info* hints) {
+  if (node) {
+    FI_INFO(&provider, FI_LOG_CORE,
+            "node '%s' ignored: verbs endpoints are named by GID and QP number (fi_getname)\n",
+            node);
+  }
+  for (auto [from, from_len, to, to_len] :
+       {std::tuple{hints ? hints->src_addr : nullptr, hints ? hints->src_addrlen : 0,
+                   &info->src_addr, &info->src_addrlen},
+        std::tuple{hints ? hints->dest_addr : nullptr, hints ? hints->dest_addrlen : 0,
+                   &info->dest_addr, &info->dest_addrlen}}) {
+    if (!from) continue;
+    if (from_len != sizeof(IbUdName)) return false;  // not an FI_ADDR_IB_UD name
+    if (!set_addr(*to, *to_len, from, from_len)) return false;
+  }
+  return true;
+}
+
 // Fills src_addr / dest_addr from node, service and the hints.
 bool addresses(fi_info* info, const char* node, const char* service, uint64_t flags,
                const fi_info* hints) {
   sockaddr_storage a{};
   size_t len = 0;
   const bool source = (flags & FI_SOURCE) != 0;
+  if (info->addr_format == FI_ADDR_IB_UD) return verbs_addresses(info, node, hints);
   if (hints && hints->src_addr) {
-    if (!set_addr(info->src_addr, info->src_addrlen,
-                  *static_cast<const sockaddr_storage*>(hints->src_addr), hints->src_addrlen)) {
+    if (!set_addr(info->src_addr, info->src_addrlen, hints->src_addr, hints->src_addrlen)) {
       return false;
     }
   } else {
     if (!resolve(source ? node : nullptr, source ? service : nullptr, a, len)) return false;
-    if (!set_addr(info->src_addr, info->src_addrlen, a, len)) return false;
+    if (!set_addr(info->src_addr, info->src_addrlen, &a, len)) return false;
   }
   if (hints && hints->dest_addr) {
-    if (!set_addr(info->dest_addr, info->dest_addrlen,
-                  *static_cast<const sockaddr_storage*>(hints->dest_addr), hints->dest_addrlen)) {
+    if (!set_addr(info->dest_addr, info->dest_addrlen, hints->dest_addr, hints->dest_addrlen)) {
       return false;
     }
   } else if (!source && (node || service)) {
     if (!resolve(node, service, a, len)) return false;
-    if (!set_addr(info->dest_addr, info->dest_addrlen, a, len)) return false;
+    if (!set_addr(info->dest_addr, info->dest_addrlen, &a, len)) return false;
   }
   const auto* src = static_cast<const sockaddr*>(info->src_addr);
   info->addr_format = src->sa_family == AF_INET6 ? FI_SOCKADDR_IN6 : FI_SOCKADDR_IN;
@@ -215,11 +240,20 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
   *out = nullptr;
   if (FI_VERSION_LT(version, FI_VERSION(1, 5))) return -FI_ENODATA;
   const std::string& dp = params().datapath;
-  if (dp != "udp" && dp != "auto" && dp != "dpdk" && dp != "shm") {
+  if (dp != "udp" && dp != "auto" && dp != "dpdk" && dp != "shm" && dp != "verbs") {
     SPRAY_WARN(FI_LOG_CORE,
-               "FI_SPRAY_DATAPATH=%s: the provider drives 'udp', 'auto', 'shm' and 'dpdk'\n",
+               "FI_SPRAY_DATAPATH=%s: the provider drives 'auto', 'udp', 'shm', 'dpdk' and "
+               "'verbs'\n",
                params().datapath.c_str());
     return -FI_ENODATA;
+  }
+  if (dp == "verbs") {
+    // No endpoint without an active RDMA port: say why once, offer nothing.
+    std::string error;
+    if (dp::VerbsDatapath::port_mtu(verbs_config(), error) == 0) {
+      SPRAY_WARN(FI_LOG_CORE, "%s (FI_SPRAY_DATAPATH=verbs offers no endpoints)\n", error.c_str());
+      return -FI_ENODATA;
+    }
   }
   fi_info* head = nullptr;
   fi_info** tail = &head;

@@ -1,7 +1,7 @@
-// fid_av: address vector. Entries are socket addresses (sockaddr_in / sockaddr_in6 of an
-// endpoint's base UDP port); fi_addr_t is the entry's index for FI_AV_MAP and
-// FI_AV_TABLE alike. Removed entries leave a hole that is never reused, so a stale
-// fi_addr_t can never name a different peer.
+// fid_av: address vector. Entries are endpoint names in the domain's address format
+// (endpoint_name.h: socket addresses, or FI_ADDR_IB_UD names over verbs); fi_addr_t is the entry's
+// index for FI_AV_MAP and FI_AV_TABLE alike. Removed entries leave a hole that is never reused, so
+// a stale fi_addr_t can never name a different peer.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 
@@ -10,26 +10,11 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "provider/endpoint_name.h"
 #include "provider/spray_fi.h"
-#include "transport/datapath/udp/socket_address.h"
 
 namespace spray::fi {
 namespace {
-
-// The socket address at `addr` (sockaddr_in or sockaddr_in6, by its family).
-bool to_net_addr(const void* addr, dp::NetAddr& out) {
-  const auto family = static_cast<const sockaddr*>(addr)->sa_family;
-  if (family != AF_INET && family != AF_INET6) return false;
-  sockaddr_storage ss{};
-  std::memcpy(&ss, addr, family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in));
-  out = dp::from_sockaddr(ss);
-  return true;
-}
-
-size_t addr_len(const void* addr) {
-  return static_cast<const sockaddr*>(addr)->sa_family == AF_INET6 ? sizeof(sockaddr_in6)
-                                                                   : sizeof(sockaddr_in);
-}
 
 int av_close(fid* f) {
   auto* av = fid_to<AddressVector>(f);
@@ -52,13 +37,18 @@ int av_insert(fid_av* f, const void* addr, size_t count, fi_addr_t* fi_addr, uin
   int inserted = 0;
   for (size_t i = 0; i < count; ++i) {
     dp::NetAddr a;
-    if (!to_net_addr(p, a)) {
-      SPRAY_WARN(FI_LOG_AV, "fi_av_insert: entry %zu is not an IPv4/IPv6 socket address\n", i);
+    if (!decode_name(av->addr_format, p, a)) {
+      SPRAY_WARN(FI_LOG_AV, "fi_av_insert: entry %zu is not a %s\n", i,
+                 av->addr_format == FI_ADDR_IB_UD ? "FI_ADDR_IB_UD name with a QP number"
+                                                  : "IPv4/IPv6 socket address");
       if (fi_addr) fi_addr[i] = FI_ADDR_NOTAVAIL;
-      p += sizeof(sockaddr_in);
+      // Skip one name of the format's usual size: the entry's own size is unknowable.
+      p += av->addr_format == FI_ADDR_IB_UD     ? sizeof(IbUdName)
+           : av->addr_format == FI_SOCKADDR_IN6 ? sizeof(sockaddr_in6)
+                                                : sizeof(sockaddr_in);
       continue;
     }
-    p += addr_len(p);
+    p += name_length(av->addr_format, p);
     const fi_addr_t index = av->addrs.size();
     av->addrs.push_back(a);
     av->valid.push_back(true);
@@ -71,6 +61,10 @@ int av_insert(fid_av* f, const void* addr, size_t count, fi_addr_t* fi_addr, uin
 
 int av_insertsvc(fid_av* f, const char* node, const char* service, fi_addr_t* fi_addr,
                  uint64_t flags, void* context) {
+  if (!is_socket_format(fid_to<AddressVector>(f)->addr_format)) {
+    SPRAY_WARN(FI_LOG_AV, "fi_av_insertsvc: verbs endpoints have no node/service names\n");
+    return -FI_EINVAL;
+  }
   sockaddr_storage ss{};
   auto* in = reinterpret_cast<sockaddr_in*>(&ss);
   auto* in6 = reinterpret_cast<sockaddr_in6*>(&ss);
@@ -111,30 +105,21 @@ int av_lookup(fid_av* f, fi_addr_t fi_addr, void* addr, size_t* addrlen) {
   auto* av = fid_to<AddressVector>(f);
   std::lock_guard lock(av->domain->mutex);
   if (fi_addr >= av->addrs.size() || !av->valid[fi_addr]) return -FI_ENOENT;
-  sockaddr_storage ss{};
-  const size_t len = dp::to_sockaddr(av->addrs[fi_addr], ss);
-  std::memcpy(addr, &ss, std::min(len, *addrlen));
-  *addrlen = len;
-  return FI_SUCCESS;
+  const size_t room = addr ? *addrlen : 0;
+  sockaddr_storage name{};  // room for every format's name
+  *addrlen = encode_name(av->addrs[fi_addr], &name, sizeof(name));
+  if (addr) std::memcpy(addr, &name, std::min(room, *addrlen));
+  return room < *addrlen ? -FI_ETOOSMALL : FI_SUCCESS;
 }
 
-const char* av_straddr(fid_av*, const void* addr, char* buf, size_t* len) {
-  char host[INET6_ADDRSTRLEN] = "?";
-  uint16_t port = 0;
-  const auto* sa = static_cast<const sockaddr*>(addr);
-  if (sa->sa_family == AF_INET) {
-    sockaddr_in in;
-    std::memcpy(&in, addr, sizeof(in));
-    inet_ntop(AF_INET, &in.sin_addr, host, sizeof(host));
-    port = ntohs(in.sin_port);
-  } else if (sa->sa_family == AF_INET6) {
-    sockaddr_in6 in6;
-    std::memcpy(&in6, addr, sizeof(in6));
-    inet_ntop(AF_INET6, &in6.sin6_addr, host, sizeof(host));
-    port = ntohs(in6.sin6_port);
+const char* av_straddr(fid_av* f, const void* addr, char* buf, size_t* len) {
+  const std::string text = name_to_string(fid_to<AddressVector>(f)->addr_format, addr);
+  if (*len > 0) {
+    const size_t n = std::min(text.size(), *len - 1);
+    std::memcpy(buf, text.data(), n);
+    buf[n] = '\0';
   }
-  const int n = std::snprintf(buf, *len, "spray://%s:%u", host, port);
-  *len = static_cast<size_t>(n) + 1;
+  *len = text.size() + 1;
   return buf;
 }
 
@@ -184,6 +169,7 @@ int av_open(fid_domain* domain, fi_av_attr* attr, fid_av** out, void* context) {
   auto* av = new (std::nothrow) AddressVector;
   if (!av) return -FI_ENOMEM;
   av->domain = d;
+  av->addr_format = d->info->addr_format;
   av->type = attr->type == FI_AV_MAP ? FI_AV_MAP : FI_AV_TABLE;
   if (attr->type == FI_AV_UNSPEC) attr->type = av->type;
   av->addrs.reserve(attr->count);

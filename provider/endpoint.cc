@@ -6,8 +6,8 @@
 #include <cstring>
 
 #include "provider/endpoint.h"
+#include "provider/endpoint_name.h"
 #include "transport/datapath/clock.h"
-#include "transport/datapath/udp/socket_address.h"
 
 namespace spray::fi {
 namespace {
@@ -296,10 +296,10 @@ ssize_t size_left(fid_ep* f) {
 int ep_getname(fid_t f, void* addr, size_t* addrlen) {
   auto* ep = fid_to<Endpoint>(f);
   if (!addrlen) return -FI_EINVAL;
-  sockaddr_storage ss{};
-  const size_t need = dp::to_sockaddr(ep->engine->local_address(), ss);
   const size_t room = addr ? *addrlen : 0;
-  if (addr) std::memcpy(addr, &ss, std::min(room, need));
+  sockaddr_storage name{};  // room for every format's name
+  const size_t need = encode_name(ep->engine->local_address(), &name, sizeof(name));
+  if (addr) std::memcpy(addr, &name, std::min(room, need));
   *addrlen = need;
   return room < need ? -FI_ETOOSMALL : FI_SUCCESS;
 }

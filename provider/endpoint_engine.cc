@@ -16,6 +16,7 @@
 #include "transport/datapath/shm/shm_datapath.h"
 #include "transport/datapath/udp/socket_address.h"
 #include "transport/datapath/udp/udp_datapath.h"
+#include "transport/datapath/verbs/verbs_datapath.h"
 #include "transport/engine/engine.h"
 #include "transport/engine/real_time_config.h"
 
@@ -184,6 +185,14 @@ std::unique_ptr<EndpointEngine> open_shm(const dp::NetAddr& local, std::string& 
   return std::make_unique<EngineOver<dp::ShmDatapath>>(std::move(datapath), engine_config());
 }
 
+// An RDMA NIC's UD queue pair; the endpoint's name is the port's GID and the QP number,
+// known once the QP exists (an FI_ADDR_IB_UD src_addr cannot choose them).
+std::unique_ptr<EndpointEngine> open_verbs(std::string& error) {
+  auto datapath = dp::VerbsDatapath::open(verbs_config(), error);
+  if (!datapath) return nullptr;
+  return std::make_unique<EngineOver<dp::VerbsDatapath>>(std::move(datapath), engine_config());
+}
+
 // UDP with shared memory to the peers of this host (the UDP endpoint's MTU for both).
 std::unique_ptr<EndpointEngine> open_auto(const dp::NetAddr& local, std::string& error) {
   auto datapath = dp::AutoDatapath::open(udp_config(local), dp::ShmConfig{}, error);
@@ -194,6 +203,7 @@ std::unique_ptr<EndpointEngine> open_auto(const dp::NetAddr& local, std::string&
 }  // namespace
 
 std::unique_ptr<EndpointEngine> open_endpoint_engine(const fi_info* info, std::string& error) {
+  if (params().datapath == "verbs") return open_verbs(error);
   dp::NetAddr local;
   if (!local_address(info, local, error)) return nullptr;
   if (params().datapath == "dpdk") return open_dpdk(local, error);

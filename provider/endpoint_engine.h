@@ -1,6 +1,6 @@
 // EndpointEngine: the transport one endpoint drives — a transport engine over the
-// datapath FI_SPRAY_DATAPATH names (auto, kernel UDP, shared memory or DPDK), behind one
-// interface so the rest of the provider exists once for every datapath.
+// datapath FI_SPRAY_DATAPATH names (auto, kernel UDP, shared memory, DPDK or verbs),
+// behind one interface so the rest of the provider exists once for every datapath.
 //
 // Why virtual: the provider calls this once per libfabric operation or progress step,
 // never per packet (the engine's per-packet loop stays a template over its datapath), so

@@ -1,10 +1,12 @@
 // Provider entry: fi_prov_ini (what libfabric looks up in libspray-fi.so), the runtime
 // parameters, and helpers every object shares.
+#include <algorithm>
 #include <cstring>
 
 #include "provider/spray_fi.h"
 #include "transport/datapath/shm/shm_datapath.h"
 #include "transport/datapath/udp/interface_mtu.h"
+#include "transport/datapath/verbs/verbs_datapath.h"
 
 namespace spray::fi {
 namespace {
@@ -28,7 +30,8 @@ constexpr StringParam kStringParams[] = {
     {"datapath", &Params::datapath,
      "Datapath under the transport: auto (shared memory to peers on this host, kernel UDP "
      "to the others), udp (kernel UDP sockets only), shm (shared memory only; every peer "
-     "on this host) or dpdk (kernel bypass; one endpoint per process, IPv4)."},
+     "on this host), dpdk (kernel bypass; one endpoint per process, IPv4) or verbs (RDMA "
+     "NIC, unreliable-datagram queue pairs; names are FI_ADDR_IB_UD)."},
     {"address", &Params::address,
      "Local IPv4/IPv6 address endpoints bind when the application names none "
      "(fi_getinfo node with FI_SOURCE)."},
@@ -42,6 +45,8 @@ constexpr StringParam kStringParams[] = {
     {"dpdk_neighbours", &Params::dpdk_neighbours,
      "Static DPDK neighbours, IPV4=MAC[,IPV4=MAC...]; others are resolved by ARP and from "
      "the kernel's table."},
+    {"verbs_device", &Params::verbs_device,
+     "RDMA device for the verbs datapath (as ibv_devices lists it); empty: the first one."},
 };
 constexpr IntParam kIntParams[] = {
     {"entropy_ports", &Params::entropy_ports,
@@ -63,6 +68,10 @@ constexpr IntParam kIntParams[] = {
      "bandwidth-delay product (the starting window). 0: 100, or 400 over shm."},
     {"base_rtt_us", &Params::base_rtt_us,
      "Congestion control: the unloaded round-trip time, microseconds."},
+    {"verbs_port", &Params::verbs_port, "Port of the RDMA device for the verbs datapath."},
+    {"verbs_gid_index", &Params::verbs_gid_index,
+     "GID index the verbs datapath sends from (RoCE: picks v1 or v2, IPv4 or IPv6; see "
+     "show_gids)."},
     {"reps_cache", &Params::reps_cache,
      "REPS: entropy values acknowledged without ECN that are kept for reuse, 1..32 (UET's "
      "REPS uses 8)."},
@@ -109,9 +118,25 @@ uint32_t datagram_bytes(const std::string& address) {
   if (params().mtu > 0) return static_cast<uint32_t>(params().mtu);
   if (params().datapath == "shm") return dp::ShmConfig{}.mtu_bytes;
   if (params().datapath == "dpdk") return 1472;  // DPDK owns no kernel interface to ask
+  if (params().datapath == "verbs") {
+    std::string error;
+    const uint32_t mtu = dp::VerbsDatapath::port_mtu(verbs_config(), error);
+    return mtu ? mtu : dp::VerbsConfig{}.mtu_bytes;  // no port: the endpoint fails to open
+  }
   std::string error;
   const uint32_t mtu = dp::udp_payload_mtu(address, error);
   return mtu ? mtu : 1472;  // an unknown address fails later, when the endpoint binds it
+}
+
+dp::VerbsConfig verbs_config() {
+  const Params& p = params();
+  dp::VerbsConfig c;
+  c.device = p.verbs_device;
+  c.port = static_cast<uint8_t>(std::clamp(p.verbs_port, 1, 255));
+  c.gid_index = std::max(p.verbs_gid_index, 0);
+  c.entropy_classes = static_cast<uint16_t>(std::clamp(p.entropy_ports, 1, 64));
+  if (p.mtu > 0) c.mtu_bytes = static_cast<uint32_t>(p.mtu);
+  return c;
 }
 
 int to_fi_errno(Status s) {

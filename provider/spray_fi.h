@@ -34,18 +34,26 @@
 #include "transport/base/status.h"
 #include "transport/datapath/net_addr.h"
 
+namespace spray::dp {
+struct VerbsConfig;
+}
+
 namespace spray::fi {
 
 extern fi_provider provider;
 
 // Runtime parameters (fi_param_define'd once at load; `fi_info -e` lists them).
 struct Params {
-  // FI_SPRAY_DATAPATH: auto (shared memory to local peers, UDP to others), udp, shm, dpdk.
+  // FI_SPRAY_DATAPATH: auto (shared memory to local peers, UDP to others), udp, shm, dpdk,
+  // verbs.
   std::string datapath = "auto";
   std::string address = "127.0.0.1";
   std::string dpdk_args;        // EAL parameters for the DPDK datapath
   std::string dpdk_port;        // its ethdev; empty: the only one
   std::string dpdk_neighbours;  // "IPV4=MAC,IPV4=MAC": static neighbours for DPDK
+  std::string verbs_device;     // RDMA device for verbs; empty: the first one
+  int verbs_port = 1;           // its port
+  int verbs_gid_index = 0;      // the GID (RoCE: selects v1/v2 and IPv4/IPv6) to send from
   int entropy_ports = 8;
   int mtu = 0;  // 0: from the interface of the bound address (see datagram_bytes)
   std::string congestion = "nscc";
@@ -67,8 +75,11 @@ struct Params {
 const Params& params();
 // UET bytes per packet on `address`: FI_SPRAY_MTU when set; else for UDP the interface's
 // MTU less IP and UDP headers, capped at a 9000-byte jumbo frame (1472 if unknown); for
-// shm the largest packet SES fills; for DPDK a 1500-byte Ethernet's.
+// shm the largest packet SES fills; for DPDK a 1500-byte Ethernet's; for verbs the
+// RDMA port's active MTU (at most 4096).
 uint32_t datagram_bytes(const std::string& address);
+// The verbs datapath's configuration from the FI_SPRAY_VERBS_* parameters.
+dp::VerbsConfig verbs_config();
 
 #define SPRAY_WARN(subsys, ...) FI_WARN(&::spray::fi::provider, subsys, __VA_ARGS__)
 
@@ -120,6 +131,7 @@ struct AddressVector {
   fid_av fid{};
   Domain* domain = nullptr;
   fi_av_type type = FI_AV_TABLE;
+  uint32_t addr_format = FI_SOCKADDR_IN;  // the domain's: how names are read and written
   std::vector<dp::NetAddr> addrs;
   std::vector<bool> valid;
   std::unordered_map<uint64_t, fi_addr_t> by_hash;  // NetAddr::hash -> fi_addr

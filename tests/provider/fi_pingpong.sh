@@ -7,6 +7,10 @@ dir=$1
 ep=$2
 command -v fi_pingpong >/dev/null || { echo "SKIP: fi_pingpong (libfabric-bin) not installed"; exit 77; }
 export FI_PROVIDER_PATH=$dir FI_PROVIDER=spray FI_SPRAY_DATAPATH=${FI_SPRAY_DATAPATH:-auto}
+if [[ $FI_SPRAY_DATAPATH == verbs ]] && ! compgen -G '/sys/class/infiniband_verbs/uverbs*' >/dev/null; then
+  echo "SKIP: no RDMA device on this machine (/sys/class/infiniband_verbs has no uverbs device)"
+  exit 77
+fi
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 cd "$logs"

@@ -3,6 +3,7 @@
 #include <infiniband/verbs.h>
 #include <poll.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -58,12 +59,9 @@ void VerbsDatapath::post_receives() {
   }
 }
 
-size_t VerbsDatapath::rx_burst(PacketBuf** bufs, size_t n) {
-  reap_sends();
-  std::array<ibv_wc, kMaxBurst> wc{};
-  const int got = ibv_poll_cq(recv_cq_, static_cast<int>(std::min(n, kMaxBurst)), wc.data());
+size_t VerbsDatapath::deliver(const ibv_wc* wc, size_t count, PacketBuf** bufs, size_t n) {
   size_t kept = 0;
-  for (int i = 0; i < got; ++i) {
+  for (size_t i = 0; i < count && kept < n; ++i) {
     PacketBuf* b = from_wr_id(wc[i].wr_id);
     --posted_receives_;
     if (wc[i].status != IBV_WC_SUCCESS || wc[i].byte_len < kGrhBytes) {
@@ -71,14 +69,41 @@ size_t VerbsDatapath::rx_burst(PacketBuf** bufs, size_t n) {
       pool_.release(b);
       continue;
     }
+    const uint8_t* grh = b->data - kGrhBytes;
     b->len = wc[i].byte_len - kGrhBytes;
     b->peer = {};
     b->peer.family = NetAddr::Family::kVerbs;
     b->peer.qpn = wc[i].src_qp;
-    std::memcpy(b->peer.ip.data(), b->data - kGrhBytes + 8, 16);  // GRH source GID
+    if (ipv4_roce_) {
+      // ::ffff:a.b.c.d from the IPv4 header's source address (header at byte 20).
+      b->peer.ip[10] = 0xff;
+      b->peer.ip[11] = 0xff;
+      std::memcpy(b->peer.ip.data() + 12, grh + 20 + 12, 4);
+    } else {
+      std::memcpy(b->peer.ip.data(), grh + 8, 16);  // the GRH's source GID
+    }
     b->entropy = 0;
     b->flags = 0;
     bufs[kept++] = b;
+  }
+  return kept;
+}
+
+size_t VerbsDatapath::rx_burst(PacketBuf** bufs, size_t n) {
+  reap_sends();
+  size_t kept = 0;
+  if (stash_count_ > 0) {
+    // deliver() takes stashed completions in order; n >= stash is the usual case.
+    const size_t take = std::min(stash_count_, n);
+    kept = deliver(stash_.get(), take, bufs, n);
+    std::memmove(stash_.get(), stash_.get() + take, (stash_count_ - take) * sizeof(ibv_wc));
+    stash_count_ -= take;
+  }
+  if (kept < n && stash_count_ == 0) {
+    std::array<ibv_wc, kMaxBurst> wc{};
+    const int got =
+        ibv_poll_cq(recv_cq_, static_cast<int>(std::min(n - kept, kMaxBurst)), wc.data());
+    if (got > 0) kept += deliver(wc.data(), static_cast<size_t>(got), bufs + kept, n - kept);
   }
   stats_.rx_packets += kept;
   post_receives();
@@ -160,15 +185,29 @@ size_t VerbsDatapath::tx_burst(PacketBuf** bufs, size_t n) {
   return n;
 }
 
-bool VerbsDatapath::wait(Duration timeout) {
-  if (ibv_req_notify_cq(recv_cq_, 0) != 0) return false;
-  pollfd p{channel_->fd, POLLIN, 0};
-  const auto ms = static_cast<int>((timeout.ps + 999'999'999) / 1'000'000'000);
-  if (::poll(&p, 1, ms) <= 0) return false;
+bool VerbsDatapath::prepare_wait() {
+  // Consume the events the descriptor holds (it is non-blocking), then arm for the next.
   ibv_cq* cq = nullptr;
   void* context = nullptr;
-  if (ibv_get_cq_event(channel_, &cq, &context) == 0) ibv_ack_cq_events(cq, 1);
-  return true;
+  while (ibv_get_cq_event(channel_, &cq, &context) == 0) ibv_ack_cq_events(cq, 1);
+  if (ibv_req_notify_cq(recv_cq_, 0) != 0) return false;
+  // A completion that arrived before arming raises no event: look once more.
+  if (stash_count_ == 0) {
+    const int got = ibv_poll_cq(recv_cq_, static_cast<int>(kStashMax), stash_.get());
+    if (got > 0) stash_count_ = static_cast<size_t>(got);
+  }
+  return stash_count_ == 0;
+}
+
+int VerbsDatapath::wait_fd() const {
+  return channel_->fd;
+}
+
+bool VerbsDatapath::wait(Duration timeout) {
+  if (!prepare_wait()) return true;
+  pollfd p{channel_->fd, POLLIN, 0};
+  const auto ms = static_cast<int>((timeout.ps + 999'999'999) / 1'000'000'000);
+  return ::poll(&p, 1, ms) > 0;
 }
 
 }  // namespace spray::dp

@@ -10,7 +10,10 @@
 // each packet's EV selects one of `entropy_classes` address handles per peer whose flow
 // labels differ. Address: the port's GID plus the QP number (NetAddr family kVerbs).
 //
-// Waiting: wait() arms the receive CQ's completion channel and polls its fd.
+// Waiting: prepare_wait() arms the receive CQ's completion channel (whose descriptor is
+// wait_fd()) and polls the CQ once more, since completions that arrived before arming
+// raise no event; what that poll finds is kept for the next rx_burst. wait() does both
+// and blocks on the descriptor.
 //
 // Tested end to end only where an RDMA device exists; elsewhere open() fails with a
 // clear reason and the tests report a skip.
@@ -32,6 +35,7 @@ struct ibv_cq;
 struct ibv_qp;
 struct ibv_ah;
 struct ibv_comp_channel;
+struct ibv_wc;
 
 namespace spray::dp {
 
@@ -62,6 +66,9 @@ class VerbsDatapath {
   static std::unique_ptr<VerbsDatapath> open(const VerbsConfig& config, std::string& error);
   // Names of the RDMA devices present (empty when there are none).
   static std::vector<std::string> devices();
+  // The active MTU of the configured device's port, bytes; 0 and a reason when the
+  // device or port is missing or down.
+  static uint32_t port_mtu(const VerbsConfig& config, std::string& error);
   ~VerbsDatapath();
   VerbsDatapath(const VerbsDatapath&) = delete;
   VerbsDatapath& operator=(const VerbsDatapath&) = delete;
@@ -73,6 +80,11 @@ class VerbsDatapath {
   uint32_t mtu() const { return mtu_; }
   NetAddr local_address() const { return local_; }
   bool wait(Duration timeout);
+  // Before blocking on wait_fd(): consumes the channel's events and arms it. False when
+  // packets are already waiting (the caller polls instead of blocking).
+  bool prepare_wait();
+  // The completion channel's descriptor: readable once a packet arrives after prepare_wait.
+  int wait_fd() const;
   const VerbsStats& stats() const { return stats_; }
 
  private:
@@ -81,6 +93,8 @@ class VerbsDatapath {
   bool setup(std::string& error);
   void post_receives();
   void reap_sends();
+  // Turns receive completions into packets in bufs (at most n); returns how many.
+  size_t deliver(const ibv_wc* wc, size_t count, PacketBuf** bufs, size_t n);
   ibv_ah* address_handle(const NetAddr& peer, uint16_t entropy);
 
   VerbsConfig cfg_;
@@ -94,6 +108,13 @@ class VerbsDatapath {
   ibv_cq* send_cq_ = nullptr;
   ibv_cq* recv_cq_ = nullptr;
   ibv_qp* qp_ = nullptr;
+  // RoCEv2 over IPv4 (the port's GID is IPv4-mapped): a UD receive's 40-byte GRH area
+  // then holds an IPv4 header in its last 20 bytes, not a GRH with the source GID.
+  bool ipv4_roce_ = false;
+  // Receive completions prepare_wait() polled, not yet handed out (kStashMax at most).
+  static constexpr size_t kStashMax = 64;
+  std::unique_ptr<ibv_wc[]> stash_;
+  size_t stash_count_ = 0;
   uint32_t posted_receives_ = 0;
   uint32_t outstanding_sends_ = 0;
   // Address handles by (peer, entropy class); created on first use, kept for the QP's life.

@@ -1,5 +1,6 @@
 // VerbsDatapath setup: device discovery, protection domain, registered pool, CQs, the
 // UD queue pair and its state transitions, and teardown.
+#include <fcntl.h>
 #include <infiniband/verbs.h>
 
 #include <cerrno>
@@ -28,6 +29,38 @@ uint32_t mtu_bytes(ibv_mtu m) {
   return 256;
 }
 
+// Opens the device named `name` (empty: the first one); nullptr and the reason if none.
+ibv_context* open_device(const std::string& name, std::string& error) {
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  if (list == nullptr || n == 0) {
+    if (list) ibv_free_device_list(list);
+    error =
+        "verbs: no RDMA device found (ibv_get_device_list returned none); the verbs "
+        "datapath needs an RDMA NIC or a software device such as rxe";
+    return nullptr;
+  }
+  ibv_device* dev = nullptr;
+  std::string names;
+  for (int i = 0; i < n; ++i) {
+    const std::string found = ibv_get_device_name(list[i]);
+    names += (i ? ", " : "") + found;
+    if (name.empty() || name == found) {
+      dev = list[i];
+      break;
+    }
+  }
+  if (dev == nullptr) {
+    ibv_free_device_list(list);
+    error = fmt::format("verbs: RDMA device '{}' not found; present: {}", name, names);
+    return nullptr;
+  }
+  ibv_context* ctx = ibv_open_device(dev);
+  ibv_free_device_list(list);
+  if (ctx == nullptr) error = fmt::format("verbs: ibv_open_device: {}", std::strerror(errno));
+  return ctx;
+}
+
 }  // namespace
 
 std::vector<std::string> VerbsDatapath::devices() {
@@ -38,6 +71,20 @@ std::vector<std::string> VerbsDatapath::devices() {
   for (int i = 0; i < n; ++i) names.emplace_back(ibv_get_device_name(list[i]));
   ibv_free_device_list(list);
   return names;
+}
+
+uint32_t VerbsDatapath::port_mtu(const VerbsConfig& config, std::string& error) {
+  ibv_context* ctx = open_device(config.device, error);
+  if (ctx == nullptr) return 0;
+  ibv_port_attr port{};
+  uint32_t mtu = 0;
+  if (ibv_query_port(ctx, config.port, &port) != 0 || port.state != IBV_PORT_ACTIVE) {
+    error = fmt::format("verbs: port {} is not active", config.port);
+  } else {
+    mtu = mtu_bytes(port.active_mtu);
+  }
+  ibv_close_device(ctx);
+  return mtu;
 }
 
 std::unique_ptr<VerbsDatapath> VerbsDatapath::open(const VerbsConfig& c, std::string& error) {
@@ -51,39 +98,14 @@ std::unique_ptr<VerbsDatapath> VerbsDatapath::open(const VerbsConfig& c, std::st
 }
 
 VerbsDatapath::VerbsDatapath(const VerbsConfig& config, uint32_t mtu)
-    : cfg_(config), mtu_(mtu), pool_(config.buffers, mtu, kGrhBytes) {}
+    : cfg_(config),
+      mtu_(mtu),
+      pool_(config.buffers, mtu, kGrhBytes),
+      stash_(std::make_unique<ibv_wc[]>(kStashMax)) {}
 
 bool VerbsDatapath::setup(std::string& error) {
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  if (list == nullptr || n == 0) {
-    if (list) ibv_free_device_list(list);
-    error =
-        "verbs: no RDMA device found (ibv_get_device_list returned none); the verbs "
-        "datapath needs an RDMA NIC or a software device such as rxe";
-    return false;
-  }
-  ibv_device* dev = nullptr;
-  std::string names;
-  for (int i = 0; i < n; ++i) {
-    const std::string name = ibv_get_device_name(list[i]);
-    names += (i ? ", " : "") + name;
-    if (cfg_.device.empty() || cfg_.device == name) {
-      dev = list[i];
-      break;
-    }
-  }
-  if (dev == nullptr) {
-    ibv_free_device_list(list);
-    error = fmt::format("verbs: RDMA device '{}' not found; present: {}", cfg_.device, names);
-    return false;
-  }
-  ctx_ = ibv_open_device(dev);
-  ibv_free_device_list(list);
-  if (ctx_ == nullptr) {
-    error = fmt::format("verbs: ibv_open_device: {}", std::strerror(errno));
-    return false;
-  }
+  ctx_ = open_device(cfg_.device, error);
+  if (ctx_ == nullptr) return false;
   ibv_port_attr port{};
   if (ibv_query_port(ctx_, cfg_.port, &port) != 0 || port.state != IBV_PORT_ACTIVE) {
     error = fmt::format("verbs: port {} is not active", cfg_.port);
@@ -97,6 +119,12 @@ bool VerbsDatapath::setup(std::string& error) {
   }
   pd_ = ibv_alloc_pd(ctx_);
   channel_ = ibv_create_comp_channel(ctx_);
+  // prepare_wait() drains the channel's events without blocking.
+  if (channel_ && fcntl(channel_->fd, F_SETFL, fcntl(channel_->fd, F_GETFL) | O_NONBLOCK) != 0) {
+    error = fmt::format("verbs: cannot make the completion channel non-blocking: {}",
+                        std::strerror(errno));
+    return false;
+  }
   send_cq_ = ibv_create_cq(ctx_, static_cast<int>(cfg_.send_depth), nullptr, nullptr, 0);
   recv_cq_ = ibv_create_cq(ctx_, static_cast<int>(cfg_.recv_depth), nullptr, channel_, 0);
   if (!pd_ || !channel_ || !send_cq_ || !recv_cq_) {
@@ -147,6 +175,8 @@ bool VerbsDatapath::setup(std::string& error) {
   local_.family = NetAddr::Family::kVerbs;
   std::memcpy(local_.ip.data(), gid.raw, 16);
   local_.qpn = qp_->qp_num;
+  static constexpr uint8_t kIpv4Mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  ipv4_roce_ = std::memcmp(gid.raw, kIpv4Mapped, sizeof(kIpv4Mapped)) == 0;
   post_receives();
   return true;
 }
