@@ -241,13 +241,18 @@ CollectiveRequest Communicator::start_all_reduce(Mode mode, const void* send, vo
   CallSignature s{
       .type = static_cast<uint8_t>(type), .op = static_cast<uint8_t>(op), .count = count};
   return launch(mode, "all_reduce", s, [=, this] {
+    // Rabenseifner reads `send` itself; the others work in place in recv.
+    if (algorithm == AllReduceAlgorithm::kRabenseifner) {
+      algo::rabenseifner_all_reduce(*this, send, recv, count, type, op);
+      if (op == ReduceOp::kAvg) finish_average(recv, count, type, size_);
+      return;
+    }
     if (send != recv && count > 0) std::memmove(recv, send, count * size_of(type));
     switch (algorithm) {
       case AllReduceAlgorithm::kRecursiveDoubling:
         algo::recursive_doubling_all_reduce(*this, recv, count, type, op);
         break;
-      case AllReduceAlgorithm::kRabenseifner:
-        algo::rabenseifner_all_reduce(*this, recv, count, type, op);
+      case AllReduceAlgorithm::kRabenseifner:  // above
         break;
       case AllReduceAlgorithm::kDoubleBinaryTree:
         algo::double_binary_tree_all_reduce(*this, recv, count, type, op);

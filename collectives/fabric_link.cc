@@ -16,8 +16,10 @@ namespace spray::coll {
 namespace {
 
 constexpr size_t kSlots = 4096;  // requests in flight at once
-// How long a wait polls before it blocks (SPRAY_COLL_SPIN_US overrides it).
+// How long a wait polls before it yields (SPRAY_COLL_SPIN_US overrides it), and how long
+// it polls and yields before it blocks (SPRAY_COLL_YIELD_US); see fabric_link.h.
 constexpr auto kDefaultSpin = std::chrono::microseconds(5);
+constexpr auto kDefaultYield = std::chrono::microseconds(500);
 
 std::string fi_error(const char* call, int rc) {
   return fmt::format("{} failed: {}", call, fi_strerror(-rc));
@@ -76,6 +78,7 @@ std::unique_ptr<FabricLink> FabricLink::open(const std::string& provider, std::s
     return nullptr;
   }
   link->spin_ = kDefaultSpin;
+  link->yield_ = kDefaultYield;
   if (const char* spin = std::getenv("SPRAY_COLL_SPIN_US"); spin && *spin) {
     link->spin_ = std::chrono::microseconds(std::strtol(spin, nullptr, 10));
   }

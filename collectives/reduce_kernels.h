@@ -1,4 +1,5 @@
-// Element-wise reduction kernels: dst[i] = dst[i] OP src[i] for `count` elements.
+// Element-wise reduction kernels: dst[i] = dst[i] OP src[i] (or a[i] OP b[i]) for `count`
+// elements.
 //
 // Native types (f32, f64, integers) run in loops the compiler vectorises, compiled three
 // times (AVX-512, AVX2, portable) and chosen once at start-up from the CPU's features.
@@ -18,6 +19,9 @@ namespace spray::coll {
 
 // kAvg is reduced as kSum. Buffers may not overlap partially (dst == src is allowed).
 void reduce(void* dst, const void* src, size_t count, DataType type, ReduceOp op);
+// dst[i] = a[i] OP b[i]: a reduction that also moves the result (dst may be a or b; no
+// partial overlaps).
+void reduce_into(void* dst, const void* a, const void* b, size_t count, DataType type, ReduceOp op);
 
 // Divides every element by `contributors` (the last step of an average).
 void finish_average(void* data, size_t count, DataType type, int contributors);

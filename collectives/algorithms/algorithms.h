@@ -39,7 +39,9 @@ void binomial_broadcast(Communicator& c, void* data, size_t bytes, int root);
 void binomial_reduce(Communicator& c, void* data, size_t count, DataType type, ReduceOp op,
                      int root);
 // Rabenseifner: reduce-scatter by recursive halving, all-gather by recursive doubling.
-void rabenseifner_all_reduce(Communicator& c, void* data, size_t count, DataType type, ReduceOp op);
+// Reads `send` (which may be `recv`: in place) and leaves the result in `recv`.
+void rabenseifner_all_reduce(Communicator& c, const void* send, void* recv, size_t count,
+                             DataType type, ReduceOp op);
 // Two complementary binary trees, each reducing and broadcasting half of the buffer.
 void double_binary_tree_all_reduce(Communicator& c, void* data, size_t count, DataType type,
                                    ReduceOp op);

@@ -2,6 +2,12 @@
 // ring): P - 1 steps each; in step s a rank sends one block to its right neighbour and
 // receives another from its left. Each block travels in pieces, and the receiver reduces
 // piece k while piece k + 1 is still arriving.
+//
+// Steps wait for their receives only. A block once sent is never written again within
+// the phase (reduce-scatter reduces into the next block down, all-gather receives into
+// blocks it has not sent), so sends are waited for once, when the phase ends: a send
+// completes when the peer acknowledges it, and waiting for that each step would add the
+// peer's acknowledgement (and its turn on a CPU) to every step.
 #include <cstring>
 
 #include "collectives/algorithms/pieces.h"
@@ -42,13 +48,13 @@ void ring_reduce_scatter(Communicator& c, void* data, std::span<const size_t> bl
   uint8_t* incoming = c.scratch(0, largest * es);
   const int right = (r + 1) % p, left = (r + p - 1) % p;
   std::vector<Request> recvs, sends;
+  sends.reserve(static_cast<size_t>(p - 1) * piece_count(largest * es));
   for (int s = 0; s < p - 1; ++s) {
     // After step s, block r - s - 2 holds s + 2 contributions; the last step ends on r.
     const size_t send_b = wrap(r - s - 1, p), recv_b = wrap(r - s - 2, p);
     const size_t recv_count = blocks[recv_b + 1] - blocks[recv_b];
     const size_t send_bytes = (blocks[send_b + 1] - blocks[send_b]) * es;
     recvs.clear();
-    sends.clear();
     const auto step = first_step + static_cast<uint32_t>(s);
     post_recv_pieces(c, left, incoming, recv_count * es, step, recvs);
     post_send_pieces(c, right, bytes + blocks[send_b] * es, send_bytes, step, sends);
@@ -60,8 +66,8 @@ void ring_reduce_scatter(Communicator& c, void* data, std::span<const size_t> bl
       const size_t n = std::min(piece_elems, recv_count - std::min(recv_count, first));
       reduce(target + first * es, incoming + first * es, n, type, op);
     }
-    c.link().wait_all(sends, c.deadline());
   }
+  c.link().wait_all(sends, c.deadline());
 }
 
 void ring_all_gather(Communicator& c, void* data, std::span<const size_t> blocks, size_t elem_bytes,
@@ -70,17 +76,18 @@ void ring_all_gather(Communicator& c, void* data, std::span<const size_t> blocks
   if (p == 1) return;
   auto* bytes = static_cast<uint8_t*>(data);
   const int right = (r + 1) % p, left = (r + p - 1) % p;
-  std::vector<Request> requests;
+  std::vector<Request> recvs, sends;
   for (int s = 0; s < p - 1; ++s) {
     const size_t send_b = wrap(r - s, p), recv_b = wrap(r - s - 1, p);
-    requests.clear();
+    recvs.clear();
     const auto step = first_step + static_cast<uint32_t>(s);
     post_recv_pieces(c, left, bytes + blocks[recv_b] * elem_bytes,
-                     (blocks[recv_b + 1] - blocks[recv_b]) * elem_bytes, step, requests);
+                     (blocks[recv_b + 1] - blocks[recv_b]) * elem_bytes, step, recvs);
     post_send_pieces(c, right, bytes + blocks[send_b] * elem_bytes,
-                     (blocks[send_b + 1] - blocks[send_b]) * elem_bytes, step, requests);
-    c.link().wait_all(requests, c.deadline());
+                     (blocks[send_b + 1] - blocks[send_b]) * elem_bytes, step, sends);
+    c.link().wait_all(recvs, c.deadline());
   }
+  c.link().wait_all(sends, c.deadline());
 }
 
 void ring_all_reduce(Communicator& c, void* data, size_t count, DataType type, ReduceOp op) {

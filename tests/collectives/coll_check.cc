@@ -113,6 +113,13 @@ struct Checker {
       }
       comm.all_reduce(send.data(), out, count, t, op);
       check_all_reduce(out, t, op, count, algorithm, in_place ? " in place" : "");
+      if (!in_place) {  // the send buffer is only read
+        const auto what = fmt::format("all_reduce/{} {} {} n={}: send buffer", name(algorithm),
+                                      name(t), name(op), count);
+        for (size_t i = 0; i < count; ++i) {
+          expect(load_element(send.data(), i, t), input(comm.rank(), i, op, t), t, what, i);
+        }
+      }
     }
     for (size_t k = 0; k < requests.size(); ++k) {
       requests[k].wait();
