@@ -93,6 +93,48 @@ TEST(AutoDatapath, a_sleeping_receiver_is_woken_and_the_doorbell_is_not_handed_u
   EXPECT_LE(b->stats().rx_doorbells, 1u);
 }
 
+TEST(AutoDatapath, an_idle_udp_socket_is_polled_less_often_but_never_forgotten) {
+  auto a = open_auto();
+  ASSERT_TRUE(a);
+  std::string error;
+  UdpConfig u;
+  u.mtu_bytes = 8192;
+  auto remote = UdpDatapath::open(u, error);
+  ASSERT_TRUE(remote) << error;
+  PacketBuf* got = nullptr;
+  for (int i = 0; i < 4096; ++i) ASSERT_EQ(a->rx_burst(&got, 1), 0u);
+  EXPECT_GT(a->stats().udp_polls_skipped, 2000u);  // idle: every 16th poll reaches UDP
+
+  std::vector<PacketBuf*> one(1);
+  ASSERT_TRUE(test::make_burst<UdpDatapath>(*remote, one, a->local_address(), 500));
+  remote->tx_burst(one.data(), 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // it is in a's socket now
+  size_t polls = 0, received = 0;
+  while (received == 0 && polls < 64) {
+    received = a->rx_burst(&got, 1);
+    ++polls;
+  }
+  ASSERT_EQ(received, 1u) << "a datagram waited through 64 polls";
+  EXPECT_LE(polls, 16u);
+  EXPECT_EQ(got->len, 500u);
+  a->free(&got, 1);
+
+  // Traffic makes the socket hot again: the next polls all reach it.
+  const uint64_t skipped = a->stats().udp_polls_skipped;
+  for (int i = 0; i < 100; ++i) a->rx_burst(&got, 1);
+  EXPECT_EQ(a->stats().udp_polls_skipped, skipped);
+
+  // And a sleeper's wake-up datagram is read by the first poll after prepare_wait.
+  for (int i = 0; i < 4096; ++i) a->rx_burst(&got, 1);
+  ASSERT_TRUE(test::make_burst<UdpDatapath>(*remote, one, a->local_address(), 300));
+  EXPECT_TRUE(a->prepare_wait());
+  remote->tx_burst(one.data(), 1);
+  EXPECT_TRUE(a->wait(Duration::seconds(10)));
+  ASSERT_EQ(a->rx_burst(&got, 1), 1u);
+  EXPECT_EQ(got->len, 300u);
+  a->free(&got, 1);
+}
+
 TEST(AutoEngine, transfer__to_a_local_peer_goes_by_shared_memory_with_one_copy_when_large) {
   engine::EngineConfig ec;
   ec.pds.cc.base_rtt = Duration::microseconds(20);

@@ -2,6 +2,8 @@
 // owner.
 #include "transport/datapath/auto/auto_datapath.h"
 
+#include <algorithm>
+
 #include <array>
 
 #include "transport/datapath/udp/socket_address.h"
@@ -76,8 +78,15 @@ size_t AutoDatapath::tx_burst(PacketBuf** bufs, size_t n) {
 size_t AutoDatapath::rx_burst(PacketBuf** bufs, size_t n) {
   size_t got = shm_->rx_burst(bufs, n);
   if (got == n) return got;
+  if (udp_empty_polls_ >= kUdpIdlePolls && ++udp_skipped_ < kUdpIdleStride) {
+    ++stats_.udp_polls_skipped;
+    return got;
+  }
+  udp_skipped_ = 0;
   const size_t first = got;
   const size_t end = first + udp_->rx_burst(bufs + first, n - first);
+  // Doorbells count as empty polls: they say a local peer wrote to shared memory.
+  bool udp_packets = false;
   for (size_t i = first; i < end; ++i) {
     if (bufs[i]->len == kDoorbellBytes) {  // a local peer woke us; nothing to hand up
       udp_->free(&bufs[i], 1);
@@ -85,7 +94,9 @@ size_t AutoDatapath::rx_burst(PacketBuf** bufs, size_t n) {
       continue;
     }
     bufs[got++] = bufs[i];
+    udp_packets = true;
   }
+  udp_empty_polls_ = udp_packets ? 0 : std::min(udp_empty_polls_ + 1, kUdpIdlePolls);
   return got;
 }
 
