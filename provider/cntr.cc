@@ -64,7 +64,9 @@ int cntr_wait(fid_cntr* f, uint64_t threshold, int timeout_ms) {
       if (c->wait_fd && !ready_to_block(c->endpoints)) continue;
     }
     if (timeout_ms >= 0 && std::chrono::steady_clock::now() >= deadline) return -FI_ETIMEDOUT;
-    if (c->wait_fd) {
+    if (wait_for_progress_thread(*c->domain, 1)) {
+      // FI_PROGRESS_AUTO: the thread drains the sockets; it tells us when it delivers.
+    } else if (c->wait_fd) {
       c->wait_fd->wait(1);
     } else if (waiter) {
       endpoint_wait(*waiter, 1);

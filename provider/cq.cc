@@ -118,7 +118,9 @@ ssize_t cq_sreadfrom(fid_cq* f, void* buf, size_t count, fi_addr_t* src, const v
     // rounds up, or a short fi_cq_sread would poll in a busy loop and steal the CPU
     // from the very ranks it waits for (it did: 13x slower with 3 ranks on 2 cores).
     const int slice = 1;
-    if (cq->wait_fd) {
+    if (wait_for_progress_thread(*cq->domain, slice)) {
+      // FI_PROGRESS_AUTO: the thread drains the sockets; it tells us when it delivers.
+    } else if (cq->wait_fd) {
       cq->wait_fd->wait(slice);  // every bound endpoint's socket at once
     } else if (waiter) {
       endpoint_wait(*waiter, slice);

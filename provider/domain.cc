@@ -12,6 +12,7 @@ int domain_close(fid* f) {
     SPRAY_WARN(FI_LOG_DOMAIN, "domain closed with %d objects still open\n", d->refs);
     return -FI_EBUSY;
   }
+  d->progress_thread.reset();  // stops and joins it; no endpoint is left to progress
   fi_freeinfo(d->info);
   delete d;
   return FI_SUCCESS;
@@ -95,6 +96,9 @@ int domain_open(fid_fabric*, fi_info* info, fid_domain** out, void* context) {
   auto* d = new (std::nothrow) Domain;
   if (!d) return -FI_ENOMEM;
   d->info = fi_dupinfo(info);
+  if (info->domain_attr && info->domain_attr->data_progress == FI_PROGRESS_AUTO) {
+    d->progress_thread = std::make_unique<ProgressThread>(*d);
+  }
   d->fid.fid.fclass = FI_CLASS_DOMAIN;
   d->fid.fid.context = context;
   d->fid.fid.ops = &domain_fi_ops;

@@ -3,6 +3,7 @@
 #include <netinet/in.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "provider/endpoint.h"
@@ -414,11 +415,20 @@ const void* Endpoint::inject_copy(uint32_t slot, const void* buf, size_t len) {
   return copy;
 }
 
-void endpoint_progress(Endpoint& ep) {
-  if (!ep.engine) return;
+size_t endpoint_progress(Endpoint& ep) {
+  if (!ep.engine) return 0;
   ep.engine->progress(dp::monotonic_now());
   ses::Completion c;
-  while (ep.engine->poll_completion(c)) complete(ep, c);
+  size_t delivered = 0;
+  for (; ep.engine->poll_completion(c); ++delivered) complete(ep, c);
+  return delivered;
+}
+
+bool wait_for_progress_thread(Domain& d, int timeout_ms) {
+  if (!d.progress_thread) return false;
+  std::unique_lock lock(d.mutex);
+  d.completions_delivered.wait_for(lock, std::chrono::milliseconds(timeout_ms));
+  return true;
 }
 
 void arm_for_timers(WaitFd& wait, const std::vector<Endpoint*>& endpoints) {

@@ -4,10 +4,9 @@
 //
 // Threading: every entry point takes its domain's mutex (FI_THREAD_SAFE and
 // FI_THREAD_DOMAIN alike). Calls, not packets, take it: one progress call moves a burst.
-// Progress is manual-driven: fi_cq_read / fi_cntr_read / fi_cq_sread on an object drive
-// the engines of the endpoints bound to it (FI_PROGRESS_MANUAL is what we advertise;
-// FI_PROGRESS_AUTO requests are honoured the same way, which the standard allows for
-// applications that poll).
+// Progress: fi_cq_read / fi_cntr_read / fi_cq_sread on an object drive the engines of
+// the domain's endpoints (FI_PROGRESS_MANUAL, advertised by default); a domain opened
+// with FI_PROGRESS_AUTO also has a ProgressThread doing the same in the background.
 #pragma once
 
 #include <rdma/fabric.h>
@@ -21,6 +20,7 @@
 #include <rdma/providers/fi_log.h>
 #include <rdma/providers/fi_prov.h>
 
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -30,6 +30,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "provider/progress_thread.h"
 #include "provider/wait_fd.h"
 #include "transport/base/status.h"
 #include "transport/datapath/net_addr.h"
@@ -122,6 +123,11 @@ struct Domain {
   uint64_t next_key = 1;
   std::unordered_map<uint64_t, MemoryRegion*> keys;
   std::vector<Endpoint*> endpoints;  // open endpoints, for domain-wide memory regions
+  // FI_PROGRESS_AUTO: notified (mutex held) when the progress thread delivered
+  // completions, so fi_cq_sread / fi_cntr_wait wake without polling the datapath.
+  std::condition_variable completions_delivered;
+  // FI_PROGRESS_AUTO only; last, so it stops before the members it uses go away.
+  std::unique_ptr<ProgressThread> progress_thread;
 
   bool mr_endpoint_mode() const { return info->domain_attr->mr_mode & FI_MR_ENDPOINT; }
 };
@@ -205,7 +211,11 @@ int mr_register_at(MemoryRegion& mr, Endpoint& ep);
 void mr_forget_endpoint(Domain& d, Endpoint& ep);
 
 // Drives one endpoint's engine and turns its completions into CQ entries.
-void endpoint_progress(Endpoint& ep);
+// Progresses one endpoint's engine and delivers its completions; returns how many.
+size_t endpoint_progress(Endpoint& ep);
+// Under FI_PROGRESS_AUTO: waits (domain mutex not held) for the progress thread to
+// deliver completions, at most `timeout_ms`; false at once without a progress thread.
+bool wait_for_progress_thread(Domain& d, int timeout_ms);
 // Blocks up to `timeout_ms` for traffic on the endpoint's datapath (domain mutex not held).
 void endpoint_wait(Endpoint& ep, int timeout_ms);
 // Arms `wait` to wake after the shortest retransmission timeout if any of `endpoints`

@@ -49,12 +49,14 @@ struct Fabric : ::testing::Test {
   fid_cq* cq = nullptr;
   std::vector<fid_ep*> eps;
   std::vector<fi_addr_t> addrs;
-  fi_wait_obj cq_wait = FI_WAIT_UNSPEC;  // set before open()
+  fi_wait_obj cq_wait = FI_WAIT_UNSPEC;            // set before open()
+  fi_progress data_progress = FI_PROGRESS_UNSPEC;  // set before open()
 
   void SetUp() override { open(FI_EP_RDM, FI_MSG | FI_TAGGED | FI_DIRECTED_RECV | FI_SOURCE); }
   void open(fi_ep_type type, uint64_t caps, int mr_mode = 0) {
     fi_info* hints = hints_for(type, caps);
     hints->domain_attr->mr_mode = mr_mode;
+    hints->domain_attr->data_progress = data_progress;
     info = getinfo(hints);
     ASSERT_NE(info, nullptr);
     ASSERT_EQ(fi_fabric(info->fabric_attr, &fabric, nullptr), 0);

@@ -1,0 +1,69 @@
+// The FI_PROGRESS_AUTO thread (see progress_thread.h).
+#include "provider/progress_thread.h"
+
+#include <poll.h>
+
+#include <chrono>
+#include <vector>
+
+#include "provider/endpoint.h"
+
+namespace spray::fi {
+namespace {
+
+// A CQ or counter that just received completions: whoever blocks on it re-reads.
+template <class T>
+void wake(T* object) {
+  if (object && object->wait_fd) object->wait_fd->signal();
+}
+
+}  // namespace
+
+ProgressThread::ProgressThread(Domain& domain) : domain_(domain), thread_([this] { run(); }) {}
+
+ProgressThread::~ProgressThread() {
+  stop_.store(true, std::memory_order_relaxed);
+  thread_.join();  // at most one sleep (1 ms) away
+}
+
+void ProgressThread::run() {
+  std::vector<pollfd> fds;
+  while (!stop_.load(std::memory_order_relaxed)) {
+    bool can_sleep = true, without_fd = false;
+    fds.clear();
+    {
+      std::lock_guard lock(domain_.mutex);
+      size_t delivered = 0;
+      for (Endpoint* ep : domain_.endpoints) {
+        const size_t n = endpoint_progress(*ep);
+        if (n == 0) continue;
+        delivered += n;
+        wake(ep->tx_cq);
+        wake(ep->rx_cq);
+        for (Counter* c : {ep->send_cntr, ep->recv_cntr, ep->read_cntr, ep->write_cntr}) wake(c);
+      }
+      if (delivered > 0) {
+        domain_.completions_delivered.notify_all();
+        can_sleep = false;  // more may follow at once
+      }
+      for (Endpoint* ep : domain_.endpoints) {
+        if (!ep->engine) continue;
+        if (!ep->engine->prepare_wait()) can_sleep = false;
+        const int fd = ep->engine->wait_fd();
+        if (fd < 0) {
+          without_fd = true;
+        } else {
+          fds.push_back({fd, POLLIN, 0});
+        }
+      }
+    }
+    if (!can_sleep) continue;
+    if (without_fd) {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    } else {
+      ::poll(fds.data(), fds.size(), 1);
+    }
+  }
+}
+
+}  // namespace spray::fi

@@ -1,0 +1,39 @@
+// ProgressThread: FI_PROGRESS_AUTO. One thread per domain (opened with data_progress
+// FI_PROGRESS_AUTO) drives every endpoint of the domain as fi_cq_read would, so
+// transfers move and complete while the application computes or sleeps without calling
+// into the provider.
+//
+// When a pass delivered completions it wakes what the application may be blocked on:
+// fi_cq_sread / fi_cntr_wait wait on Domain::completions_delivered under auto progress,
+// and the wait fds of FI_WAIT_FD CQs and counters are signalled (the thread, not the
+// application, drained the sockets those fds watch). When nothing moved it sleeps on
+// every endpoint's wait descriptor for at most 1 ms (retransmission timers need passes;
+// 100 us sleeps for endpoints without a descriptor, DPDK).
+//
+// Ownership: the domain owns the thread; destroying it (domain close) stops and joins
+// it. It takes the domain mutex for each pass, like any entry point.
+#pragma once
+
+#include <atomic>
+#include <thread>
+
+namespace spray::fi {
+
+struct Domain;
+
+class ProgressThread {
+ public:
+  explicit ProgressThread(Domain& domain);
+  ~ProgressThread();
+  ProgressThread(const ProgressThread&) = delete;
+  ProgressThread& operator=(const ProgressThread&) = delete;
+
+ private:
+  void run();
+
+  Domain& domain_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;  // last: started once the members above exist
+};
+
+}  // namespace spray::fi
