@@ -29,6 +29,17 @@ inline uint32_t piece_step(uint32_t step, size_t piece) {
   return step << 12 | static_cast<uint32_t>(piece);
 }
 
+// Sends a step has not waited for. Waiting for them only when their buffer is written
+// again keeps the peers' acknowledgements off each step's critical path, but every
+// request holds one of FabricLink's slots: past kMaxDeferredSends (huge buffers, many
+// pieces per step) they are waited for at once.
+inline constexpr size_t kMaxDeferredSends = 1024;
+inline void bound_deferred_sends(Communicator& c, std::vector<Request>& sends) {
+  if (sends.size() < kMaxDeferredSends) return;
+  c.link().wait_all(sends, c.deadline());
+  sends.clear();
+}
+
 // Posts the pieces of one transfer to / from `peer`, appending their requests.
 inline void post_send_pieces(Communicator& c, int peer, const uint8_t* data, size_t bytes,
                              uint32_t step, std::vector<Request>& out) {

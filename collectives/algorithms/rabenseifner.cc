@@ -66,6 +66,7 @@ void rabenseifner_all_reduce(Communicator& c, const void* send, void* recv, size
   int lo = 0, hi = pow2;
   std::vector<Request> sends;
   for (int mask = pow2 / 2; mask >= 1; mask /= 2, ++step) {
+    bound_deferred_sends(c, sends);
     const int mid = (lo + hi) / 2;
     const bool keep_low = (v & mask) == 0;
     const int keep_lo = keep_low ? lo : mid, keep_hi = keep_low ? mid : hi;
@@ -97,6 +98,7 @@ void rabenseifner_all_reduce(Communicator& c, const void* send, void* recv, size
 
   // All-gather by recursive doubling: swap ranges with the partner and merge them.
   for (int mask = 1; mask < pow2; mask *= 2, ++step) {
+    bound_deferred_sends(c, sends);
     const int partner = real(v ^ mask);
     const bool partner_below = (v & mask) != 0;
     const int other_lo = partner_below ? lo - mask : hi, other_hi = other_lo + mask;

@@ -48,8 +48,8 @@ void ring_reduce_scatter(Communicator& c, void* data, std::span<const size_t> bl
   uint8_t* incoming = c.scratch(0, largest * es);
   const int right = (r + 1) % p, left = (r + p - 1) % p;
   std::vector<Request> recvs, sends;
-  sends.reserve(static_cast<size_t>(p - 1) * piece_count(largest * es));
   for (int s = 0; s < p - 1; ++s) {
+    bound_deferred_sends(c, sends);
     // After step s, block r - s - 2 holds s + 2 contributions; the last step ends on r.
     const size_t send_b = wrap(r - s - 1, p), recv_b = wrap(r - s - 2, p);
     const size_t recv_count = blocks[recv_b + 1] - blocks[recv_b];
@@ -79,6 +79,7 @@ void ring_all_gather(Communicator& c, void* data, std::span<const size_t> blocks
   std::vector<Request> recvs, sends;
   for (int s = 0; s < p - 1; ++s) {
     const size_t send_b = wrap(r - s, p), recv_b = wrap(r - s - 1, p);
+    bound_deferred_sends(c, sends);
     recvs.clear();
     const auto step = first_step + static_cast<uint32_t>(s);
     post_recv_pieces(c, left, bytes + blocks[recv_b] * elem_bytes,
