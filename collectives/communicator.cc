@@ -242,17 +242,14 @@ CollectiveRequest Communicator::start_all_reduce(Mode mode, const void* send, vo
       .type = static_cast<uint8_t>(type), .op = static_cast<uint8_t>(op), .count = count};
   return launch(mode, "all_reduce", s, [=, this] {
     // Rabenseifner reads `send` itself; the others work in place in recv.
-    if (algorithm == AllReduceAlgorithm::kRabenseifner) {
-      algo::rabenseifner_all_reduce(*this, send, recv, count, type, op);
-      if (op == ReduceOp::kAvg) finish_average(recv, count, type, size_);
-      return;
-    }
-    if (send != recv && count > 0) std::memmove(recv, send, count * size_of(type));
+    const bool reads_send = algorithm == AllReduceAlgorithm::kRabenseifner;
+    if (!reads_send && send != recv && count > 0) std::memmove(recv, send, count * size_of(type));
     switch (algorithm) {
       case AllReduceAlgorithm::kRecursiveDoubling:
         algo::recursive_doubling_all_reduce(*this, recv, count, type, op);
         break;
-      case AllReduceAlgorithm::kRabenseifner:  // above
+      case AllReduceAlgorithm::kRabenseifner:
+        algo::rabenseifner_all_reduce(*this, send, recv, count, type, op);
         break;
       case AllReduceAlgorithm::kDoubleBinaryTree:
         algo::double_binary_tree_all_reduce(*this, recv, count, type, op);
