@@ -1,5 +1,6 @@
 // fid_domain: owns the lock every child object takes, and the memory-key table.
 #include <cstring>
+#include <exception>
 
 #include "provider/spray_fi.h"
 
@@ -97,7 +98,14 @@ int domain_open(fid_fabric*, fi_info* info, fid_domain** out, void* context) {
   if (!d) return -FI_ENOMEM;
   d->info = fi_dupinfo(info);
   if (info->domain_attr && info->domain_attr->data_progress == FI_PROGRESS_AUTO) {
-    d->progress_thread = std::make_unique<ProgressThread>(*d);
+    try {
+      d->progress_thread = std::make_unique<ProgressThread>(*d);
+    } catch (const std::exception& e) {  // no thread to be had: fail the open, not the process
+      SPRAY_WARN(FI_LOG_DOMAIN, "cannot start the FI_PROGRESS_AUTO thread: %s\n", e.what());
+      fi_freeinfo(d->info);
+      delete d;
+      return -FI_ENOMEM;
+    }
   }
   d->fid.fid.fclass = FI_CLASS_DOMAIN;
   d->fid.fid.context = context;
