@@ -6,7 +6,6 @@
 #include <netinet/in.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -42,10 +41,7 @@ int av_insert(fid_av* f, const void* addr, size_t count, fi_addr_t* fi_addr, uin
                  av->addr_format == FI_ADDR_IB_UD ? "FI_ADDR_IB_UD name with a QP number"
                                                   : "IPv4/IPv6 socket address");
       if (fi_addr) fi_addr[i] = FI_ADDR_NOTAVAIL;
-      // Skip one name of the format's usual size: the entry's own size is unknowable.
-      p += av->addr_format == FI_ADDR_IB_UD     ? sizeof(IbUdName)
-           : av->addr_format == FI_SOCKADDR_IN6 ? sizeof(sockaddr_in6)
-                                                : sizeof(sockaddr_in);
+      p += usual_name_length(av->addr_format);  // the entry's own size is unknowable
       continue;
     }
     p += name_length(av->addr_format, p);

@@ -34,6 +34,11 @@ size_t name_length(uint32_t format, const void* name) {
   return 0;
 }
 
+size_t usual_name_length(uint32_t format) {
+  if (format == FI_ADDR_IB_UD) return sizeof(IbUdName);
+  return format == FI_SOCKADDR_IN6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+}
+
 bool decode_name(uint32_t format, const void* name, dp::NetAddr& out) {
   if (format == FI_ADDR_IB_UD) {
     IbUdName n;

@@ -36,6 +36,9 @@ bool is_socket_format(uint32_t format);
 // Bytes of the name at `name` in `format`; 0 when it is not a name of that format
 // (a socket address of a family other than AF_INET / AF_INET6).
 size_t name_length(uint32_t format, const void* name);
+// Bytes a name of `format` usually takes, for stepping over one that is not valid:
+// sockaddr_in6 for FI_SOCKADDR_IN6, sockaddr_in for the other socket formats.
+size_t usual_name_length(uint32_t format);
 
 // The transport address a name stands for; false when the name is not one (unknown
 // family, a verbs name with no QP number).

@@ -43,8 +43,9 @@ void ProgressThread::run() {
         for (Counter* c : {ep->send_cntr, ep->recv_cntr, ep->read_cntr, ep->write_cntr}) wake(c);
       }
       if (delivered > 0) {
+        // More may follow at once: pass again without announcing a sleep to the peers.
         domain_.completions_delivered.notify_all();
-        can_sleep = false;  // more may follow at once
+        continue;
       }
       for (Endpoint* ep : domain_.endpoints) {
         if (!ep->engine) continue;
