@@ -71,7 +71,7 @@ struct Params {
   // starting (and the fixed algorithm's) window. 0: 100 Gbit/s over udp/dpdk, 400 over
   // shm (memory is the link: a 125 KB window stalled 16 KiB packets every 8).
   int line_rate_gbps = 0;
-  int base_rtt_us = 10;
+  int base_rtt_us = 0;  // 0: by datapath (see engine_config)
 };
 const Params& params();
 // UET bytes per packet on `address`: FI_SPRAY_MTU when set; else for UDP the interface's

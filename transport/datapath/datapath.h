@@ -8,6 +8,14 @@
 // Ownership: alloc() hands buffers to the caller; tx_burst() takes them all back
 // (a full queue drops, exactly as a NIC would; reliability is PDS's job); rx_burst()
 // hands received buffers to the caller, who returns them with free().
+//
+// Optional: `static constexpr bool kGathersPayload = true` for datapaths that send
+// PacketBuf::payload from where it lies (scatter-gather), saving the engine a copy.
+//
+// Optional: `PacketBuf* keep(PacketBuf*)`, for datapaths that lend received packets out
+// of a larger shared buffer (UDP GRO). A caller that holds a received buffer beyond the
+// current burst (the engine's reordering of ROD packets) first swaps it for keep()'s
+// result, so the hold does not pin the rest of that shared buffer.
 #pragma once
 
 #include <concepts>
@@ -28,6 +36,11 @@ struct PacketBuf {
   uint16_t entropy = 0;    // tx: the EV to send on (UDP source port); rx: as received
   uint8_t flags = 0;       // rx flags below
   uint32_t owner_tag = 0;  // reserved for the datapath (pool index, mbuf slot, ...)
+  // tx only, and only for datapaths that declare kGathersPayload: `payload_len` bytes at
+  // `payload` follow data[0, len) on the wire, gathered from the sender's memory instead
+  // of copied into the buffer. That memory must stay unchanged until tx_burst returns.
+  const uint8_t* payload = nullptr;
+  uint32_t payload_len = 0;
 
   static constexpr uint8_t kTrimmed = 0x01;  // a switch cut the payload (UET trimming)
   static constexpr uint8_t kEcnCe = 0x02;    // congestion experienced was marked

@@ -38,6 +38,8 @@ class PacketPool {
     b->len = 0;
     b->flags = 0;
     b->entropy = 0;
+    b->payload = nullptr;
+    b->payload_len = 0;
     return b;
   }
   void release(dp::PacketBuf* b) { free_.push_back(b); }

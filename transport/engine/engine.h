@@ -134,6 +134,9 @@ class Engine {
     return c;
   }
   bool known(PeerIndex p) const { return p < peers_.size(); }
+  // A datapath that sends payloads from where they lie (see PacketBuf::payload): data
+  // packets then carry their headers alone and point at the message's memory.
+  static constexpr bool kGathersPayload = requires { requires D::kGathersPayload; };
   // A datapath that can copy from a peer's memory (shared memory between processes):
   // rendezvous receives are then one copy, done here, instead of read requests.
   static constexpr bool kDirectReads = requires(D & d, const dp::NetAddr& a, uint8_t* p) {

@@ -192,6 +192,9 @@ bool Engine<D>::handle_request(PeerIndex peer, dp::PacketBuf* buf, std::span<con
       }
       return false;
     case pds::RxVerdict::kHold:
+      // Held until its predecessors arrive: a datapath that lends receive buffers (UDP
+      // GRO) moves it out of the shared buffer first, so the hold pins nothing else.
+      if constexpr (requires { dp_.keep(buf); }) buf = dp_.keep(buf);
       pds_.commit_request(c, ecn, reinterpret_cast<uint64_t>(buf));
       deliver_in_order(c.pdc, now);  // a held line may be unblocked by this packet
       return true;

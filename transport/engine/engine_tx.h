@@ -12,7 +12,8 @@ dp::PacketBuf* Engine<D>::tx_buffer() {
   // it holds the datapath's flush size, so the peer starts on the first packets of a
   // large message while we build the rest (over shared memory, 64 packets of 16 KiB
   // would otherwise sit here for ~100 us).
-  if (tx_count_ > 0) tx_bytes_ += tx_batch_[tx_count_ - 1]->len;
+  if (tx_count_ > 0)
+    tx_bytes_ += tx_batch_[tx_count_ - 1]->len + tx_batch_[tx_count_ - 1]->payload_len;
   if (tx_count_ == tx_batch_.size() || tx_bytes_ >= tx_flush_bytes()) flush_tx();
   dp::PacketBuf* buf = nullptr;
   if (dp_.alloc(&buf, 1) != 1) {
@@ -72,7 +73,19 @@ size_t Engine<D>::send_data(Time now) {
       } else {
         const size_t pds_bytes = wire::encoded_size(pkt.request);
         wire::NextHeader next{};
-        const size_t ses_bytes = ses_.build_packet(pkt.ref, out.subspan(pds_bytes), next);
+        size_t ses_bytes = 0;
+        if constexpr (kGathersPayload) {
+          uint32_t payload = 0;
+          ses_bytes = ses_.build_header(pkt.ref, out.subspan(pds_bytes), next, payload);
+          if (pds_bytes + ses_bytes + payload > out.size()) {
+            ses_bytes = 0;  // does not fit the MTU: sent empty, as build_packet would
+          } else if (ses_bytes != 0 && payload > 0) {
+            buf->payload = ses_.payload_source(pkt.ref);
+            buf->payload_len = payload;
+          }
+        } else {
+          ses_bytes = ses_.build_packet(pkt.ref, out.subspan(pds_bytes), next);
+        }
         pkt.request.next = next;
         len = ses_bytes == 0 ? 0 : pds_bytes + ses_bytes;
         if (len != 0) wire::encode(pkt.request, out);

@@ -164,6 +164,10 @@ class Ses {
   // has nothing to carry, and sets `payload_bytes` to the payload that follows them.
   size_t build_header(pds::PacketRef ref, std::span<uint8_t> out, wire::NextHeader& next,
                       uint32_t& payload_bytes) const;
+  // Where the payload of packet `ref` lies in the message's memory, for datapaths that
+  // gather it instead of build_packet copying it; build_header gives its length. It
+  // stays valid while the message is in flight (the application may not touch it).
+  const uint8_t* payload_source(pds::PacketRef ref) const;
   // A packet PDS accepted (or a UUD datagram when `datagram`): `bytes` start at the SES
   // header and run to the end of the packet.
   RxResult on_packet(PeerIndex peer, wire::NextHeader next, std::span<const uint8_t> bytes,

@@ -340,6 +340,10 @@ size_t Ses::build_packet(pds::PacketRef ref, std::span<uint8_t> out, wire::NextH
   return h + payload;
 }
 
+const uint8_t* Ses::payload_source(pds::PacketRef ref) const {
+  return tx_[ref.message].src + uint64_t{ref.index} * payload_per_packet_;
+}
+
 size_t Ses::build_header(pds::PacketRef ref, std::span<uint8_t> out, wire::NextHeader& next,
                          uint32_t& payload_bytes) const {
   const TxMessage& m = tx_[ref.message];

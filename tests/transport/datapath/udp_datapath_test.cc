@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <numeric>
 #include <set>
 
@@ -186,27 +187,154 @@ TEST(UdpDatapath, gso_to_a_receiver_without_gro__arrives_cut_by_the_kernel) {
     EXPECT_EQ(got[i], std::vector<uint8_t>(lengths[i], static_cast<uint8_t>(i))) << i;
 }
 
-TEST(UdpDatapath, gro__counts_what_an_empty_pool_cannot_take) {
+TEST(UdpDatapath, gather__sends_header_and_payload_as_one_datagram_in_gso_runs) {
+  auto a = open_ok(UdpConfig{});
+  auto b = open_ok(UdpConfig{});
+  ASSERT_TRUE(a && b);
+  // Ten packets of 1000 bytes: a 40-byte header in the buffer and 960 bytes of payload
+  // from the sender's memory, except packets 3 and 9 which carry all in the buffer (9 is
+  // short, ending the run). The whole run is one GSO message of 17 iovecs.
+  std::vector<uint8_t> message(10 * 960);
+  for (size_t i = 0; i < message.size(); ++i) message[i] = static_cast<uint8_t>(i * 7 + 1);
+  std::array<PacketBuf*, 10> out{};
+  ASSERT_EQ(a->alloc(out.data(), out.size()), out.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    PacketBuf* p = out[i];
+    const uint8_t* payload = message.data() + i * 960;
+    std::fill(p->data, p->data + 40, static_cast<uint8_t>(0xa0 + i));
+    p->len = 40;
+    if (i == 3 || i == 9) {
+      const uint32_t inline_bytes = i == 9 ? 500 : 960;
+      std::memcpy(p->data + 40, payload, inline_bytes);
+      p->len += inline_bytes;
+    } else {
+      p->payload = payload;
+      p->payload_len = 960;
+    }
+    p->peer = b->local_address();
+    p->entropy = 5;
+  }
+  a->tx_burst(out.data(), out.size());
+  EXPECT_EQ(a->stats().tx_gso_messages, 1u);
+  EXPECT_EQ(a->stats().tx_syscalls, 1u);
+  ASSERT_TRUE(b->wait(Duration::milliseconds(500)));
+  std::array<PacketBuf*, 64> in{};
+  size_t got = 0;
+  for (int tries = 0; tries < 100 && got < out.size(); ++tries) {
+    const size_t n = b->rx_burst(in.data() + got, in.size() - got);
+    got += n;
+    if (n == 0) b->wait(Duration::milliseconds(10));
+  }
+  ASSERT_EQ(got, out.size());
+  for (size_t i = 0; i < got; ++i) {
+    ASSERT_EQ(in[i]->len, i == 9 ? 540u : 1000u) << i;
+    EXPECT_EQ(in[i]->data[0], 0xa0 + i);
+    EXPECT_EQ(in[i]->data[39], 0xa0 + i);
+    const uint8_t* payload = message.data() + i * 960;
+    EXPECT_EQ(0, std::memcmp(in[i]->data + 40, payload, in[i]->len - 40)) << i;
+  }
+  b->free(in.data(), got);
+}
+
+// Sends `count` packets of `len` bytes (each filled with its index) from a to b in one
+// burst with one EV, so they leave as one GSO super-datagram, and waits for b to see it.
+void send_one_run(UdpDatapath& a, UdpDatapath& b, size_t count, uint32_t len) {
+  std::vector<PacketBuf*> out(count);
+  ASSERT_EQ(a.alloc(out.data(), out.size()), out.size());
+  for (size_t i = 0; i < count; ++i) {
+    out[i]->len = len;
+    std::fill(out[i]->data, out[i]->data + len, static_cast<uint8_t>(i));
+    out[i]->peer = b.local_address();
+  }
+  a.tx_burst(out.data(), out.size());
+  ASSERT_TRUE(b.wait(Duration::milliseconds(500)));
+}
+
+TEST(UdpDatapath, gro__lends_datagrams_in_place_without_pool_buffers) {
   UdpConfig small;
-  small.buffers = 8;
+  small.buffers = 8;  // far fewer than the datagrams: lending must not need them
   auto a = open_ok(UdpConfig{});
   auto b = open_ok(small);
   ASSERT_TRUE(a && b);
-  std::array<PacketBuf*, 30> out{};
-  ASSERT_EQ(a->alloc(out.data(), out.size()), out.size());
-  for (auto* p : out) {
-    p->len = 1000;
-    std::fill(p->data, p->data + p->len, uint8_t{7});
-    p->peer = b->local_address();
-  }
-  a->tx_burst(out.data(), out.size());
-  ASSERT_TRUE(b->wait(Duration::milliseconds(500)));
+  send_one_run(*a, *b, 30, 1000);
   std::array<PacketBuf*, 64> in{};
-  const size_t n = b->rx_burst(in.data(), in.size());  // holds all 8 buffers
-  EXPECT_EQ(n, 8u);
-  EXPECT_EQ(b->rx_burst(in.data() + n, in.size() - n), 0u);
-  EXPECT_EQ(b->stats().rx_no_buffer, 22u);
+  const size_t n = b->rx_burst(in.data(), in.size());
+  ASSERT_EQ(n, 30u);
+  EXPECT_EQ(b->stats().rx_gro_messages, 1u);
+  EXPECT_EQ(b->stats().rx_no_buffer, 0u);
+  for (size_t i = 0; i < n; ++i) {
+    EXPECT_TRUE(b->owns(in[i]));
+    ASSERT_EQ(in[i]->len, 1000u);
+    EXPECT_EQ(in[i]->data[0], i);
+    EXPECT_EQ(in[i]->data[999], i);
+    if (i > 0) {
+      EXPECT_EQ(in[i]->data, in[i - 1]->data + 1000);  // in place, back to back
+    }
+  }
   b->free(in.data(), n);
+}
+
+TEST(UdpDatapath, gro__copies_through_a_bounce_buffer_while_every_buffer_is_lent) {
+  UdpConfig one;
+  one.gro_buffers = 1;
+  auto a = open_ok(UdpConfig{});
+  auto b = open_ok(one);
+  ASSERT_TRUE(a && b);
+  send_one_run(*a, *b, 4, 500);
+  std::array<PacketBuf*, 64> held{};
+  ASSERT_EQ(b->rx_burst(held.data(), held.size()), 4u);  // pins the only GRO buffer
+  // The next run arrives while that buffer is pinned: it is received into the bounce
+  // buffer and copied into pool buffers, not left in the socket.
+  send_one_run(*a, *b, 4, 500);
+  std::array<PacketBuf*, 64> in{};
+  size_t got = 0;
+  for (int tries = 0; tries < 100 && got < 4; ++tries) {
+    const size_t n = b->rx_burst(in.data() + got, in.size() - got);
+    got += n;
+    if (n == 0) b->wait(Duration::milliseconds(10));
+  }
+  ASSERT_EQ(got, 4u);
+  for (size_t i = 0; i < got; ++i) {
+    EXPECT_EQ(in[i]->len, 500u);
+    EXPECT_EQ(in[i]->data[499], i);
+  }
+  EXPECT_EQ(held[3]->data[499], 3);  // the pinned buffer was not received into
+  b->free(in.data(), got);
+  b->free(held.data(), 4);
+  // Freed, the buffer is posted again: the third run is lent once more.
+  send_one_run(*a, *b, 3, 700);
+  const uint64_t gro_before = b->stats().rx_gro_messages;
+  ASSERT_EQ(b->rx_burst(in.data(), in.size()), 3u);
+  EXPECT_EQ(b->stats().rx_gro_messages, gro_before + 1);
+  b->free(in.data(), 3);
+}
+
+TEST(UdpDatapath, keep__moves_a_lent_datagram_into_a_pool_buffer) {
+  UdpConfig one;
+  one.gro_buffers = 1;
+  auto a = open_ok(UdpConfig{});
+  auto b = open_ok(one);
+  ASSERT_TRUE(a && b);
+  send_one_run(*a, *b, 5, 300);
+  std::array<PacketBuf*, 64> in{};
+  ASSERT_EQ(b->rx_burst(in.data(), in.size()), 5u);
+  const uint8_t* lent_at = in[2]->data;
+  PacketBuf* kept = b->keep(in[2]);
+  EXPECT_NE(kept->data, lent_at);
+  EXPECT_EQ(kept->len, 300u);
+  EXPECT_EQ(kept->peer, a->local_address());
+  EXPECT_EQ(kept->data[0], 2);
+  EXPECT_EQ(b->keep(kept), kept);  // already its own: unchanged
+  in[2] = in[4];
+  b->free(in.data(), 4);  // every lent datagram freed; only `kept` is held
+  // The GRO buffer is free again although `kept` is still held: the next run is lent.
+  send_one_run(*a, *b, 3, 300);
+  const uint64_t gro_before = b->stats().rx_gro_messages;
+  ASSERT_EQ(b->rx_burst(in.data(), in.size()), 3u);
+  EXPECT_EQ(b->stats().rx_gro_messages, gro_before + 1);
+  EXPECT_EQ(kept->data[299], 2);  // untouched by the new receive
+  b->free(in.data(), 3);
+  b->free(&kept, 1);
 }
 
 TEST(UdpDatapath, wait__times_out_when_nothing_arrives) {

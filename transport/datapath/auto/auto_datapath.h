@@ -62,6 +62,8 @@ class AutoDatapath {
                         size_t length) {
     return shm_->read_peer_memory(peer, remote_address, local, length);
   }
+  // See UdpDatapath::keep; shared-memory buffers are held as they are.
+  PacketBuf* keep(PacketBuf* b) { return udp_->owns(b) ? udp_->keep(b) : b; }
   bool wait(Duration timeout);
   // Also makes the next rx_burst poll the UDP socket: what wakes a sleeper is a datagram.
   bool prepare_wait() {

@@ -28,25 +28,70 @@ size_t UdpDatapath::alloc(PacketBuf** bufs, size_t n) {
 }
 
 void UdpDatapath::free(PacketBuf** bufs, size_t n) {
-  for (size_t i = 0; i < n; ++i) pool_.release(bufs[i]);
+  // A burst's lent packets mostly share a few receive buffers: unpin once per run.
+  uint32_t slot = 0, pins = 0;
+  for (size_t i = 0; i < n; ++i) {
+    PacketBuf* b = bufs[i];
+    if (pool_.owns(b)) {
+      pool_.release(b);
+      continue;
+    }
+    if (pins > 0 && b->owner_tag != slot) {
+      unpin(static_cast<uint16_t>(slot), pins);
+      pins = 0;
+    }
+    slot = b->owner_tag;
+    ++pins;
+  }
+  if (pins > 0) unpin(static_cast<uint16_t>(slot), pins);
+}
+
+PacketBuf* UdpDatapath::keep(PacketBuf* b) {
+  if (!lent(b)) return b;
+  PacketBuf* own = pool_.alloc();
+  if (own == nullptr) return b;
+  std::memcpy(own->data, b->data, b->len);
+  own->len = b->len;
+  own->peer = b->peer;
+  own->entropy = b->entropy;
+  own->flags = b->flags;
+  free(&b, 1);
+  return own;
 }
 
 size_t UdpDatapath::rx_burst(PacketBuf** bufs, size_t n) {
   return gro_ ? rx_burst_gro(bufs, n) : rx_burst_direct(bufs, n);
 }
 
-// One recvmmsg into GRO buffers; each receive becomes a run of datagrams.
+// One recvmmsg into the posted receive buffers; each receive becomes a run of datagrams.
+// Buffers stay posted until something is received into them, so an empty poll costs the
+// system call alone.
 void UdpDatapath::receive_gro_runs() {
-  // The headers are built once (init_gro_headers); this runs on every poll, and building
-  // 64 of them each time was a fifth of an idle spin.
-  auto& msgs = gro_->msgs;
-  const int got = ::recvmmsg(sockets_[0], msgs.data(), kGroBuffers, MSG_DONTWAIT, nullptr);
-  ++stats_.rx_syscalls;
   gro_next_ = 0;
   gro_count_ = 0;
-  for (int i = 0; i < got; ++i) {
-    msghdr& h = msgs[static_cast<size_t>(i)].msg_hdr;
-    uint32_t segment = msgs[i].msg_len;  // a single datagram unless GRO says otherwise
+  auto& g = *gro_;
+  const auto post = [&g](uint16_t slot) {
+    g.posted[g.posted_count] = slot;
+    g.pins[slot] = 1;  // the run's own pin, dropped once it is all handed up
+    g.iov[g.posted_count].iov_base = g.arena.get() + size_t{slot} * kGroBufferBytes;
+    ++g.posted_count;
+  };
+  while (g.posted_count < kGroReceives && !g.free_slots.empty()) {
+    post(g.free_slots.back());
+    g.free_slots.pop_back();
+  }
+  // Every buffer lent out (the caller holds packets from all of them): receive into the
+  // bounce buffer, whose datagrams are copied, so holding packets never stops reception.
+  // (Pool buffers cannot stand in: a GRO socket truncates a super-datagram received into
+  // one packet's space.) Its last run has been handed up by now, so it is unpinned.
+  if (g.posted_count == 0) post(g.bounce);
+  const int got = ::recvmmsg(sockets_[0], g.msgs.data(), static_cast<unsigned>(g.posted_count),
+                             MSG_DONTWAIT, nullptr);
+  ++stats_.rx_syscalls;
+  const size_t received = got > 0 ? static_cast<size_t>(got) : 0;
+  for (size_t i = 0; i < received; ++i) {
+    msghdr& h = g.msgs[i].msg_hdr;
+    uint32_t segment = g.msgs[i].msg_len;  // a single datagram unless GRO says otherwise
     for (cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr; c = CMSG_NXTHDR(&h, c)) {
       if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
         int size = 0;
@@ -56,47 +101,68 @@ void UdpDatapath::receive_gro_runs() {
     }
     if ((h.msg_flags & MSG_TRUNC) || segment > cfg_.mtu_bytes) {
       ++stats_.rx_truncated;
+      unpin(g.posted[i]);
       continue;
     }
     GroRun& run = gro_runs_[gro_count_++];
-    run.offset = static_cast<uint32_t>(i) * kGroBufferBytes;
-    run.end = run.offset + msgs[i].msg_len;
+    run.slot = g.posted[i];
+    run.handed = 0;
+    run.offset = static_cast<uint32_t>(run.slot) * kGroBufferBytes;
+    run.end = run.offset + g.msgs[i].msg_len;
     run.segment = segment;
-    run.from = from_sockaddr(gro_->from[static_cast<size_t>(i)]);
+    run.from = from_sockaddr(g.from[i]);
     const SourcePort source = split_source_port(run.from.port, cfg_.entropy_ports);
     run.from.port = source.base;
     run.entropy = source.entropy;
-    if (msgs[i].msg_len > segment) ++stats_.rx_gro_messages;
+    if (g.msgs[i].msg_len > segment) ++stats_.rx_gro_messages;
   }
-  for (int i = 0; i < got; ++i) {  // recvmmsg shrank these to what it wrote
-    msgs[static_cast<size_t>(i)].msg_hdr.msg_namelen = sizeof(sockaddr_storage);
-    msgs[static_cast<size_t>(i)].msg_hdr.msg_controllen = gro_->cmsg[static_cast<size_t>(i)].size();
+  // recvmmsg filled the first `received` buffers and shrank their headers to what it
+  // wrote: restore the headers and move the buffers still posted to the front.
+  for (size_t i = 0; i < received; ++i) {
+    g.msgs[i].msg_hdr.msg_namelen = sizeof(sockaddr_storage);
+    g.msgs[i].msg_hdr.msg_controllen = g.cmsg[i].size();
+  }
+  if (received > 0) {
+    for (size_t i = received; i < g.posted_count; ++i) {
+      g.posted[i - received] = g.posted[i];
+      g.iov[i - received].iov_base = g.iov[i].iov_base;
+    }
+    g.posted_count -= received;
   }
 }
 
 size_t UdpDatapath::rx_burst_gro(PacketBuf** bufs, size_t n) {
   if (gro_next_ == gro_count_) receive_gro_runs();
+  auto& g = *gro_;
   size_t kept = 0;
   while (kept < n && gro_next_ < gro_count_) {
     GroRun& run = gro_runs_[gro_next_];
-    PacketBuf* b = pool_.alloc();
-    if (b == nullptr) {  // out of buffers: what is left of this receive is lost
-      for (; gro_next_ < gro_count_; ++gro_next_) {
-        const GroRun& r = gro_runs_[gro_next_];
-        stats_.rx_no_buffer +=
-            std::max<uint32_t>(1, (r.end - r.offset + r.segment - 1) / r.segment);
-      }
-      break;
-    }
     const uint32_t len = std::min(run.segment, run.end - run.offset);
-    std::memcpy(b->data, gro_->arena.get() + run.offset, len);
-    b->len = len;
-    b->peer = run.from;
-    b->entropy = run.entropy;
-    b->flags = 0;
-    bufs[kept++] = b;
+    PacketBuf* b = nullptr;
+    if (run.handed < kLentPerBuffer && run.slot != g.bounce) {  // lend it in place
+      b = &g.lent[size_t{run.slot} * kLentPerBuffer + run.handed];
+      b->data = g.arena.get() + run.offset;
+      b->capacity = len;
+      b->owner_tag = run.slot;
+      ++g.pins[run.slot];
+    } else if ((b = pool_.alloc()) != nullptr) {  // bounce buffer, or out of descriptors
+      std::memcpy(b->data, g.arena.get() + run.offset, len);
+    } else {  // nowhere to put it: this datagram is lost (PDS recovers it)
+      ++stats_.rx_no_buffer;
+    }
+    if (b != nullptr) {
+      b->len = len;
+      b->peer = run.from;
+      b->entropy = run.entropy;
+      b->flags = 0;
+      bufs[kept++] = b;
+    }
+    ++run.handed;
     run.offset += len;
-    if (run.offset >= run.end) ++gro_next_;  // a zero-length datagram is one packet too
+    if (run.offset >= run.end) {  // a zero-length datagram is one packet too
+      unpin(run.slot);
+      ++gro_next_;
+    }
   }
   stats_.rx_packets += kept;
   return kept;
@@ -150,13 +216,15 @@ size_t UdpDatapath::tx_burst(PacketBuf** bufs, size_t n) {
 size_t UdpDatapath::send_burst(PacketBuf** bufs, size_t n, bool release) {
   // Group the burst by source socket (EV mod entropy_ports): one sendmmsg per socket.
   // Within a socket's group, a run of packets to one peer becomes one message whose
-  // iovecs are the packets and whose UDP_SEGMENT is the run's first length (every
+  // iovecs are the packets (one each, or two when the payload is gathered from the
+  // sender's memory) and whose UDP_SEGMENT is the run's first packet length (every
   // segment but the last must have exactly that length).
   // Not zero-initialised (a burst is often one packet); each used entry is set below.
   std::array<mmsghdr, kMaxBurst> msgs;
-  std::array<iovec, kMaxBurst> iov;
+  std::array<iovec, 2 * kMaxBurst> iov;
   std::array<sockaddr_storage, kMaxBurst> to;
   std::array<uint8_t, kMaxBurst> packets_in;  // packets carried by each message
+  std::array<uint32_t, kMaxBurst> segment;    // bytes of each message's first packet
   alignas(cmsghdr) std::array<std::array<uint8_t, CMSG_SPACE(sizeof(uint16_t))>, kMaxBurst> cmsg;
   std::array<uint8_t, kMaxBurst> socket_of;
   std::array<PacketBuf*, kMaxBurst> ordered;
@@ -175,36 +243,45 @@ size_t UdpDatapath::send_burst(PacketBuf** bufs, size_t n, bool release) {
     std::array<uint16_t, 65> fill = start;
     for (size_t i = 0; i < count; ++i) ordered[fill[socket_of[i]]++] = bufs[done + i];
 
+    size_t vectors = 0;  // iovecs used so far in this chunk
     for (size_t s = 0; s < sockets; ++s) {
       // Build this socket's messages from packets [start[s], start[s + 1]).
       size_t messages = 0;
+      uint32_t prev_bytes = 0;
       for (size_t i = start[s]; i < start[s + 1]; ++i) {
         PacketBuf* b = ordered[i];
-        iov[i] = {b->data, b->len};
+        const uint32_t bytes = b->len + b->payload_len;
+        iovec* first_vector = &iov[vectors];
+        iov[vectors++] = {b->data, b->len};
+        if (b->payload_len > 0) iov[vectors++] = {const_cast<uint8_t*>(b->payload), b->payload_len};
+        const size_t vectors_of_b = static_cast<size_t>(&iov[vectors] - first_vector);
         if (messages > 0) {
           mmsghdr& m = msgs[messages - 1];
-          const PacketBuf* first = ordered[i - m.msg_hdr.msg_iovlen];
-          const PacketBuf* prev = ordered[i - 1];
-          const size_t bytes = size_t{first->len} * m.msg_hdr.msg_iovlen + b->len;
-          if (gso_ && b->peer == first->peer && prev->len == first->len && b->len <= first->len &&
-              b->len > 0 && m.msg_hdr.msg_iovlen < kMaxGsoSegments && bytes <= kMaxGsoBytes) {
-            ++m.msg_hdr.msg_iovlen;
+          const size_t run_bytes = size_t{segment[messages - 1]} * packets_in[messages - 1] + bytes;
+          const PacketBuf* first = ordered[i - packets_in[messages - 1]];
+          if (gso_ && b->peer == first->peer && prev_bytes == segment[messages - 1] &&
+              bytes <= segment[messages - 1] && bytes > 0 &&
+              packets_in[messages - 1] < kMaxGsoSegments && run_bytes <= kMaxGsoBytes) {
+            m.msg_hdr.msg_iovlen += vectors_of_b;
             ++packets_in[messages - 1];
+            prev_bytes = bytes;
             continue;
           }
         }
         mmsghdr& m = msgs[messages];
         m.msg_hdr = {};
-        m.msg_hdr.msg_iov = &iov[i];
-        m.msg_hdr.msg_iovlen = 1;
+        m.msg_hdr.msg_iov = first_vector;
+        m.msg_hdr.msg_iovlen = vectors_of_b;
         m.msg_hdr.msg_name = &to[messages];
         m.msg_hdr.msg_namelen = to_sockaddr(b->peer, to[messages]);
         packets_in[messages] = 1;
+        segment[messages] = bytes;
+        prev_bytes = bytes;
         ++messages;
       }
       for (size_t k = 0; k < messages; ++k) {
         msghdr& h = msgs[k].msg_hdr;
-        if (h.msg_iovlen < 2) continue;
+        if (packets_in[k] < 2) continue;
         cmsg[k] = {};  // the kernel reads the padding too
         h.msg_control = cmsg[k].data();
         h.msg_controllen = cmsg[k].size();
@@ -212,8 +289,8 @@ size_t UdpDatapath::send_burst(PacketBuf** bufs, size_t n, bool release) {
         c->cmsg_level = SOL_UDP;
         c->cmsg_type = UDP_SEGMENT;
         c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-        const auto segment = static_cast<uint16_t>(h.msg_iov[0].iov_len);
-        std::memcpy(CMSG_DATA(c), &segment, sizeof(segment));
+        const auto bytes = static_cast<uint16_t>(segment[k]);
+        std::memcpy(CMSG_DATA(c), &bytes, sizeof(bytes));
         ++stats_.tx_gso_messages;
       }
       size_t first = 0;
@@ -224,7 +301,7 @@ size_t UdpDatapath::send_burst(PacketBuf** bufs, size_t n, bool release) {
         if (sent <= 0) {
           // Full socket buffer or an ICMP error: the rest is lost; PDS recovers it. A
           // device that cannot segment (EIO on a GSO message) turns GSO off for good.
-          if ((errno == EIO || errno == EINVAL) && msgs[first].msg_hdr.msg_iovlen > 1) gso_ = false;
+          if ((errno == EIO || errno == EINVAL) && packets_in[first] > 1) gso_ = false;
           for (size_t k = first; k < messages; ++k) stats_.tx_dropped += packets_in[k];
           break;
         }

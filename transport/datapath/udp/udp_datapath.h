@@ -10,7 +10,9 @@
 // Batching: rx_burst is one recvmmsg; tx_burst groups a burst by source socket and
 // issues one sendmmsg per socket used, so a burst costs at most entropy_ports system
 // calls, not one per packet; within a socket, runs of packets to one peer go as one
-// GSO super-datagram (UdpConfig::gso). Buffers come from one preallocated pool.
+// GSO super-datagram (UdpConfig::gso). Buffers come from one preallocated pool; with
+// GRO (UdpConfig::gro) received datagrams are instead lent in place from the 64 KiB
+// buffers the kernel filled, so the only copy on receive is the kernel's.
 //
 // Waiting: wait() polls the receive socket; callers spin on rx_burst for a while and
 // then block in wait(), so more processes than cores still make progress.
@@ -43,9 +45,12 @@ struct UdpConfig {
   // route's device cannot segment.
   bool gso = true;
   // UDP GRO: the kernel may hand up runs of datagrams from one sender as one buffer
-  // (on loopback a GSO super-datagram is never cut at all), which rx_burst splits back
-  // into packets. Costs one copy per packet and kGroBuffers x 64 KiB of address space.
+  // (on loopback a GSO super-datagram is never cut at all). rx_burst hands up each
+  // datagram of such a run in place, lent from the receive buffer (no copy), so the
+  // receive buffers are separate from the pool: gro_buffers x 64 KiB of address space,
+  // touched only as traffic needs them.
   bool gro = true;
+  uint32_t gro_buffers = 128;  // 64 KiB receive buffers lent out; 1 to 65534
 };
 
 struct UdpStats {
@@ -70,6 +75,7 @@ class UdpDatapath {
   UdpDatapath& operator=(const UdpDatapath&) = delete;
 
   // The Datapath concept.
+  static constexpr bool kGathersPayload = true;  // sendmmsg gathers header and payload
   size_t alloc(PacketBuf** bufs, size_t n);
   size_t tx_burst(PacketBuf** bufs, size_t n);
   size_t rx_burst(PacketBuf** bufs, size_t n);
@@ -80,10 +86,16 @@ class UdpDatapath {
   // Sends like tx_burst but leaves the buffers with the caller: for buffers of another
   // datapath (the `auto` datapath sends shared-memory buffers to remote peers).
   void transmit(PacketBuf** bufs, size_t n) { send_burst(bufs, n, false); }
-  // True when `b` came from this datapath's pool.
-  bool owns(const PacketBuf* b) const { return pool_.owns(b); }
+  // True when `b` came from this datapath (its pool, or lent from a GRO receive).
+  bool owns(const PacketBuf* b) const { return pool_.owns(b) || lent(b); }
   // Datagrams received but not yet handed up (the rest of a GRO receive).
   bool has_pending() const { return gro_next_ < gro_count_; }
+  // Makes a received buffer safe to hold across later rx_bursts and returns the buffer
+  // to hold instead of `b`. A datagram lent from a GRO receive buffer pins that whole
+  // buffer, so one the caller means to keep (an out-of-order packet waiting for its
+  // predecessors) is moved into a pool buffer; any other buffer is returned as it is.
+  // If the pool is empty `b` itself is returned: still correct, it just pins the buffer.
+  PacketBuf* keep(PacketBuf* b);
 
   // Blocks until a datagram is waiting or `timeout` passes. True if one is waiting.
   bool wait(Duration timeout);
@@ -97,21 +109,35 @@ class UdpDatapath {
   UdpDatapath(const UdpConfig& config, NetAddr local, std::vector<int> sockets);
 
   // A GRO receive not yet fully handed up: datagrams of `segment` bytes (the last may be
-  // shorter) in the GRO arena at [offset, end), all from one sender and source port.
+  // shorter) in receive buffer `slot` at arena offsets [offset, end), all from one
+  // sender and source port; `handed` of them have been handed up so far.
   struct GroRun {
     uint32_t offset = 0;
     uint32_t end = 0;
     uint32_t segment = 0;
+    uint16_t slot = 0;
+    uint32_t handed = 0;
     NetAddr from;
     uint16_t entropy = 0;
   };
-  static constexpr size_t kGroBuffers = 64;
+  static constexpr size_t kGroReceives = 64;  // receive buffers posted per recvmmsg
   static constexpr uint32_t kGroBufferBytes = 65536;
+  // Datagrams one receive buffer can lend (the kernel's UDP_GRO_CNT_MAX); any beyond
+  // that are copied into pool buffers.
+  static constexpr uint32_t kLentPerBuffer = 64;
 
   size_t send_burst(PacketBuf** bufs, size_t n, bool release);
   size_t rx_burst_direct(PacketBuf** bufs, size_t n);
   size_t rx_burst_gro(PacketBuf** bufs, size_t n);
   void receive_gro_runs();
+  bool lent(const PacketBuf* b) const {
+    return gro_ && b >= gro_->lent.data() && b < gro_->lent.data() + gro_->lent.size();
+  }
+  void unpin(uint16_t slot, uint32_t count = 1) {
+    uint16_t& pins = gro_->pins[slot];
+    pins = static_cast<uint16_t>(pins - count);
+    if (pins == 0 && slot != gro_->bounce) gro_->free_slots.push_back(slot);
+  }
 
   UdpConfig cfg_;
   NetAddr local_;
@@ -120,15 +146,27 @@ class UdpDatapath {
   UdpStats stats_;
   bool gso_;  // cfg_.gso, until a device refuses it
   // Receive state for GRO, built once when the kernel accepts UDP_GRO; null otherwise.
+  // A receive buffer (slot) is posted to recvmmsg only when free: pinned once while its
+  // run is being handed up and once per datagram lent from it until that is freed.
+  // A posted slot is pinned once, for the run it will hold. The last slot is the bounce
+  // buffer: never lent, posted only when every other slot is pinned, its datagrams
+  // copied into pool buffers.
   struct GroReceive {
-    std::unique_ptr<uint8_t[]> arena;  // kGroBuffers x kGroBufferBytes, untouched until used
-    std::array<mmsghdr, kGroBuffers> msgs{};
-    std::array<iovec, kGroBuffers> iov{};
-    std::array<sockaddr_storage, kGroBuffers> from{};
-    alignas(cmsghdr) std::array<std::array<uint8_t, 24>, kGroBuffers> cmsg{};  // >= CMSG_SPACE(int)
+    std::unique_ptr<uint8_t[]> arena;  // (slots + 1) x kGroBufferBytes, untouched until used
+    std::vector<PacketBuf> lent;       // slots x kLentPerBuffer descriptors into the arena
+    std::vector<uint16_t> pins;        // per slot
+    std::vector<uint16_t> free_slots;  // lendable slots with no pin, ready to post
+    uint16_t bounce = 0;               // the bounce buffer's slot
+    size_t posted_count = 0;           // msgs[0, posted_count) are posted to recvmmsg
+    std::array<uint16_t, kGroReceives> posted{};  // the slot behind each msgs entry
+    std::array<mmsghdr, kGroReceives> msgs{};
+    std::array<iovec, kGroReceives> iov{};
+    std::array<sockaddr_storage, kGroReceives> from{};
+    alignas(
+        cmsghdr) std::array<std::array<uint8_t, 24>, kGroReceives> cmsg{};  // >= CMSG_SPACE(int)
   };
   std::unique_ptr<GroReceive> gro_;
-  std::array<GroRun, kGroBuffers> gro_runs_{};
+  std::array<GroRun, kGroReceives> gro_runs_{};
   size_t gro_next_ = 0;   // the run being handed up
   size_t gro_count_ = 0;  // runs from the last receive
 };

@@ -82,6 +82,10 @@ std::unique_ptr<UdpDatapath> UdpDatapath::open(const UdpConfig& c, std::string& 
     error = fmt::format("mtu_bytes must be within [128, 65507], not {}", c.mtu_bytes);
     return nullptr;
   }
+  if (c.gro && (c.gro_buffers == 0 || c.gro_buffers > 65534)) {
+    error = fmt::format("gro_buffers must be within [1, 65534], not {}", c.gro_buffers);
+    return nullptr;
+  }
   if (c.port % n != 0) {
     error = fmt::format("port {} must be a multiple of entropy_ports ({})", c.port, n);
     return nullptr;
@@ -120,10 +124,16 @@ UdpDatapath::UdpDatapath(const UdpConfig& config, NetAddr local, std::vector<int
   const int on = 1;
   if (!config.gro || ::setsockopt(sockets_[0], SOL_UDP, UDP_GRO, &on, sizeof(on)) != 0) return;
   static_assert(CMSG_SPACE(sizeof(int)) <= 24);
+  const size_t slots = config.gro_buffers;
   gro_ = std::make_unique<GroReceive>();
-  gro_->arena.reset(new uint8_t[kGroBuffers * kGroBufferBytes]);
-  for (size_t i = 0; i < kGroBuffers; ++i) {
-    gro_->iov[i] = {gro_->arena.get() + i * kGroBufferBytes, kGroBufferBytes};
+  gro_->arena.reset(new uint8_t[(slots + 1) * kGroBufferBytes]);
+  gro_->lent.resize(slots * kLentPerBuffer);
+  gro_->pins.assign(slots + 1, 0);
+  gro_->bounce = static_cast<uint16_t>(slots);
+  gro_->free_slots.reserve(slots);
+  for (size_t s = slots; s-- > 0;) gro_->free_slots.push_back(static_cast<uint16_t>(s));
+  for (size_t i = 0; i < kGroReceives; ++i) {
+    gro_->iov[i].iov_len = kGroBufferBytes;  // iov_base: the slot posted there
     msghdr& h = gro_->msgs[i].msg_hdr;
     h.msg_iov = &gro_->iov[i];
     h.msg_iovlen = 1;
