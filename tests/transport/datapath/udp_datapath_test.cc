@@ -363,6 +363,102 @@ TEST(UdpEngine, transfer__over_ipv6_loopback) {
   transfer_over("::1");
 }
 
+// A UDP datapath that delivers now and then a received packet two bursts late, so ROD
+// packets arrive out of order and the engine holds the ones after the gap across
+// bursts. Over GRO those are lent from shared receive buffers: an engine that did not
+// move them out (keep()) would leave the buffers pinned, and with two of them every
+// later receive would be copied through the bounce buffer. kForwardKeep = false hides
+// keep() from the engine: the control that shows the test can tell.
+template <bool kForwardKeep>
+class ReorderingUdp {
+ public:
+  static constexpr bool kGathersPayload = true;
+  explicit ReorderingUdp(UdpDatapath& inner) : inner_(inner) {}
+
+  size_t alloc(PacketBuf** bufs, size_t n) { return inner_.alloc(bufs, n); }
+  size_t tx_burst(PacketBuf** bufs, size_t n) { return inner_.tx_burst(bufs, n); }
+  void free(PacketBuf** bufs, size_t n) { inner_.free(bufs, n); }
+  uint32_t mtu() const { return inner_.mtu(); }
+  NetAddr local_address() const { return inner_.local_address(); }
+  PacketBuf* keep(PacketBuf* b) requires kForwardKeep {
+    ++keeps;
+    return inner_.keep(b);
+  }
+
+  size_t rx_burst(PacketBuf** bufs, size_t n) {
+    size_t got = inner_.rx_burst(bufs, n - 1);
+    if (delayed_ != nullptr) {
+      // Two bursts with packets later (or after a quiet spell: the transfer's end).
+      idle_polls_ = got == 0 ? idle_polls_ + 1 : 0;
+      if ((got > 0 && ++bursts_since_ == 2) || idle_polls_ == 64) {
+        bufs[got++] = delayed_;
+        delayed_ = nullptr;
+        ++reordered;
+      }
+      return got;
+    }
+    if (got >= 2 && ++bursts_ % 4 == 0) {  // hold back this burst's first packet
+      delayed_ = bufs[0];
+      std::copy(bufs + 1, bufs + got, bufs);
+      --got;
+      bursts_since_ = 0;
+      idle_polls_ = 0;
+    }
+    return got;
+  }
+
+  uint64_t keeps = 0;
+  uint64_t reordered = 0;
+
+ private:
+  UdpDatapath& inner_;
+  PacketBuf* delayed_ = nullptr;
+  uint64_t bursts_ = 0;
+  uint32_t bursts_since_ = 0;
+  uint32_t idle_polls_ = 0;
+};
+
+template <bool kForwardKeep>
+void ordered_transfer_with_reordering(UdpDatapath& a, UdpDatapath& b,
+                                      ReorderingUdp<kForwardKeep>& rb) {
+  ReorderingUdp<kForwardKeep> ra(a);
+  engine::EngineConfig ec;
+  ec.pds.cc.base_rtt = Duration::microseconds(50);
+  // Eager sizes (below the 64 KiB rendezvous threshold): rendezvous data travels as read
+  // responses, which are not ordered.
+  std::vector<uint64_t> sizes(200, 60000);
+  sizes.front() = 1;
+  sizes.back() = 1000;
+  test::transfer_in_real_time(ra, rb, sizes, ec, Duration::seconds(20), pds::Mode::kRod);
+  EXPECT_GT(rb.reordered, 10u);
+  EXPECT_GT(b.stats().rx_gro_messages, 10u);
+}
+
+TEST(UdpEngine, rod__moves_held_packets_out_of_lent_receive_buffers) {
+  UdpConfig c;
+  c.mtu_bytes = 8192;
+  auto da = open_ok(c);
+  c.gro_buffers = 2;
+  auto db = open_ok(c);
+  ASSERT_TRUE(da && db);
+  ReorderingUdp<true> rb(*db);
+  ordered_transfer_with_reordering(*da, *db, rb);
+  EXPECT_GT(rb.keeps, 0u);
+  EXPECT_EQ(db->stats().rx_copied, 0u);  // every receive buffer came back at once
+}
+
+TEST(UdpEngine, rod__without_keep_held_packets_pin_receive_buffers_but_arrive_intact) {
+  UdpConfig c;
+  c.mtu_bytes = 8192;
+  auto da = open_ok(c);
+  c.gro_buffers = 2;
+  auto db = open_ok(c);
+  ASSERT_TRUE(da && db);
+  ReorderingUdp<false> rb(*db);
+  ordered_transfer_with_reordering(*da, *db, rb);
+  EXPECT_GT(db->stats().rx_copied, 0u);  // buffers pinned: copied through the bounce buffer
+}
+
 TEST(SocketAddress, parse__ipv4_and_ipv6_with_ports) {
   EXPECT_EQ(parse_ip_port("10.1.2.3:4793")->to_string(), "10.1.2.3:4793");
   EXPECT_EQ(parse_ip_port("[::1]:8")->to_string(), "[0:0:0:0:0:0:0:1]:8");

@@ -147,6 +147,7 @@ size_t UdpDatapath::rx_burst_gro(PacketBuf** bufs, size_t n) {
       ++g.pins[run.slot];
     } else if ((b = pool_.alloc()) != nullptr) {  // bounce buffer, or out of descriptors
       std::memcpy(b->data, g.arena.get() + run.offset, len);
+      ++stats_.rx_copied;
     } else {  // nowhere to put it: this datagram is lost (PDS recovers it)
       ++stats_.rx_no_buffer;
     }

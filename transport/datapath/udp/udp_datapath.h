@@ -63,6 +63,9 @@ struct UdpStats {
   uint64_t rx_truncated = 0;     // datagrams larger than a buffer, dropped
   uint64_t rx_gro_messages = 0;  // receives that carried two or more datagrams
   uint64_t rx_no_buffer = 0;     // datagrams dropped because the pool was empty
+  // GRO datagrams copied into pool buffers instead of lent: every receive buffer was
+  // pinned (received through the bounce buffer), or a receive held more than 64.
+  uint64_t rx_copied = 0;
 };
 
 class UdpDatapath {
