@@ -7,6 +7,7 @@
 #include <cstring>
 #include <numeric>
 #include <set>
+#include <span>
 
 #include "tests/support/packet_burst.h"
 #include "tests/support/real_time_transfer.h"
@@ -22,6 +23,18 @@ std::unique_ptr<UdpDatapath> open_ok(UdpConfig c) {
   auto d = UdpDatapath::open(c, error);
   EXPECT_TRUE(d) << error;
   return d;
+}
+
+// Receives into `in` until `want` packets are there (or a second has passed), keeping
+// them all; returns how many arrived.
+size_t receive_held(UdpDatapath& d, std::span<PacketBuf*> in, size_t want) {
+  size_t got = 0;
+  for (int tries = 0; tries < 100 && got < want; ++tries) {
+    const size_t n = d.rx_burst(in.data() + got, in.size() - got);
+    got += n;
+    if (n == 0) d.wait(Duration::milliseconds(10));
+  }
+  return got;
 }
 
 TEST(UdpDatapath, open__picks_an_aligned_base_port) {
@@ -219,12 +232,7 @@ TEST(UdpDatapath, gather__sends_header_and_payload_as_one_datagram_in_gso_runs) 
   EXPECT_EQ(a->stats().tx_syscalls, 1u);
   ASSERT_TRUE(b->wait(Duration::milliseconds(500)));
   std::array<PacketBuf*, 64> in{};
-  size_t got = 0;
-  for (int tries = 0; tries < 100 && got < out.size(); ++tries) {
-    const size_t n = b->rx_burst(in.data() + got, in.size() - got);
-    got += n;
-    if (n == 0) b->wait(Duration::milliseconds(10));
-  }
+  const size_t got = receive_held(*b, in, out.size());
   ASSERT_EQ(got, out.size());
   for (size_t i = 0; i < got; ++i) {
     ASSERT_EQ(in[i]->len, i == 9 ? 540u : 1000u) << i;
@@ -287,12 +295,7 @@ TEST(UdpDatapath, gro__copies_through_a_bounce_buffer_while_every_buffer_is_lent
   // buffer and copied into pool buffers, not left in the socket.
   send_one_run(*a, *b, 4, 500);
   std::array<PacketBuf*, 64> in{};
-  size_t got = 0;
-  for (int tries = 0; tries < 100 && got < 4; ++tries) {
-    const size_t n = b->rx_burst(in.data() + got, in.size() - got);
-    got += n;
-    if (n == 0) b->wait(Duration::milliseconds(10));
-  }
+  const size_t got = receive_held(*b, in, 4);
   ASSERT_EQ(got, 4u);
   for (size_t i = 0; i < got; ++i) {
     EXPECT_EQ(in[i]->len, 500u);
