@@ -193,6 +193,7 @@ void FabricLink::wait_all(std::span<const Request> rs,
   // The clock is read once per kPollsPerClockRead polls: at ~37 ns a read (this VM) it
   // cost as much as the rest of an idle poll of a local peer, and the thresholds it
   // serves (a 5 us spin, a 500 us yield, a deadline of seconds) do not need more.
+  // Once polls block (fi_cq_sread, up to 1 ms each) it is read after every poll again.
   constexpr uint32_t kPollsPerClockRead = 8;
   auto now = std::chrono::steady_clock::now();
   auto last_event = now;
@@ -214,6 +215,7 @@ void FabricLink::wait_all(std::span<const Request> rs,
       // Idle: give the CPU to the other ranks of this machine.
       if (cq_can_block_ && now - last_event > spin_ + yield_) {
         progress(1);
+        polls = kPollsPerClockRead - 1;  // a blocking poll is slow: read the clock next
       } else {
         std::this_thread::yield();
       }
