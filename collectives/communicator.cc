@@ -170,7 +170,9 @@ Communicator::Communicator(int rank, int size, std::unique_ptr<FabricLink> link,
       all_reduce_algorithm_(options.all_reduce),
       all_to_all_algorithm_(options.all_to_all),
       verify_calls_(options.verify_calls),
-      cost_model_(cost_model) {}
+      cost_model_(cost_model) {
+  link_->set_post_timeout(timeout_);
+}
 
 Communicator::~Communicator() = default;
 

@@ -141,25 +141,39 @@ Request FabricLink::take_slot(int peer, bool is_send, uint64_t tag, size_t len) 
   return i;
 }
 
+template <class TryPost>
+void FabricLink::post(Slot& s, const char* call, TryPost try_post) {
+  // -FI_EAGAIN: the provider's queues are full until completions are read. Reading them
+  // usually frees room at once; if a peer died or stalled it may never, so retrying
+  // yields the CPU and ends at the post deadline (the wait timeout), never in a hang.
+  std::chrono::steady_clock::time_point deadline{};
+  for (;;) {
+    const ssize_t rc = try_post();
+    if (rc == 0) return;
+    if (rc != -FI_EAGAIN) fail(s, fi_error(call, static_cast<int>(rc)));
+    if (progress(0)) continue;
+    const auto now = std::chrono::steady_clock::now();
+    if (deadline == std::chrono::steady_clock::time_point{}) deadline = now + post_timeout_;
+    if (now >= deadline) {
+      fail(s, fmt::format("{} kept answering -FI_EAGAIN for {} ms", call, post_timeout_.count()));
+    }
+    std::this_thread::yield();
+  }
+}
+
 Request FabricLink::isend(int peer, const void* buf, size_t len, uint64_t tag) {
   const Request r = take_slot(peer, true, tag, len);
-  for (;;) {
-    const ssize_t rc =
-        fi_tsend(ep_, buf, len, nullptr, peers_.at(static_cast<size_t>(peer)), tag, &slots_[r].ctx);
-    if (rc == 0) return r;
-    if (rc != -FI_EAGAIN) fail(slots_[r], fi_error("fi_tsend", static_cast<int>(rc)));
-    progress(0);
-  }
+  const fi_addr_t to = peers_.at(static_cast<size_t>(peer));
+  post(slots_[r], "fi_tsend",
+       [&] { return fi_tsend(ep_, buf, len, nullptr, to, tag, &slots_[r].ctx); });
+  return r;
 }
 
 Request FabricLink::irecv(int peer, void* buf, size_t len, uint64_t tag) {
   const Request r = take_slot(peer, false, tag, len);
-  for (;;) {
-    const ssize_t rc = fi_trecv(ep_, buf, len, nullptr, FI_ADDR_UNSPEC, tag, 0, &slots_[r].ctx);
-    if (rc == 0) return r;
-    if (rc != -FI_EAGAIN) fail(slots_[r], fi_error("fi_trecv", static_cast<int>(rc)));
-    progress(0);
-  }
+  post(slots_[r], "fi_trecv",
+       [&] { return fi_trecv(ep_, buf, len, nullptr, FI_ADDR_UNSPEC, tag, 0, &slots_[r].ctx); });
+  return r;
 }
 
 bool FabricLink::progress(int block_ms) {

@@ -65,6 +65,9 @@ class FabricLink {
   // Progresses until `r` completes (then frees it). Throws on error or at `deadline`.
   void wait(Request r, std::chrono::steady_clock::time_point deadline);
   void wait_all(std::span<const Request> rs, std::chrono::steady_clock::time_point deadline);
+  // How long isend/irecv retry a post the provider answers with -FI_EAGAIN (its queues
+  // full) before they throw. The communicator sets its wait timeout here.
+  void set_post_timeout(std::chrono::milliseconds t) { post_timeout_ = t; }
 
  private:
   struct Slot {
@@ -82,6 +85,10 @@ class FabricLink {
   Request take_slot(int peer, bool is_send, uint64_t tag, size_t len);
   // Reads completions once; true if any arrived. `block_ms` > 0 blocks in fi_cq_sread.
   bool progress(int block_ms);
+  // Calls `try_post` (returns an fi_* result) until it is not -FI_EAGAIN, progressing the
+  // CQ in between; throws naming `call` on another error or after post_timeout_.
+  template <class TryPost>
+  void post(Slot& s, const char* call, TryPost try_post);
   // Throws if the completed request failed or a receive got another length than posted.
   void check_completion(const Slot& s) const;
   [[noreturn]] void fail(const Slot& s, const std::string& why) const;
@@ -96,6 +103,7 @@ class FabricLink {
   bool cq_can_block_ = false;
   std::chrono::microseconds spin_{};   // polling before blocking, per wait
   std::chrono::microseconds yield_{};  // then polling with sched_yield before blocking
+  std::chrono::milliseconds post_timeout_{30000};
   std::vector<fi_addr_t> peers_;
   std::vector<Slot> slots_;
   std::vector<uint32_t> free_slots_;
