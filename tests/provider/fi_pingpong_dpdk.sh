@@ -31,20 +31,36 @@ as_client() {
 }
 port=$(( 20000 + ($$ % 20000) ))
 if [[ $ep == rdm ]]; then sizes="8 4096 65536 1048576"; else sizes="8 1024"; fi
-for size in $sizes; do
-  iters=$(( size >= 1048576 ? 30 : 300 ))
+# One fi_pingpong pair at `size` bytes; 0 if both ends finished, else 1 with the logs shown.
+run_size() {
+  local size=$1 iters=$(( $1 >= 1048576 ? 30 : 300 ))
   as_server timeout 60 fi_pingpong -p spray -e "$ep" -I "$iters" -S "$size" -c -B "$port" \
     > "$workdir/server.log" 2>&1 &
   server=$!
   sleep 1  # the memif server must listen before the client starts
+  local ok=0
   if ! as_client timeout 60 fi_pingpong -p spray -e "$ep" -I "$iters" -S "$size" -c \
       -P "$port" 127.0.0.1 > "$workdir/client.log" 2>&1; then
-    echo "FAIL: client, $size bytes"; cat "$workdir/client.log" "$workdir/server.log"; exit 1
+    echo "client failed, $size bytes:"; cat "$workdir/client.log" "$workdir/server.log"; ok=1
   fi
-  wait "$server" || { echo "FAIL: server, $size bytes"; cat "$workdir/server.log"; exit 1; }
+  if ! wait "$server"; then
+    echo "server failed, $size bytes:"; cat "$workdir/server.log"; ok=1
+  fi
   server=""
-  tail -1 "$workdir/client.log"
   port=$((port + 1))
   rm -f "$sock"
+  [[ $ok == 0 ]] && tail -1 "$workdir/client.log"
+  return $ok
+}
+for size in $sizes; do
+  run_size "$size" && continue
+  # DGRAM is unreliable and fi_pingpong never resends: one datagram lost (a memif ring
+  # full while this 2-core machine is loaded) stalls a side until its timeout. That
+  # is the service DGRAM promises, so such a size gets one more try; RDM gets none.
+  if [[ $ep == dgram ]]; then
+    echo "RETRY: $size bytes (DGRAM may lose a datagram)"
+    run_size "$size" && continue
+  fi
+  echo "FAIL: $ep, $size bytes"; exit 1
 done
 echo "PASS: fi_pingpong $ep over spray on DPDK memif"
