@@ -208,7 +208,9 @@ std::string Workload::describe_pending(size_t max_lines) const {
     out += "  op " + std::to_string(i) + " " + kNames[static_cast<int>(op.kind)] + " " +
            std::to_string(op.src) + "->" + std::to_string(op.dst) +
            " bytes=" + std::to_string(op.bytes) + " issued=" + std::to_string(op.issued) +
-           " tx=" + std::to_string(op.tx_completions) + " rx=" + std::to_string(op.rx_completions) +
+           " tx=" + std::to_string(op.tx_completions) +
+           (op.tx_completions ? "(" + std::string(to_string(op.tx_status)) + ")" : "") +
+           " rx=" + std::to_string(op.rx_completions) +
            " recv_posted=" + std::to_string(op.recv_posted) + "\n";
   }
   return out;

@@ -5,6 +5,13 @@
 #include "transport/pds/pds.h"
 
 namespace spray::pds {
+namespace {
+
+// Copies of the ACK that answers a duplicate (an earlier ACK was lost). With half the
+// return paths dead, all three are lost one time in eight, against one in two.
+constexpr uint32_t kLostAckCopies = 3;
+
+}  // namespace
 
 bool Pds::rx_received(const Pdc& p, uint32_t psn) const {
   const uint32_t bit = psn % window_;
@@ -80,6 +87,7 @@ RxClass Pds::classify_request(PeerIndex peer, const wire::PdsRequest& h, bool tr
     ++stats_.rx_duplicates;
     c.verdict = RxVerdict::kDuplicate;
     p.last_rx_psn = h.psn;
+    p.ack_lost = true;
     queue_ack(index);  // the sender missed our ACK; tell it again
     return c;
   }
@@ -203,7 +211,13 @@ void Pds::emit_ack(Pdc& p) {
     a.cc_type = wire::kAckCcTypeCredit;
     a.cc_state = credit_window();
   }
-  push_control({p.peer, a});
+  // After a duplicate, several copies: the engine sends every control packet on the next
+  // EV in turn, so the copies take different return paths. One copy left the retransmit
+  // to a coin toss per try when half the return paths were dead (a link down between
+  // two ECMP routers): a PSN whose ACKs all drew dead paths for max_retries tries failed
+  // its PDC. Copies cost little: a healthy fabric sends no duplicates.
+  for (uint32_t i = 0; i < (p.ack_lost ? kLostAckCopies : 1); ++i) push_control({p.peer, a});
+  p.ack_lost = false;
   ++stats_.acks_sent;
   p.rx_since_ack = 0;
   p.ack_pending = false;

@@ -19,6 +19,7 @@ struct ChaosCase {
   bool path_down = false;
   std::string paths = "reps";
   uint32_t operations = 600;
+  bool half_paths_down = false;  // with path_down: paths 1 and 3 of four die, not only 1
 };
 
 uint64_t seed_for(uint64_t base) {
@@ -52,6 +53,7 @@ TEST_P(Chaos, every_byte_arrives_exactly_once) {
           if (param.path_down && !path_is_down &&
               cluster.now() > Time{Duration::microseconds(200).ps}) {
             cluster.fabric().set_path_up(1, false);  // one of four paths dies mid-transfer
+            if (param.half_paths_down) cluster.fabric().set_path_up(3, false);
             path_is_down = true;
           }
           return load.pump();
@@ -93,6 +95,9 @@ INSTANTIATE_TEST_SUITE_P(
         ChaosCase{"duplicate", {.duplicate = 0.1}}, ChaosCase{"corrupt", {.corrupt = 0.05}},
         ChaosCase{"trim", {.trim = 0.05}}, ChaosCase{"path_down_reps", {}, true, "reps"},
         ChaosCase{"path_down_oblivious", {}, true, "oblivious"},
+        // Half the paths die, both ways: a retransmission and the ACK that answers it
+        // must both find live paths within the 12 tries a PSN gets.
+        ChaosCase{"half_paths_down", {}, true, "reps", 600, true},
         ChaosCase{"everything",
                   {.loss = 0.02, .duplicate = 0.02, .corrupt = 0.02, .reorder = 0.1, .trim = 0.02},
                   true}),

@@ -100,6 +100,16 @@ TEST_F(Pair, duplicates__are_suppressed_and_reacknowledged) {
   EXPECT_EQ(deliver(b, kA, tx[1]), RxVerdict::kDeliver);
   EXPECT_EQ(deliver(b, kA, tx[1]), RxVerdict::kDuplicate);
   EXPECT_EQ(b.stats().rx_duplicates, 2u);
+  // The duplicates mean an ACK was lost: the answer goes out in three identical copies
+  // (the engine sends each on its own EV, so they take different return paths).
+  const auto acks = control(b);
+  ASSERT_EQ(acks.size(), 3u);
+  for (const auto& c : acks) {
+    EXPECT_EQ(std::get<wire::PdsAck>(c.header).cack_psn, tx[1].request.psn);
+  }
+  // Once answered, the next ACK is single again.
+  a.enqueue(kB, Mode::kRud, run(1, 1), us(1));
+  for (const auto& pkt : drain_tx(a, us(1))) EXPECT_EQ(deliver(b, kA, pkt), RxVerdict::kDeliver);
   EXPECT_EQ(control(b).size(), 1u);
 }
 
