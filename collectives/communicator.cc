@@ -243,8 +243,9 @@ CollectiveRequest Communicator::start_all_reduce(Mode mode, const void* send, vo
   CallSignature s{
       .type = static_cast<uint8_t>(type), .op = static_cast<uint8_t>(op), .count = count};
   return launch(mode, "all_reduce", s, [=, this] {
-    // Rabenseifner reads `send` itself; the others work in place in recv.
-    const bool reads_send = algorithm == AllReduceAlgorithm::kRabenseifner;
+    // Rabenseifner and two-shot read `send` themselves; the others work in place in recv.
+    const bool reads_send =
+        algorithm == AllReduceAlgorithm::kRabenseifner || algorithm == AllReduceAlgorithm::kTwoShot;
     if (!reads_send && send != recv && count > 0) std::memmove(recv, send, count * size_of(type));
     switch (algorithm) {
       case AllReduceAlgorithm::kRecursiveDoubling:
@@ -255,6 +256,9 @@ CollectiveRequest Communicator::start_all_reduce(Mode mode, const void* send, vo
         break;
       case AllReduceAlgorithm::kDoubleBinaryTree:
         algo::double_binary_tree_all_reduce(*this, recv, count, type, op);
+        break;
+      case AllReduceAlgorithm::kTwoShot:
+        algo::two_shot_all_reduce(*this, send, recv, count, type, op);
         break;
       case AllReduceAlgorithm::kRing:
       case AllReduceAlgorithm::kAuto:

@@ -17,10 +17,10 @@
 // and peer; after one, the communicator must be destroyed. One user thread drives it.
 //
 // Algorithms (collectives/algorithms/, one file each): all-reduce by ring, recursive
-// doubling, Rabenseifner or double binary tree, chosen per call by the tuner's cost model
-// (tuner.h) unless forced; ring reduce-scatter and all-gather; binomial broadcast and
-// reduce; all-to-all by pairwise exchange, Bruck or throttled spread-out; dissemination
-// barrier; and a quantised (lossy) all-reduce, only when asked for by name.
+// doubling, Rabenseifner, double binary tree or two-shot, chosen per call by the tuner's
+// cost model (tuner.h) unless forced; ring reduce-scatter and all-gather; binomial
+// broadcast and reduce; all-to-all by pairwise exchange, Bruck or throttled spread-out;
+// dissemination barrier; and a quantised (lossy) all-reduce, only when asked for by name.
 #pragma once
 
 #include <chrono>

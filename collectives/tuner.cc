@@ -17,7 +17,8 @@ constexpr std::pair<AllReduceAlgorithm, std::string_view> kAllReduceNames[] = {
     {AllReduceAlgorithm::kRing, "ring"},
     {AllReduceAlgorithm::kRecursiveDoubling, "recursive_doubling"},
     {AllReduceAlgorithm::kRabenseifner, "rabenseifner"},
-    {AllReduceAlgorithm::kDoubleBinaryTree, "double_binary_tree"}};
+    {AllReduceAlgorithm::kDoubleBinaryTree, "double_binary_tree"},
+    {AllReduceAlgorithm::kTwoShot, "two_shot"}};
 constexpr std::pair<AllToAllAlgorithm, std::string_view> kAllToAllNames[] = {
     {AllToAllAlgorithm::kAuto, "auto"},
     {AllToAllAlgorithm::kPairwise, "pairwise"},
@@ -90,6 +91,11 @@ double CostModel::all_reduce_us(AllReduceAlgorithm a, size_t bytes, int ranks) c
       const double per_piece = std::min(half, piece);
       return (2 * depth + pieces - 1) * (2 * a_ + per_piece * (4 * b + 2 * g));
     }
+    case AllReduceAlgorithm::kTwoShot:
+      // Two rounds, but each waits for all P - 1 peers: with ranks sharing cores every
+      // one of them must be scheduled, so a round costs about what the ring's P - 1
+      // steps do. The tuner does not choose it (kAllReduceAlgorithms).
+      return 2 * (p - 1) * a_ + 2 * (p - 1) / p * n * b + (p - 1) / p * n * g;
     case AllReduceAlgorithm::kAuto:
       return all_reduce_us(best_all_reduce(bytes, ranks), bytes, ranks);
   }

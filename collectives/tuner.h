@@ -23,10 +23,13 @@ enum class AllReduceAlgorithm : uint8_t {
   kRing,
   kRecursiveDoubling,
   kRabenseifner,
-  kDoubleBinaryTree
+  kDoubleBinaryTree,
+  kTwoShot
 };
 enum class AllToAllAlgorithm : uint8_t { kAuto, kPairwise, kBruck, kSpreadOut };
 
+// What the tuner chooses from. Two-shot is not among them: only asked for by name (see
+// two_shot.cc for the measurements behind that).
 inline constexpr AllReduceAlgorithm kAllReduceAlgorithms[] = {
     AllReduceAlgorithm::kRing, AllReduceAlgorithm::kRecursiveDoubling,
     AllReduceAlgorithm::kRabenseifner, AllReduceAlgorithm::kDoubleBinaryTree};
@@ -36,7 +39,8 @@ inline constexpr AllToAllAlgorithm kAllToAllAlgorithms[] = {
 // Steps of the spread-out all-to-all in flight at once.
 inline constexpr int kSpreadOutWindow = 4;
 
-// "auto", "ring", "recursive_doubling", "rabenseifner", "double_binary_tree".
+// "auto", "ring", "recursive_doubling", "rabenseifner", "double_binary_tree",
+// "two_shot".
 std::string_view name(AllReduceAlgorithm a);
 std::optional<AllReduceAlgorithm> parse_all_reduce_algorithm(std::string_view s);
 // "auto", "pairwise", "bruck", "spread_out".

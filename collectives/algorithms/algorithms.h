@@ -42,6 +42,10 @@ void binomial_reduce(Communicator& c, void* data, size_t count, DataType type, R
 // Reads `send` (which may be `recv`: in place) and leaves the result in `recv`.
 void rabenseifner_all_reduce(Communicator& c, const void* send, void* recv, size_t count,
                              DataType type, ReduceOp op);
+// Two-shot: reduce-scatter and all-gather, each one round of direct messages to every
+// rank. Reads `send` (which may be `recv`: in place) and leaves the result in `recv`.
+void two_shot_all_reduce(Communicator& c, const void* send, void* recv, size_t count, DataType type,
+                         ReduceOp op);
 // Two complementary binary trees, each reducing and broadcasting half of the buffer.
 void double_binary_tree_all_reduce(Communicator& c, void* data, size_t count, DataType type,
                                    ReduceOp op);

@@ -93,9 +93,9 @@ struct Checker {
   // `queued`: through iall_reduce, several in flight at once.
   void all_reduce(DataType t, ReduceOp op, size_t count, bool in_place, bool queued = false) {
     constexpr AllReduceAlgorithm kAlgorithms[] = {
-        AllReduceAlgorithm::kRing, AllReduceAlgorithm::kRecursiveDoubling,
+        AllReduceAlgorithm::kRing,         AllReduceAlgorithm::kRecursiveDoubling,
         AllReduceAlgorithm::kRabenseifner, AllReduceAlgorithm::kDoubleBinaryTree,
-        AllReduceAlgorithm::kAuto};
+        AllReduceAlgorithm::kTwoShot,      AllReduceAlgorithm::kAuto};
     std::vector<std::vector<uint8_t>> sends, recvs;
     std::vector<CollectiveRequest> requests;
     for (const AllReduceAlgorithm algorithm : kAlgorithms) {

@@ -33,6 +33,13 @@ TEST(CostModel, SmallMessagesTakeFewStepsLargeOnesTheBandwidthOptimalOnes) {
   // All-to-all: Bruck for tiny blocks among many ranks, a pairwise order for big ones.
   EXPECT_EQ(m.best_all_to_all(8, 32), AllToAllAlgorithm::kBruck);
   EXPECT_NE(m.best_all_to_all(1 << 20, 32), AllToAllAlgorithm::kBruck);
+  // Two-shot is only ever forced by name: at 4 ranks on 2 cores it lost to Rabenseifner
+  // from 4 KiB to 1 MiB over spray.
+  for (int p : {2, 3, 4, 8, 64}) {
+    for (size_t bytes : {size_t{8}, size_t{1} << 20, size_t{64} << 20}) {
+      EXPECT_NE(m.best_all_reduce(bytes, p), AllReduceAlgorithm::kTwoShot) << p << " " << bytes;
+    }
+  }
   // A single rank costs nothing whatever the algorithm.
   EXPECT_EQ(m.all_reduce_us(AllReduceAlgorithm::kRing, 1 << 20, 1), 0.0);
 }

@@ -237,10 +237,11 @@ int main(int argc, char** argv) {
   app.add_option("-o,--op", op_name, "sum|prod|min|max|avg");
   app.add_option("-n,--iters", iters, "Iterations per size (0: about 256 MiB moved, 2..50)");
   app.add_option("-w,--warmup", warmup, "Untimed iterations per size");
-  app.add_option("--algo", algo,
-                 "auto (the tuner picks); allreduce: ring, recursive_doubling, rabenseifner, "
-                 "double_binary_tree, compressed_int8, compressed_int4; alltoall: pairwise, "
-                 "bruck, spread_out");
+  app.add_option(
+      "--algo", algo,
+      "auto (the tuner picks); allreduce: ring, recursive_doubling, rabenseifner, two_shot, "
+      "double_binary_tree, compressed_int8, compressed_int4; alltoall: pairwise, "
+      "bruck, spread_out");
   app.add_option("--group-size", group_size, "Values per quantisation group (compressed_*)")
       ->check(CLI::Range(size_t{1}, size_t{1} << 20));
   app.add_option("--provider", provider, "libfabric provider (default: SPRAY_PROVIDER, else tcp)");
