@@ -22,11 +22,12 @@ rows() {
   awk '/^#.*allreduce/ {c = "allreduce"} /^#.*alltoall/ {c = "alltoall"}
        /^ *[0-9]/ && c != "" {print c, $1, $5}'
 }
+# 4 KiB first, as in Open MPI's run: the first size of a run pays for first contact.
 coll_perf() {  # provider
   for coll in allreduce alltoall; do
     SPRAY_COLL_TUNING=$models/$1.json \
       "$build/tools/spray-run" -n "$ranks" --provider "$1" --timeout 600 \
-      "$build/tools/spray-coll-perf" --coll "$coll" --sizes 1M,64M | sed -n 's/^\[0\] //p'
+      "$build/tools/spray-coll-perf" --coll "$coll" --sizes 4K,1M,64M | sed -n 's/^\[0\] //p'
   done
 }
 open_mpi() {  # extra mpirun arguments

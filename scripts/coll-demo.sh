@@ -4,7 +4,7 @@
 # these local ranks) and spray over loopback UDP only (spray:udp), then through
 # libfabric's `tcp` and `shm` (shared memory: the same
 # kind of path Open MPI takes between local ranks), then Open MPI's MPI_Allreduce /
-# MPI_Alltoall over its default path, all in one run (these machines are shared: compare
+# MPI_Alltoall over its default path and over its own TCP path, all in one run (these machines are shared: compare
 # side by side, not absolute numbers).
 # Usage: scripts/coll-demo.sh [BUILD_DIR] [RANKS]
 set -euo pipefail
@@ -44,5 +44,9 @@ if command -v mpirun >/dev/null && [[ -x $build/tests/mpi_transport_test ]]; the
   [[ $(id -u) == 0 ]] && root_flag=(--allow-run-as-root)
   echo "# Open MPI, default path (shared memory between local ranks)"
   timeout 600 mpirun "${root_flag[@]}" --oversubscribe -np "$ranks" \
+    "$build/tests/mpi_transport_test" --coll-bench 2>/dev/null | grep -v '^PASS'
+  # The same kind of transport as libfabric's tcp: Open MPI's own TCP path.
+  echo "# Open MPI over its own TCP path (btl tcp)"
+  timeout 600 mpirun "${root_flag[@]}" --oversubscribe -np "$ranks" --mca btl tcp,self \
     "$build/tests/mpi_transport_test" --coll-bench 2>/dev/null | grep -v '^PASS'
 fi
