@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 #include <span>
 #include <vector>
 
@@ -38,6 +39,11 @@ void binomial_broadcast(Communicator& c, void* data, size_t bytes, int root);
 // In place: `data` at root ends as the reduction; other ranks' data is clobbered.
 void binomial_reduce(Communicator& c, void* data, size_t count, DataType type, ReduceOp op,
                      int root);
+// The all-reduce of one rank, for the algorithms that read `send` themselves: the result
+// is its own values.
+inline void single_rank_all_reduce(const void* send, void* recv, size_t bytes) {
+  if (send != recv && bytes > 0) std::memmove(recv, send, bytes);
+}
 // Rabenseifner: reduce-scatter by recursive halving, all-gather by recursive doubling.
 // Reads `send` (which may be `recv`: in place) and leaves the result in `recv`.
 void rabenseifner_all_reduce(Communicator& c, const void* send, void* recv, size_t count,

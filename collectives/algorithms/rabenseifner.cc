@@ -17,8 +17,6 @@
 // Out of place, the first step reads the caller's send buffer and writes its reduction
 // into the receive buffer (reduce_into), so the buffer is never copied as a whole first:
 // at 1 MiB that copy was a tenth of the call's CPU time.
-#include <cstring>
-
 #include "collectives/algorithms/pieces.h"
 #include "collectives/reduce_kernels.h"
 
@@ -32,10 +30,7 @@ void rabenseifner_all_reduce(Communicator& c, const void* send, void* recv, size
   // What this rank's next step reads its own values from: the caller's send buffer until
   // the first reduction has written them into buf.
   const auto* own = static_cast<const uint8_t*>(send);
-  if (p == 1) {
-    if (own != buf && count > 0) std::memmove(buf, own, count * es);
-    return;
-  }
+  if (p == 1) return single_rank_all_reduce(send, recv, count * es);
   int pow2 = 1;
   while (pow2 * 2 <= p) pow2 *= 2;
   const int extra = p - pow2;

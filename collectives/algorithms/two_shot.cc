@@ -22,8 +22,6 @@
 // In place, the reduce-scatter's sends read blocks that the all-gather then overwrites,
 // so they are waited for before the all-gather's receives are posted; out of place, at
 // the end.
-#include <cstring>
-
 #include "collectives/algorithms/pieces.h"
 #include "collectives/reduce_kernels.h"
 
@@ -35,10 +33,7 @@ void two_shot_all_reduce(Communicator& c, const void* send, void* recv, size_t c
   const size_t es = size_of(type);
   auto* buf = static_cast<uint8_t*>(recv);
   const auto* own = static_cast<const uint8_t*>(send);
-  if (p == 1) {
-    if (own != buf && count > 0) std::memmove(buf, own, count * es);
-    return;
-  }
+  if (p == 1) return single_rank_all_reduce(send, recv, count * es);
   const std::vector<size_t> blocks = equal_blocks(count, p);
   auto block_bytes = [&](int q) { return (blocks[q + 1] - blocks[q]) * es; };
   const size_t mine = block_bytes(r);
