@@ -246,6 +246,13 @@ TEST(UdpDatapath, gather__sends_header_and_payload_as_one_datagram_in_gso_runs) 
 
 // Sends `count` packets of `len` bytes (each filled with its index) from a to b in one
 // burst with one EV, so they leave as one GSO super-datagram, and waits for b to see it.
+// The default configuration with `n` GRO receive buffers.
+UdpConfig with_gro_buffers(uint32_t n) {
+  UdpConfig c;
+  c.gro_buffers = n;
+  return c;
+}
+
 void send_one_run(UdpDatapath& a, UdpDatapath& b, size_t count, uint32_t len) {
   std::vector<PacketBuf*> out(count);
   ASSERT_EQ(a.alloc(out.data(), out.size()), out.size());
@@ -283,10 +290,8 @@ TEST(UdpDatapath, gro__lends_datagrams_in_place_without_pool_buffers) {
 }
 
 TEST(UdpDatapath, gro__copies_through_a_bounce_buffer_while_every_buffer_is_lent) {
-  UdpConfig one;
-  one.gro_buffers = 1;
   auto a = open_ok(UdpConfig{});
-  auto b = open_ok(one);
+  auto b = open_ok(with_gro_buffers(1));
   ASSERT_TRUE(a && b);
   send_one_run(*a, *b, 4, 500);
   std::array<PacketBuf*, 64> held{};
@@ -313,10 +318,8 @@ TEST(UdpDatapath, gro__copies_through_a_bounce_buffer_while_every_buffer_is_lent
 }
 
 TEST(UdpDatapath, keep__moves_a_lent_datagram_into_a_pool_buffer) {
-  UdpConfig one;
-  one.gro_buffers = 1;
   auto a = open_ok(UdpConfig{});
-  auto b = open_ok(one);
+  auto b = open_ok(with_gro_buffers(1));
   ASSERT_TRUE(a && b);
   send_one_run(*a, *b, 5, 300);
   std::array<PacketBuf*, 64> in{};
