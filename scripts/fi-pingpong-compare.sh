@@ -2,11 +2,13 @@
 # fi_pingpong latency and bandwidth of `spray` (its default datapath, auto: shared memory
 # between these local processes; then kernel UDP over loopback only, and shared memory
 # only) beside libfabric's own providers, measured in one run (these machines are shared:
-# compare ratios, not absolutes).
-# Usage: scripts/fi-pingpong-compare.sh [BUILD_DIR] [ITERATIONS]
+# compare ratios, not absolutes). With ROUNDS > 1 the providers run in turn ROUNDS times
+# and each figure is the median of its rounds, so one noisy moment does not decide a ratio.
+# Usage: scripts/fi-pingpong-compare.sh [BUILD_DIR] [ITERATIONS] [ROUNDS]
 set -euo pipefail
 build=${1:-build}
 iters=${2:-2000}
+rounds=${3:-1}
 export FI_PROVIDER_PATH=$(cd "$build/provider/lib" && pwd)
 port=31000
 run() {  # provider[:datapath] endpoint size -> usec/xfer and MB/s of the client
@@ -26,17 +28,30 @@ run() {  # provider[:datapath] endpoint size -> usec/xfer and MB/s of the client
   wait "$server" 2>/dev/null || true
   awk '{print $7, $6}' <<<"$line"
 }
-printf "%-14s %12s %14s %14s\n" provider "8B usec" "64KiB MB/s" "1MiB MB/s"
-declare -A lat bw64 bw1m
-for prov in spray spray:udp spray:shm tcp "udp;ofi_rxd" sockets; do
-  read -r lat[$prov] _ <<<"$(run "$prov" rdm 8)"
-  read -r _ bw64[$prov] <<<"$(run "$prov" rdm 65536)"
-  read -r _ bw1m[$prov] <<<"$(run "$prov" rdm 1048576)"
-  printf "%-14s %12s %14s %14s\n" "$prov" "${lat[$prov]}" "${bw64[$prov]}" "${bw1m[$prov]}"
-done
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
-for prov in spray spray:udp spray:shm; do
-  echo "$prov/tcp: latency $(ratio "${lat[$prov]}" "${lat[tcp]}")x (target <= 0.8)," \
-       "64KiB bandwidth $(ratio "${bw64[$prov]}" "${bw64[tcp]}")x," \
-       "1MiB bandwidth $(ratio "${bw1m[$prov]}" "${bw1m[tcp]}")x (target >= 1.5)"
-done
+providers=(spray spray:udp spray:shm tcp "udp;ofi_rxd" sockets)
+# One line per provider and round: "PROVIDER LATENCY_US BW64K_MBPS BW1M_MBPS".
+for ((r = 1; r <= rounds; ++r)); do
+  (( rounds > 1 )) && echo "round $r/$rounds" >&2
+  for prov in "${providers[@]}"; do
+    read -r lat _ <<<"$(run "$prov" rdm 8)"
+    read -r _ bw64 <<<"$(run "$prov" rdm 65536)"
+    read -r _ bw1m <<<"$(run "$prov" rdm 1048576)"
+    echo "$prov ${lat:-nan} ${bw64:-nan} ${bw1m:-nan}"
+  done
+done | python3 -c '
+import statistics, sys
+rows = {}
+for line in sys.stdin:
+    prov, *values = line.split()
+    rows.setdefault(prov, []).append([float(v) for v in values])
+med = {p: [statistics.median(r[i] for r in rs) for i in range(3)] for p, rs in rows.items()}
+print("%-14s %12s %14s %14s   (medians of %d rounds)" % (
+    "provider", "8B usec", "64KiB MB/s", "1MiB MB/s", len(next(iter(rows.values())))))
+for p, (lat, bw64, bw1m) in med.items():
+    print("%-14s %12.2f %14.2f %14.2f" % (p, lat, bw64, bw1m))
+t = med["tcp"]
+for p in ("spray", "spray:udp", "spray:shm"):
+    lat, bw64, bw1m = med[p]
+    print("%s/tcp: latency %.2fx (target <= 0.8), 64KiB bandwidth %.2fx, 1MiB bandwidth %.2fx"
+          " (target >= 1.5)" % (p, lat / t[0], bw64 / t[1], bw1m / t[2]))
+'
