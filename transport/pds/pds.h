@@ -86,6 +86,8 @@ struct PdsStats {
   uint64_t nacks_sent = 0;
   uint64_t nacks_received = 0;
   uint64_t bad_packets = 0;  // unknown PDC, wrong peer, forged ACKs, out of window
+  // ACKs overtaken by a later one (sprayed ACKs take different paths): ignored, normal.
+  uint64_t stale_acks = 0;
   uint64_t pdcs_opened = 0;
   uint64_t pdcs_closed = 0;
   uint64_t pdcs_failed = 0;

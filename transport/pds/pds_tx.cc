@@ -248,8 +248,12 @@ void Pds::on_ack(PeerIndex peer, const wire::PdsAck& ack, Time now) {
   }
   Pdc& p = *pp;
   const uint32_t next_expected = ack.cack_psn + 1;
-  if (psn_diff(next_expected, p.snd_una) < 0 || psn_diff(p.snd_nxt, next_expected) < 0) {
-    ++stats_.bad_packets;  // stale (behind our left edge) or forged (beyond what we sent)
+  if (psn_diff(next_expected, p.snd_una) < 0) {
+    ++stats_.stale_acks;  // behind our left edge: a later ACK overtook it
+    return;
+  }
+  if (psn_diff(p.snd_nxt, next_expected) < 0) {
+    ++stats_.bad_packets;  // forged: acknowledges beyond what we sent
     return;
   }
   if (!p.remote_known) {  // the first ACK names the target's PDC

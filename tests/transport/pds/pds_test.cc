@@ -113,6 +113,23 @@ TEST_F(Pair, duplicates__are_suppressed_and_reacknowledged) {
   EXPECT_EQ(control(b).size(), 1u);
 }
 
+TEST_F(Pair, reordered_acks__the_overtaken_one_is_stale_not_bad) {
+  a.enqueue(kB, Mode::kRud, run(0, 2), us(0));
+  auto tx = drain_tx(a, us(0));
+  ASSERT_EQ(tx.size(), 2u);
+  deliver(b, kA, tx[0]);
+  const auto first = control(b);
+  deliver(b, kA, tx[1]);
+  const auto second = control(b);
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_EQ(second.size(), 1u);
+  a.on_ack(kB, std::get<wire::PdsAck>(second[0].header), us(10));  // sprayed: arrives first
+  a.on_ack(kB, std::get<wire::PdsAck>(first[0].header), us(11));
+  EXPECT_EQ(a.acked().size(), 2u);
+  EXPECT_EQ(a.stats().stale_acks, 1u);
+  EXPECT_EQ(a.stats().bad_packets, 0u);
+}
+
 TEST_F(Pair, sack__acknowledges_around_a_hole_and_rack_retransmits_it) {
   a.enqueue(kB, Mode::kRud, run(0, 10), us(0));
   auto tx = drain_tx(a, us(0));
