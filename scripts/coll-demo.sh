@@ -2,9 +2,9 @@
 # The collectives demonstration (README's main job): 4 local ranks run all-reduce and
 # all-to-all with spray::coll through `spray` (default datapath auto: shared memory between
 # these local ranks) and spray over loopback UDP only (spray:udp), then through
-# libfabric's `tcp` and `shm` (shared memory: the same
-# kind of path Open MPI takes between local ranks), then Open MPI's MPI_Allreduce /
-# MPI_Alltoall over its default path and over its own TCP path, all in one run (these machines are shared: compare
+# libfabric's `tcp` and `shm` (shared memory: the same kind of path Open MPI takes
+# between local ranks), then Open MPI's MPI_Allreduce / MPI_Alltoall over its default
+# path and over its own TCP path, all in one run (these machines are shared: compare
 # side by side, not absolute numbers).
 # Usage: scripts/coll-demo.sh [BUILD_DIR] [RANKS]
 set -euo pipefail
@@ -42,11 +42,13 @@ done
 if command -v mpirun >/dev/null && [[ -x $build/tests/mpi_transport_test ]]; then
   root_flag=()
   [[ $(id -u) == 0 ]] && root_flag=(--allow-run-as-root)
+  open_mpi() {  # extra mpirun arguments
+    timeout 600 mpirun "${root_flag[@]}" --oversubscribe -np "$ranks" "$@" \
+      "$build/tests/mpi_transport_test" --coll-bench 2>/dev/null | grep -v '^PASS'
+  }
   echo "# Open MPI, default path (shared memory between local ranks)"
-  timeout 600 mpirun "${root_flag[@]}" --oversubscribe -np "$ranks" \
-    "$build/tests/mpi_transport_test" --coll-bench 2>/dev/null | grep -v '^PASS'
+  open_mpi
   # The same kind of transport as libfabric's tcp: Open MPI's own TCP path.
   echo "# Open MPI over its own TCP path (btl tcp)"
-  timeout 600 mpirun "${root_flag[@]}" --oversubscribe -np "$ranks" --mca btl tcp,self \
-    "$build/tests/mpi_transport_test" --coll-bench 2>/dev/null | grep -v '^PASS'
+  open_mpi --mca btl tcp,self
 fi
