@@ -4,6 +4,9 @@
 # only) beside libfabric's own providers, measured in one run (these machines are shared:
 # compare ratios, not absolutes). With ROUNDS > 1 the providers run in turn ROUNDS times
 # and each figure is the median of its rounds, so one noisy moment does not decide a ratio.
+# The last row, plain-udp, is no provider: two processes bouncing the message over bare
+# kernel UDP sockets (spray-dp-bench --pingpong), the ceiling for any transport on
+# kernel UDP, so spray:udp's distance to it is measured in the same run.
 # Usage: scripts/fi-pingpong-compare.sh [BUILD_DIR] [ITERATIONS] [ROUNDS]
 set -euo pipefail
 build=${1:-build}
@@ -38,6 +41,12 @@ for ((r = 1; r <= rounds; ++r)); do
     read -r _ bw1m <<<"$(run "$prov" rdm 1048576)"
     echo "$prov ${lat:-nan} ${bw64:-nan} ${bw1m:-nan}"
   done
+  "$build/tools/spray-dp-bench" --pingpong 8 65536 1048576 --pingpong-iterations "$iters" \
+    --json | python3 -c '
+import json, sys
+r = {row["bytes"]: row for row in json.load(sys.stdin)}
+print("plain-udp %.2f %.2f %.2f" % (r[8]["one_way_us"], r[65536]["mb_per_s"],
+                                   r[1048576]["mb_per_s"]))'
 done | python3 -c '
 import statistics, sys
 rows = {}
@@ -54,4 +63,7 @@ for p in ("spray", "spray:udp", "spray:shm"):
     lat, bw64, bw1m = med[p]
     print("%s/tcp: latency %.2fx (target <= 0.8), 64KiB bandwidth %.2fx, 1MiB bandwidth %.2fx"
           " (target >= 1.5)" % (p, lat / t[0], bw64 / t[1], bw1m / t[2]))
+u, s = med["plain-udp"], med["spray:udp"]
+print("plain-udp/tcp (the kernel-UDP ceiling): 1MiB bandwidth %.2fx; spray:udp reaches %.0f%% "
+      "of it" % (u[2] / t[2], 100 * s[2] / u[2]))
 '

@@ -4,6 +4,10 @@
 // Both sides run on one thread, alternating a transmit burst and draining receives, so
 // the figure is what one core moves through the kernel with each method. Datapaths
 // today: "udp" (Spray's kernel UDP datapath, packets sprayed over its source ports).
+//
+// With --pingpong it instead measures the kernel-UDP ceiling of a message ping-pong
+// between two processes (see plain_udp_pingpong.h): what fi_pingpong over a transport
+// on kernel UDP could reach at best.
 #include <fmt/format.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -15,6 +19,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "tools/spray_dp_bench/plain_udp_pingpong.h"
 #include "transport/datapath/dpdk/dpdk_datapath.h"
 #include "transport/datapath/udp/socket_address.h"
 #include "transport/datapath/udp/udp_datapath.h"
@@ -148,6 +153,32 @@ Result spray_dpdk(const std::string& eal_args, const std::string& pair, uint32_t
   return blast(*a, *b, payload, seconds);
 }
 
+// The --pingpong mode: one row per message size.
+int pingpong_table(const std::vector<size_t>& sizes, uint32_t datagram, int iterations, bool json) {
+  nlohmann::json all = nlohmann::json::array();
+  if (!json)
+    fmt::print("{:>9}  {:<44}  {:>11}  {:>10}\n", "bytes", "plain kernel UDP ping-pong (GSO/GRO)",
+               "one-way us", "MB/s");
+  for (size_t bytes : sizes) {
+    // Small messages run many more round trips in the same time.
+    const int n = bytes <= 65536 ? iterations * 10 : iterations;
+    std::string error;
+    const auto r = tools::plain_udp_pingpong(bytes, datagram, n, 10.0, error);
+    if (!r) die(error);
+    all.push_back({{"bytes", bytes},
+                   {"datagram", datagram},
+                   {"iterations", n},
+                   {"one_way_us", r->one_way_us},
+                   {"mb_per_s", r->megabytes_per_s}});
+    if (!json)
+      fmt::print("{:>9}  {:<44}  {:>11.2f}  {:>10.1f}\n", bytes,
+                 fmt::format("{} round trips, {}-byte datagrams", n, datagram), r->one_way_us,
+                 r->megabytes_per_s);
+  }
+  if (json) fmt::print("{}\n", all.dump(2));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -157,6 +188,9 @@ int main(int argc, char** argv) {
   std::string dpdk_args;
   std::vector<std::string> dpdk_pairs;
   bool json = false;
+  std::vector<size_t> pingpong_sizes;
+  int pingpong_iterations = 2000;
+  uint32_t datagram = 8972;
   CLI::App app{"spray-dp-bench: datapath packet rate vs a plain kernel-UDP blast, same run"};
   app.add_option("--seconds", seconds, "seconds per measurement");
   app.add_option("--payload", payloads, "datagram sizes in bytes");
@@ -165,7 +199,15 @@ int main(int argc, char** argv) {
   app.add_option("--dpdk-pair", dpdk_pairs,
                  "PORT_A:PORT_B: measure the DPDK datapath from A to B (repeatable)");
   app.add_flag("--json", json, "print JSON");
+  app.add_option("--pingpong", pingpong_sizes,
+                 "message sizes in bytes: measure only the plain kernel-UDP ping-pong ceiling");
+  app.add_option("--pingpong-iterations", pingpong_iterations, "round trips per size")
+      ->check(CLI::Range(1, 10000000));
+  app.add_option("--datagram", datagram, "ping-pong: UDP payload bytes per datagram")
+      ->check(CLI::Range(1, 65507));
   CLI11_PARSE(app, argc, argv);
+  if (!pingpong_sizes.empty())
+    return pingpong_table(pingpong_sizes, datagram, pingpong_iterations, json);
   nlohmann::json all = nlohmann::json::array();
   if (!json)
     fmt::print("{:>6}  {:<40}  {:>12}  {:>8}  {:>14}\n", "bytes", "datapath", "pkt/s", "Gbit/s",

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/common/byte_pattern.h"
 #include "transport/datapath/clock.h"
 #include "transport/engine/engine.h"
 #include "transport/engine/real_time_config.h"
@@ -36,12 +37,6 @@ struct Options {
   std::string dpdk_port;
   std::vector<std::string> neighbours;
 };
-
-// The byte at offset i of message `msg`: every message differs, so a misplaced or
-// duplicated packet shows.
-inline uint8_t pattern(uint64_t msg, uint64_t i) {
-  return static_cast<uint8_t>(msg * 31 + i * 7 + (i >> 11));
-}
 
 inline engine::EngineConfig engine_config(const Options& o) {
   engine::EngineConfig e = engine::real_time_engine_config();
@@ -119,10 +114,8 @@ int EndpointRoles<D>::server() {
           if (c.op != ses::OpKind::kRecv) continue;
           ++received;
           const auto msg = c.data;  // the client puts the message number in immediate data
-          bool good = c.status == Status::kOk && c.length == o_.bytes;
-          for (uint64_t i = 0; good && i < o_.bytes; ++i)
-            good = bufs[c.context][i] == pattern(msg, i);
-          intact += good;
+          intact += c.status == Status::kOk && c.length == o_.bytes &&
+                    pattern_mismatches(bufs[c.context], msg) == 0;
           if (posted < o_.messages) post(static_cast<uint32_t>(c.context));
         }
         return received >= o_.messages;
@@ -146,7 +139,7 @@ int EndpointRoles<D>::client(const dp::NetAddr& target) {
   std::vector<std::vector<uint8_t>> bufs(o_.window, std::vector<uint8_t>(o_.bytes));
   uint32_t next = 0, done = 0, failed = 0;
   auto send = [&](uint32_t slot) {
-    for (uint64_t i = 0; i < o_.bytes; ++i) bufs[slot][i] = pattern(next, i);
+    fill_pattern(bufs[slot], next);
     ses::SendSpec s{.has_data = true, .data = next};
     if (e_.send(peer, bufs[slot].data(), o_.bytes, slot, s) == Status::kOk) ++next;
   };

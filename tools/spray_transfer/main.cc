@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "nic_sim/cluster.h"
+#include "tools/common/byte_pattern.h"
 
 namespace {
 
@@ -36,10 +37,6 @@ struct Options {
   double link_gbps = 100;
   bool json = false;
 };
-
-uint8_t pattern(uint64_t msg, uint64_t i) {
-  return static_cast<uint8_t>(msg * 31 + i * 7 + (i >> 11));
-}
 
 }  // namespace
 
@@ -94,7 +91,7 @@ int main(int argc, char** argv) {
   std::vector<std::vector<uint8_t>> src(total_messages), dst(total_messages);
   for (uint64_t m = 0; m < total_messages; ++m) {
     src[m].resize(o.bytes);
-    for (uint64_t i = 0; i < o.bytes; ++i) src[m][i] = pattern(m, i);
+    spray::tools::fill_pattern(src[m], m);
     dst[m].assign(o.bytes, 0);
     const auto host = static_cast<uint32_t>(m / o.messages);
     const uint32_t to = (host + 1) % o.hosts;
