@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Open MPI (pml cm, mtl ofi) over `spray` (default datapath auto: shared memory between
-# local ranks; and kernel UDP on loopback only) beside Open MPI over libfabric's `tcp`,
-# in one run: 8 B pingpong latency, 64 KiB and 1 MiB streaming bandwidth, from the
+# local ranks; and kernel UDP on loopback only) beside Open MPI over libfabric's `tcp`
+# and `udp;ofi_rxd`, in one run: 8 B pingpong latency, 64 KiB and 1 MiB streaming bandwidth, from the
 # MPI test program's --bench mode. Ratios are what to compare (shared, noisy machines).
 # Usage: scripts/mpi-compare.sh [BUILD_DIR] [ITERATIONS] [ROUNDS]
 set -euo pipefail
@@ -20,7 +20,7 @@ run() {  # provider[:datapath]
     --bench "$iters" 2>/dev/null | grep '^{'
 }
 for ((r = 1; r <= rounds; ++r)); do  # alternate providers so drift hits both alike
-  for prov in spray spray:udp tcp; do echo "$prov $(run "$prov")"; done
+  for prov in spray spray:udp tcp "udp;ofi_rxd"; do echo "$prov $(run "$prov")"; done
 done | tee /dev/stderr | python3 -c '
 import json, sys
 best = {}
@@ -36,4 +36,7 @@ for prov in ("spray", "spray:udp"):
     s = best[prov]
     print("best of each: %s/tcp latency %.2fx, 64KiB bandwidth %.2fx, 1MiB bandwidth %.2fx"
           % (prov, s["lat"] / t["lat"], s["bw64"] / t["bw64"], s["bw1m"] / t["bw1m"]))
+r, s = best["udp;ofi_rxd"], best["spray:udp"]
+print("best of each: spray:udp/udp;ofi_rxd 64KiB bandwidth %.2fx, 1MiB bandwidth %.2fx"
+      % (s["bw64"] / r["bw64"], s["bw1m"] / r["bw1m"]))
 '
