@@ -12,7 +12,7 @@ RepsSelector::RepsSelector(const PathConfig& c)
 uint16_t RepsSelector::next_entropy() {
   if (freeze_left_ > 0) {
     --freeze_left_;
-    if (recent_count_ > 0) return recent_[freeze_cursor_++ % recent_count_];
+    if (recent_count_ > 0) return fresh_entropy(freeze_cursor_);
     return explore();
   }
   if (count_ == 0) return explore();
@@ -61,7 +61,13 @@ void RepsSelector::forget_bad(uint16_t entropy) {
 
 uint16_t RepsSelector::retransmit_entropy() {
   if (freeze_left_ > 0 || recent_count_ == 0) return next_entropy();
-  const size_t newest_first = retransmit_cursor_++ % recent_count_;
+  return fresh_entropy(retransmit_cursor_);
+}
+
+// Takes the next turn among the kFreshEvs newest good EVs (fewer if fewer are known),
+// newest first. Requires recent_count_ > 0.
+uint16_t RepsSelector::fresh_entropy(size_t& cursor) {
+  const size_t newest_first = cursor++ % std::min(recent_count_, kFreshEvs);
   return recent_[(recent_next_ + kCacheSize - 1 - newest_first) % kCacheSize];
 }
 

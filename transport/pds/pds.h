@@ -70,6 +70,9 @@ struct RxClass {
   // wants receiver credit (RCCC).
   bool has_backlog = false;
   uint32_t backlog = 0;
+  // The request is a retransmission: the sender has not heard our answer to its first
+  // copy, so the ACK that answers this one goes out as several copies (see emit_ack).
+  bool retransmitted = false;
 };
 
 struct PdsStats {

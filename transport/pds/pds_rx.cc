@@ -7,8 +7,10 @@
 namespace spray::pds {
 namespace {
 
-// Copies of the ACK that answers a duplicate (an earlier ACK was lost). With half the
-// return paths dead, all three are lost one time in eight, against one in two.
+// Copies of the ACK that answers a duplicate (an earlier ACK was lost) or a
+// retransmission (the sender heard nothing for its first copy: the data or our ACK was
+// lost). With half the return paths dead, all three are lost one time in eight, against
+// one in two.
 constexpr uint32_t kLostAckCopies = 3;
 
 }  // namespace
@@ -23,6 +25,7 @@ RxClass Pds::classify_request(PeerIndex peer, const wire::PdsRequest& h, bool tr
   ++stats_.rx_packets;
   RxClass c;
   c.psn = h.psn;
+  c.retransmitted = (h.flags & wire::request_flags::kRetransmit) != 0;
   c.has_backlog = h.has_cc_state;
   c.backlog = h.cc_state;
   const Mode mode = h.ordered ? Mode::kRod : Mode::kRud;
@@ -122,6 +125,7 @@ void Pds::commit_request(RxClass& c, bool ecn_marked, uint64_t held) {
     c.open_on_commit = false;
   }
   Pdc& p = pdcs_[c.pdc];
+  if (c.retransmitted) p.ack_lost = true;
   const uint32_t bit = c.psn % window_;
   p.rx_bitmap[bit / 64] |= uint64_t{1} << (bit % 64);
   if (p.mode == Mode::kRod) p.rod_held[bit] = held;
@@ -211,9 +215,9 @@ void Pds::emit_ack(Pdc& p) {
     a.cc_type = wire::kAckCcTypeCredit;
     a.cc_state = credit_window();
   }
-  // After a duplicate, several copies: the engine sends every control packet on the next
-  // EV in turn, so the copies take different return paths. One copy left the retransmit
-  // to a coin toss per try when half the return paths were dead (a link down between
+  // After a duplicate or a retransmission, several copies: the engine sends every
+  // control packet on the next EV in turn, so the copies take different return paths. One copy left
+  // the retransmit to a coin toss per try when half the return paths were dead (a link down between
   // two ECMP routers): a PSN whose ACKs all drew dead paths for max_retries tries failed
   // its PDC. Copies cost little: a healthy fabric sends no duplicates.
   for (uint32_t i = 0; i < (p.ack_lost ? kLostAckCopies : 1); ++i) push_control({p.peer, a});

@@ -141,6 +141,24 @@ TEST(Reps, retransmit__takes_recent_good_evs_newest_first_and_drops_marked_ones)
   EXPECT_EQ(r.cached(), 3u);
 }
 
+// After paths die, the older good EVs are evidence from before the failure: a freeze and
+// retransmissions use only the newest few, where ACKs since the failure land.
+TEST(Reps, freeze_and_retransmit__use_only_the_freshest_good_evs) {
+  RepsSelector r({256, 1});
+  for (uint16_t ev = 1; ev <= 20; ++ev) r.on_feedback(ev, Feedback::kGood);
+  std::vector<uint16_t> resent;
+  for (int i = 0; i < 8; ++i) resent.push_back(r.retransmit_entropy());
+  EXPECT_EQ(resent, (std::vector<uint16_t>{20, 19, 18, 17, 20, 19, 18, 17}));
+  r.on_feedback(20, Feedback::kTimeout);  // the newest dies: the next newest step in
+  ASSERT_TRUE(r.frozen());
+  std::set<uint16_t> used, retransmitted;
+  for (int i = 0; i < 100; ++i) used.insert(r.next_entropy());
+  for (int i = 0; i < 20; ++i) retransmitted.insert(r.retransmit_entropy());
+  EXPECT_EQ(used, (std::set<uint16_t>{16, 17, 18, 19}));
+  EXPECT_EQ(retransmitted, used);
+  static_assert(RepsSelector::kFreshEvs == 4);
+}
+
 TEST(PenaltyBitmap, round_robin_skips_penalised_evs_for_one_pass) {
   PenaltyBitmapSelector s({8, 0});
   for (uint16_t ev = 0; ev < 8; ++ev) EXPECT_EQ(s.next_entropy(), ev);  // in turn

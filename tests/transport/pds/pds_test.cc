@@ -113,6 +113,30 @@ TEST_F(Pair, duplicates__are_suppressed_and_reacknowledged) {
   EXPECT_EQ(control(b).size(), 1u);
 }
 
+TEST_F(Pair, retransmission__is_answered_by_three_ack_copies) {
+  a.enqueue(kB, Mode::kRud, run(0, 1), us(0));
+  const auto lost = drain_tx(a, us(0));  // the first copy never arrives
+  ASSERT_EQ(lost.size(), 1u);
+  a.on_timers(us(1000));  // past the RTO
+  const auto resent = drain_tx(a, us(1000));
+  ASSERT_EQ(resent.size(), 1u);
+  ASSERT_TRUE(resent[0].request.flags & wire::request_flags::kRetransmit);
+  // New to B, but the sender heard nothing the first time (the data or B's ACK was lost,
+  // maybe on a dead path): the answer goes out in three copies, one per EV.
+  EXPECT_EQ(deliver(b, kA, resent[0]), RxVerdict::kDeliver);
+  const auto acks = control(b);
+  ASSERT_EQ(acks.size(), 3u);
+  for (const auto& c : acks) {
+    EXPECT_EQ(std::get<wire::PdsAck>(c.header).cack_psn, resent[0].request.psn);
+  }
+  a.on_ack(kB, std::get<wire::PdsAck>(acks[0].header), us(1010));
+  EXPECT_EQ(a.acked().size(), 1u);
+  // A first transmission is answered once.
+  a.enqueue(kB, Mode::kRud, run(1, 1), us(1020));
+  for (const auto& pkt : drain_tx(a, us(1020))) EXPECT_EQ(deliver(b, kA, pkt), RxVerdict::kDeliver);
+  EXPECT_EQ(control(b).size(), 1u);
+}
+
 TEST_F(Pair, reordered_acks__the_overtaken_one_is_stale_not_bad) {
   a.enqueue(kB, Mode::kRud, run(0, 2), us(0));
   auto tx = drain_tx(a, us(0));
