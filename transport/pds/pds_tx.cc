@@ -197,14 +197,22 @@ uint32_t Pds::backlog_bytes(const Pdc& p) const {
 
 // Marks one in-flight PSN acknowledged, reports it upward and tells the path selector
 // how its EV fared (kGood, or kEcn for the packet whose mark the ACK reports).
+//
+// On a ROD PDC a SACKed packet is reported only once the cumulative point passes it: the
+// target holds it behind a gap rather than delivering it, and if the PDC fails before
+// the gap is filled the target never delivers it, so its send must fail (fail_pdc), not
+// have completed. (Chaos seed 145 showed a ROD send completed OK that never arrived.)
 void Pds::ack_psn(Pdc& p, uint32_t psn, bool cumulative, paths::Feedback feedback) {
   TxSlot& s = p.tx[psn % window_];
   if (!s.in_flight) return;
+  const bool delivered = cumulative || p.mode != Mode::kRod;
   if (!s.sacked) {
     p.inflight_bytes -= std::min(p.inflight_bytes, s.bytes);
     p.latest_acked_sent = std::max(p.latest_acked_sent, s.sent);
-    if (!is_control_ref(s.ref)) acked_.push_back(s.ref);
+    if (delivered && !is_control_ref(s.ref)) acked_.push_back(s.ref);
     p.paths->on_feedback(s.entropy, feedback);
+  } else if (cumulative && p.mode == Mode::kRod && !is_control_ref(s.ref)) {
+    acked_.push_back(s.ref);  // held at the target until now
   }
   if (cumulative) {
     s = TxSlot{};

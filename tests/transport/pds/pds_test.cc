@@ -137,6 +137,42 @@ TEST_F(Pair, retransmission__is_answered_by_three_ack_copies) {
   EXPECT_EQ(control(b).size(), 1u);
 }
 
+// ROD: a packet SACKed behind a gap is held at the target, not delivered. Its send
+// completes when the gap fills, and fails (rather than having succeeded) if the PDC
+// fails first.
+TEST_F(Pair, rod__a_sacked_packet_completes_only_once_the_gap_before_it_fills) {
+  a.enqueue(kB, Mode::kRod, run(0, 1), us(0));
+  a.enqueue(kB, Mode::kRod, run(1, 1), us(0));
+  const auto tx = drain_tx(a, us(0));
+  ASSERT_EQ(tx.size(), 2u);
+  EXPECT_EQ(deliver(b, kA, tx[1], 0x1111), RxVerdict::kHold);  // the first is still missing
+  a.on_ack(kB, std::get<wire::PdsAck>(control(b).at(0).header), us(5));
+  EXPECT_TRUE(a.acked().empty());  // SACKed, but held: message 1 is not delivered yet
+  EXPECT_EQ(deliver(b, kA, tx[0]), RxVerdict::kDeliver);
+  a.on_ack(kB, std::get<wire::PdsAck>(control(b).at(0).header), us(10));
+  ASSERT_EQ(a.acked().size(), 2u);  // each reported once, in order
+  EXPECT_EQ(a.acked()[0].message, 0u);
+  EXPECT_EQ(a.acked()[1].message, 1u);
+}
+
+TEST_F(Pair, rod__a_held_packets_send_fails_with_its_pdc) {
+  a.enqueue(kB, Mode::kRod, run(0, 1), us(0));
+  a.enqueue(kB, Mode::kRod, run(1, 1), us(0));
+  const auto tx = drain_tx(a, us(0));
+  ASSERT_EQ(tx.size(), 2u);
+  deliver(b, kA, tx[1], 0x1111);
+  a.on_ack(kB, std::get<wire::PdsAck>(control(b).at(0).header), us(5));
+  // The first packet never gets through: retries run out and the PDC fails.
+  for (int64_t t = 100; a.failed().empty() && t < 1'000'000; t += 100) {
+    a.on_timers(us(t));
+    drain_tx(a, us(t));
+  }
+  EXPECT_TRUE(a.acked().empty());
+  std::vector<uint32_t> failed;
+  for (const auto& f : a.failed()) failed.push_back(f.message);
+  EXPECT_EQ(failed, (std::vector<uint32_t>{0, 1}));
+}
+
 TEST_F(Pair, reordered_acks__the_overtaken_one_is_stale_not_bad) {
   a.enqueue(kB, Mode::kRud, run(0, 2), us(0));
   auto tx = drain_tx(a, us(0));
