@@ -16,6 +16,8 @@
 #include <cstring>
 #include <vector>
 
+#include "transport/datapath/udp/gso_segment.h"
+
 namespace spray::tools {
 namespace {
 
@@ -78,7 +80,7 @@ struct Cut {
 bool send_message(const Side& s, const Cut& cut, const uint8_t* data, Clock::time_point deadline) {
   std::array<mmsghdr, kMaxPieces> msgs{};
   std::array<iovec, kMaxPieces> iov{};
-  alignas(cmsghdr) std::array<std::array<uint8_t, CMSG_SPACE(sizeof(uint16_t))>, kMaxPieces> cmsg{};
+  std::array<dp::GsoControl, kMaxPieces> cmsg;
   const size_t n = cut.pieces();
   for (size_t k = 0; k < n; ++k) {
     iov[k] = {const_cast<uint8_t*>(data) + k * cut.piece, cut.length(k)};
@@ -88,14 +90,7 @@ bool send_message(const Side& s, const Cut& cut, const uint8_t* data, Clock::tim
     h.msg_iov = &iov[k];
     h.msg_iovlen = 1;
     if (cut.length(k) > cut.datagram) {  // more than one datagram: segmentation offload
-      h.msg_control = cmsg[k].data();
-      h.msg_controllen = cmsg[k].size();
-      cmsghdr* c = CMSG_FIRSTHDR(&h);
-      c->cmsg_level = SOL_UDP;
-      c->cmsg_type = UDP_SEGMENT;
-      c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-      const auto segment = static_cast<uint16_t>(cut.datagram);
-      std::memcpy(CMSG_DATA(c), &segment, sizeof(segment));
+      dp::set_gso_segment(h, cmsg[k], static_cast<uint16_t>(cut.datagram));
     }
   }
   size_t sent = 0;

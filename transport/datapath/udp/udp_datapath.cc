@@ -8,6 +8,7 @@
 #include <array>
 #include <cerrno>
 
+#include "transport/datapath/udp/gso_segment.h"
 #include "transport/datapath/udp/socket_address.h"
 #include "transport/datapath/udp/udp_datapath.h"
 
@@ -226,7 +227,7 @@ size_t UdpDatapath::send_burst(PacketBuf** bufs, size_t n, bool release) {
   std::array<sockaddr_storage, kMaxBurst> to;
   std::array<uint8_t, kMaxBurst> packets_in;  // packets carried by each message
   std::array<uint32_t, kMaxBurst> segment;    // bytes of each message's first packet
-  alignas(cmsghdr) std::array<std::array<uint8_t, CMSG_SPACE(sizeof(uint16_t))>, kMaxBurst> cmsg;
+  std::array<GsoControl, kMaxBurst> cmsg;
   std::array<uint8_t, kMaxBurst> socket_of;
   std::array<PacketBuf*, kMaxBurst> ordered;
   const size_t sockets = sockets_.size();
@@ -283,15 +284,7 @@ size_t UdpDatapath::send_burst(PacketBuf** bufs, size_t n, bool release) {
       for (size_t k = 0; k < messages; ++k) {
         msghdr& h = msgs[k].msg_hdr;
         if (packets_in[k] < 2) continue;
-        cmsg[k] = {};  // the kernel reads the padding too
-        h.msg_control = cmsg[k].data();
-        h.msg_controllen = cmsg[k].size();
-        cmsghdr* c = CMSG_FIRSTHDR(&h);
-        c->cmsg_level = SOL_UDP;
-        c->cmsg_type = UDP_SEGMENT;
-        c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-        const auto bytes = static_cast<uint16_t>(segment[k]);
-        std::memcpy(CMSG_DATA(c), &bytes, sizeof(bytes));
+        set_gso_segment(h, cmsg[k], static_cast<uint16_t>(segment[k]));
         ++stats_.tx_gso_messages;
       }
       size_t first = 0;
