@@ -82,8 +82,8 @@ class RepsSelector final : public PathSelector {
   std::array<uint16_t, kCacheSize> recent_{};  // last good EVs, reused during a freeze
   size_t recent_count_ = 0;
   size_t recent_next_ = 0;                  // where the next good EV is written
-  size_t freeze_cursor_ = 0;                // turns taken among the fresh EVs while frozen
-  size_t retransmit_cursor_ = 0;            // turns taken among the fresh EVs by retransmissions
+  size_t freeze_cursor_ = 0;                // turns among the fresh EVs: frozen sends
+  size_t retransmit_cursor_ = 0;            // turns among the fresh EVs: retransmissions
   std::array<uint16_t, kCacheSize> bad_{};  // EVs recently reported bad, a ring
   size_t bad_count_ = 0;
   size_t bad_next_ = 0;
