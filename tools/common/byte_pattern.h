@@ -25,8 +25,10 @@ inline void fill_pattern(std::span<uint8_t> out, uint64_t msg) {
     const uint64_t v = pattern_word(msg, w);
     std::memcpy(out.data() + 8 * w, &v, 8);
   }
-  const uint64_t tail = pattern_word(msg, words);
-  std::memcpy(out.data() + 8 * words, &tail, out.size() % 8);
+  if (const size_t rest = out.size() % 8) {  // (an empty span may have no data pointer)
+    const uint64_t tail = pattern_word(msg, words);
+    std::memcpy(out.data() + 8 * words, &tail, rest);
+  }
 }
 
 // How many 8-byte words (the last one possibly partial) of `in` differ from message
