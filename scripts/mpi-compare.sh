@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Open MPI (pml cm, mtl ofi) over `spray` (default datapath auto: shared memory between
 # local ranks; and kernel UDP on loopback only) beside Open MPI over libfabric's `tcp`
-# and `udp;ofi_rxd`, in one run: 8 B pingpong latency, 64 KiB and 1 MiB streaming bandwidth, from the
-# MPI test program's --bench mode. Ratios are what to compare (shared, noisy machines).
+# and `udp;ofi_rxd`, in one run: 8 B pingpong latency, 64 KiB and 1 MiB streaming
+# bandwidth, from the MPI test program's --bench mode. Ratios are what to compare
+# (shared, noisy machines).
 # Usage: scripts/mpi-compare.sh [BUILD_DIR] [ITERATIONS] [ROUNDS]
 set -euo pipefail
 build=${1:-build}
