@@ -111,15 +111,15 @@ bool receive_message(const Side& s, const Cut& cut, uint8_t* data, Clock::time_p
   std::array<mmsghdr, kMaxPieces> msgs{};
   std::array<iovec, kMaxPieces> iov{};
   const size_t n = cut.pieces();
+  // recvmmsg writes only the entries it fills, so the ones still waiting stay as set here.
+  for (size_t k = 0; k < n; ++k) {
+    iov[k] = {data + k * cut.piece, cut.length(k)};
+    msgs[k].msg_hdr.msg_iov = &iov[k];
+    msgs[k].msg_hdr.msg_iovlen = 1;
+  }
   size_t got = 0;
   uint32_t polls = 0;
   while (got < n) {
-    for (size_t k = got; k < n; ++k) {
-      iov[k] = {data + k * cut.piece, cut.length(k)};
-      msgs[k].msg_hdr = {};
-      msgs[k].msg_hdr.msg_iov = &iov[k];
-      msgs[k].msg_hdr.msg_iovlen = 1;
-    }
     const int r =
         ::recvmmsg(s.fd, &msgs[got], static_cast<unsigned>(n - got), MSG_DONTWAIT, nullptr);
     if (r > 0) {
