@@ -1,0 +1,126 @@
+#include "tests/fuzz/engine_conversations.h"
+
+#include <functional>
+#include <stdexcept>
+
+#include "tests/fuzz/engine_fuzz_target.h"
+
+namespace spray::fuzz {
+namespace {
+
+using sim::SimEngine;
+
+constexpr pds::PeerIndex kTarget = 0;  // host 0, as host 1 knows it
+
+// Starts host 1's operations; returns how many completions host 1 will report.
+using Start = std::function<int(SimEngine& host1, std::vector<uint8_t>& local)>;
+// Runs on host 1 once they have all completed (a close needs an idle PDC).
+using Finish = std::function<void(SimEngine& host1)>;
+
+void must(Status s, const char* what) {
+  if (s != Status::kOk) throw std::runtime_error(std::string("host 1 could not start a ") + what);
+}
+
+void send(SimEngine& e, std::vector<uint8_t>& local, size_t bytes, ses::UserContext ctx,
+          const ses::SendSpec& spec = {}) {
+  const size_t at = local.size();
+  if (at + bytes > local.capacity()) throw std::runtime_error("host 1's buffer is too small");
+  for (size_t i = 0; i < bytes; ++i) local.push_back(conversation_byte(i));
+  must(e.send(kTarget, local.data() + at, bytes, ctx, spec), "send");
+}
+
+Conversation record(std::string name, const Start& start, const Finish& finish = {}) {
+  EngineFuzzTarget t;
+  SimEngine& host1 = t.cluster.engine(1);
+  std::vector<uint8_t> local;
+  local.reserve(64 * 1024);  // operations hold pointers into it: it never grows past this
+  const int operations = start(host1, local);
+
+  sim::Fabric& fabric = t.cluster.fabric();
+  sim::SimNic& nic0 = fabric.nic(0);
+  Conversation out{std::move(name), {}};
+  int packets = 0, completed = 0;
+  Time now{}, quiet_until{};
+  const Time limit = Time{} + Duration::milliseconds(50);
+  // After the last completion, 1 ms more: acknowledgements that follow it (of a read
+  // response, of a close) belong to the conversation too.
+  while (now < limit && (completed < operations || now < quiet_until)) {
+    fabric.advance_to(now);
+    dp::PacketBuf* bufs[256];
+    const size_t n = nic0.rx_burst(bufs, 256);
+    for (size_t i = 0; i < n; ++i) {  // recorded, then handed back in the same order
+      if (bufs[i]->peer == dp::NetAddr::sim_host(1)) {
+        if (bufs[i]->len > kMaxPacketBytes) throw std::runtime_error("a packet beyond the MTU");
+        append_packet(out.input, {bufs[i]->data, bufs[i]->len});
+        ++packets;
+      }
+      if (!nic0.deliver(bufs[i])) throw std::runtime_error("host 0's ring overflowed");
+    }
+    size_t work = 0;
+    for (uint32_t h = 0; h < t.cluster.hosts(); ++h) work += t.cluster.engine(h).progress(now);
+    ses::Completion c;
+    while (host1.poll_completion(c)) {
+      if (c.status != Status::kOk) throw std::runtime_error(out.name + ": an operation failed");
+      if (++completed < operations) continue;
+      if (finish) finish(host1);
+      quiet_until = now + Duration::milliseconds(1);
+    }
+    now = work > 0 ? now + Duration::microseconds(1)
+                   : std::clamp(fabric.next_event(), now + Duration::microseconds(1),
+                                now + Duration::microseconds(50));
+  }
+  if (completed < operations) throw std::runtime_error(out.name + ": did not complete");
+  if (packets > kMaxPackets) throw std::runtime_error(out.name + ": too many packets");
+  return out;
+}
+
+}  // namespace
+
+std::vector<Conversation> record_engine_conversations() {
+  const ses::SendSpec rod{.mode = pds::Mode::kRod};
+  std::vector<Conversation> all;
+  all.push_back(record("send_rud", [](SimEngine& e, auto& local) {
+    send(e, local, 200, 1);
+    return 1;
+  }));
+  all.push_back(record("send_rod_tagged", [&](SimEngine& e, auto& local) {
+    send(e, local, 300, 1, {.tagged = true, .tag = 7, .mode = pds::Mode::kRod});
+    return 1;
+  }));
+  all.push_back(record("send_with_data", [](SimEngine& e, auto& local) {
+    send(e, local, 64, 1, {.has_data = true, .data = 0x1234});
+    return 1;
+  }));
+  all.push_back(record("send_two_packets", [](SimEngine& e, auto& local) {
+    send(e, local, 5000, 1);
+    return 1;
+  }));
+  all.push_back(record("send_rendezvous", [](SimEngine& e, auto& local) {
+    send(e, local, 3000, 1);
+    return 1;
+  }));
+  all.push_back(record("sends_rod_in_order", [&](SimEngine& e, auto& local) {
+    for (ses::UserContext ctx = 1; ctx <= 3; ++ctx) send(e, local, 100, ctx, rod);
+    return 3;
+  }));
+  all.push_back(record("write", [](SimEngine& e, auto& local) {
+    for (size_t i = 0; i < 256; ++i) local.push_back(conversation_byte(i));
+    must(e.write(kTarget, local.data(), 256, 128, kRegionKey, 1), "write");
+    return 1;
+  }));
+  all.push_back(record("read", [](SimEngine& e, auto& local) {
+    local.resize(256);
+    must(e.read(kTarget, local.data(), 256, 512, kRegionKey, 1), "read");
+    return 1;
+  }));
+  all.push_back(record(
+      "send_then_close",
+      [](SimEngine& e, auto& local) {
+        send(e, local, 100, 1);
+        return 1;
+      },
+      [](SimEngine& e) { must(e.close(kTarget), "close"); }));
+  return all;
+}
+
+}  // namespace spray::fuzz

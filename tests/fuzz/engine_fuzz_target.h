@@ -1,0 +1,104 @@
+// The world fuzz_engine drives, shared with the seed writer and the seed test so that
+// recorded conversations replay into exactly the engine they were recorded against.
+//
+// Three simulated hosts; host 0 is the target. It has receives posted (two untagged,
+// two tagged matching any tag, 8 KiB each) and a 4 KiB region registered under key 42
+// for remote reads and writes, so SES paths (sends, rendezvous, writes, reads,
+// responses) are all reachable.
+//
+// Input format: a sequence of packets, each a 3-byte prefix then its bytes:
+//   [length hi][length lo][meta] bytes...
+// length is taken modulo kMaxPacketBytes + 1 and clipped to what is left; meta's bit 6 makes the
+// packet come from host 7 (unknown to everyone) instead of host 1, bits 0-1 are the buffer flags
+// (trimmed, ECN-marked) and the whole byte is the entropy value.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <vector>
+
+#include "nic_sim/cluster.h"
+
+namespace spray::fuzz {
+
+inline constexpr uint64_t kRegionKey = 42;
+inline constexpr size_t kRegionBytes = 4096;
+inline constexpr size_t kReceives = 4;  // recv[i]: context i, tagged when i is odd
+inline constexpr size_t kReceiveBytes = 8192;
+inline constexpr int kMaxPackets = 64;           // per input
+inline constexpr size_t kMaxPacketBytes = 4096;  // the fabric's MTU
+inline constexpr uint8_t kMetaUnknownHost = 0x40;
+
+struct EngineFuzzTarget {
+  EngineFuzzTarget() : cluster(fabric_config(), engine_config()) {
+    region.assign(kRegionBytes, 0);
+    (void)cluster.engine(0).register_memory({region.data(), region.size(), 0, kRegionKey,
+                                             ses::access::kRemoteRead | ses::access::kRemoteWrite});
+    for (size_t i = 0; i < kReceives; ++i) {
+      recv[i].assign(kReceiveBytes, 0);
+      (void)cluster.engine(0).post_recv(
+          {recv[i].data(), recv[i].size(), uint64_t(i), i % 2 == 1, 0, ~0ULL});
+    }
+  }
+  static sim::FabricConfig fabric_config() {
+    sim::FabricConfig f;
+    f.hosts = 3;
+    f.buffers = 512;
+    f.nic_rx_ring = 256;
+    return f;
+  }
+  // Small tables: cheap to build per input, and easy for the fuzzer to fill up. A low
+  // rendezvous threshold puts the rendezvous path within reach of inputs of a few KiB.
+  static engine::EngineConfig engine_config() {
+    engine::EngineConfig e;
+    e.max_peers = 16;
+    e.pds.max_pdcs = 8;
+    e.pds.window_packets = 64;
+    e.ses.max_tx_messages = 64;
+    e.ses.max_rx_messages = 64;
+    e.ses.max_posted_receives = 16;
+    e.ses.max_memory_regions = 8;
+    e.ses.rendezvous_threshold_bytes = 1024;
+    return e;
+  }
+
+  // Delivers the input's packets to host 0, one progress step each, then lets timers
+  // and responses play out for 2 ms of virtual time.
+  void feed(std::span<const uint8_t> input) {
+    auto& nic = cluster.fabric().nic(0);
+    size_t at = 0;
+    for (int packets = 0; at + 3 <= input.size() && packets < kMaxPackets; ++packets) {
+      const size_t len = std::min<size_t>(
+          (size_t{input[at]} << 8 | input[at + 1]) % (kMaxPacketBytes + 1), input.size() - at - 3);
+      const uint8_t meta = input[at + 2];
+      at += 3;
+      dp::PacketBuf* b = cluster.fabric().pool().alloc();
+      if (b == nullptr) break;
+      std::memcpy(b->data, input.data() + at, len);
+      b->len = static_cast<uint32_t>(len);
+      b->peer = dp::NetAddr::sim_host(meta & kMetaUnknownHost ? 7 : 1);
+      b->flags = meta & 0x3;
+      b->entropy = meta;
+      if (!nic.deliver(b)) cluster.fabric().pool().release(b);
+      at += len;
+      cluster.step();
+    }
+    cluster.run_until([] { return false; }, Duration::milliseconds(2));
+  }
+
+  sim::Cluster cluster;
+  std::vector<uint8_t> region;
+  std::vector<uint8_t> recv[kReceives];
+};
+
+// Appends one packet from host 1 (meta 0) in the input format; at most kMaxPacketBytes.
+inline void append_packet(std::vector<uint8_t>& input, std::span<const uint8_t> packet) {
+  input.push_back(static_cast<uint8_t>(packet.size() >> 8));
+  input.push_back(static_cast<uint8_t>(packet.size()));
+  input.push_back(0);
+  input.insert(input.end(), packet.begin(), packet.end());
+}
+
+}  // namespace spray::fuzz
