@@ -4,7 +4,14 @@
 // Three simulated hosts; host 0 is the target. It has receives posted (two untagged,
 // two tagged matching any tag, 8 KiB each) and a 4 KiB region registered under key 42
 // for remote reads and writes, so SES paths (sends, rendezvous, writes, reads,
-// responses) are all reachable.
+// responses) are all reachable. It also sends two messages to host 1 from the start, one
+// RUD and one ROD, so that what comes back to an initiator (ACKs, SACKs, NACKs,
+// responses) is reachable too. Both are eager: a rendezvous would put host 0's buffer
+// address on the wire, and a recording would not replay into another process.
+//
+// The input plays host 1: the real host 1 is down, so nothing but the input reaches
+// host 0. Conversations are recorded with a live host 1 (Host1::kLive), whose packets
+// then replay in its place.
 //
 // Input format: a sequence of packets, each a 3-byte prefix then its bytes:
 //   [length hi][length lo][meta] bytes...
@@ -30,9 +37,16 @@ inline constexpr size_t kReceiveBytes = 8192;
 inline constexpr int kMaxPackets = 64;           // per input
 inline constexpr size_t kMaxPacketBytes = 4096;  // the fabric's MTU
 inline constexpr uint8_t kMetaUnknownHost = 0x40;
+// Host 0's own sends to host 1 (both under the rendezvous threshold below).
+inline constexpr ses::UserContext kRudSendContext = 100, kRodSendContext = 101;
+inline constexpr size_t kRudSendBytes = 500, kRodSendBytes = 1000;
+
+enum class Host1 : uint8_t { kPlayedByInput, kLive };
 
 struct EngineFuzzTarget {
-  EngineFuzzTarget() : cluster(fabric_config(), engine_config()) {
+  explicit EngineFuzzTarget(Host1 host1 = Host1::kPlayedByInput)
+      : cluster(fabric_config(), engine_config()) {
+    if (host1 == Host1::kPlayedByInput) cluster.fabric().set_host_up(1, false);
     region.assign(kRegionBytes, 0);
     (void)cluster.engine(0).register_memory({region.data(), region.size(), 0, kRegionKey,
                                              ses::access::kRemoteRead | ses::access::kRemoteWrite});
@@ -41,6 +55,11 @@ struct EngineFuzzTarget {
       (void)cluster.engine(0).post_recv(
           {recv[i].data(), recv[i].size(), uint64_t(i), i % 2 == 1, 0, ~0ULL});
     }
+    outgoing.assign(kRudSendBytes + kRodSendBytes, 0x5a);
+    (void)cluster.engine(0).send(1, outgoing.data(), kRudSendBytes, kRudSendContext);
+    (void)cluster.engine(0).send(1, outgoing.data() + kRudSendBytes, kRodSendBytes, kRodSendContext,
+                                 {.mode = pds::Mode::kRod});
+    cluster.step();  // they leave before any input arrives, recorded or replayed alike
   }
   static sim::FabricConfig fabric_config() {
     sim::FabricConfig f;
@@ -50,7 +69,8 @@ struct EngineFuzzTarget {
     return f;
   }
   // Small tables: cheap to build per input, and easy for the fuzzer to fill up. A low
-  // rendezvous threshold puts the rendezvous path within reach of inputs of a few KiB.
+  // rendezvous threshold (just over one packet) puts the rendezvous path within reach of
+  // inputs of a few KiB.
   static engine::EngineConfig engine_config() {
     engine::EngineConfig e;
     e.max_peers = 16;
@@ -60,7 +80,7 @@ struct EngineFuzzTarget {
     e.ses.max_rx_messages = 64;
     e.ses.max_posted_receives = 16;
     e.ses.max_memory_regions = 8;
-    e.ses.rendezvous_threshold_bytes = 1024;
+    e.ses.rendezvous_threshold_bytes = 4500;
     return e;
   }
 
@@ -91,6 +111,7 @@ struct EngineFuzzTarget {
   sim::Cluster cluster;
   std::vector<uint8_t> region;
   std::vector<uint8_t> recv[kReceives];
+  std::vector<uint8_t> outgoing;  // host 0's two sends, back to back
 };
 
 // Appends one packet from host 1 (meta 0) in the input format; at most kMaxPacketBytes.
