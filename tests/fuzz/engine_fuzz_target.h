@@ -88,24 +88,34 @@ struct EngineFuzzTarget {
   // and responses play out for 2 ms of virtual time.
   void feed(std::span<const uint8_t> input) {
     auto& nic = cluster.fabric().nic(0);
+    for_each_packet(input, [&](std::span<const uint8_t> bytes, uint8_t meta) {
+      dp::PacketBuf* b = cluster.fabric().pool().alloc();
+      if (b == nullptr) return false;
+      std::memcpy(b->data, bytes.data(), bytes.size());
+      b->len = static_cast<uint32_t>(bytes.size());
+      b->peer = dp::NetAddr::sim_host(meta & kMetaUnknownHost ? 7 : 1);
+      b->flags = meta & 0x3;
+      b->entropy = meta;
+      if (!nic.deliver(b)) cluster.fabric().pool().release(b);
+      cluster.step();
+      return true;
+    });
+    cluster.run_until([] { return false; }, Duration::milliseconds(2));
+  }
+
+  // Calls on_packet(bytes, meta) for each of the input's first kMaxPackets packets,
+  // until it returns false.
+  template <class OnPacket>
+  static void for_each_packet(std::span<const uint8_t> input, OnPacket&& on_packet) {
     size_t at = 0;
     for (int packets = 0; at + 3 <= input.size() && packets < kMaxPackets; ++packets) {
       const size_t len = std::min<size_t>(
           (size_t{input[at]} << 8 | input[at + 1]) % (kMaxPacketBytes + 1), input.size() - at - 3);
       const uint8_t meta = input[at + 2];
       at += 3;
-      dp::PacketBuf* b = cluster.fabric().pool().alloc();
-      if (b == nullptr) break;
-      std::memcpy(b->data, input.data() + at, len);
-      b->len = static_cast<uint32_t>(len);
-      b->peer = dp::NetAddr::sim_host(meta & kMetaUnknownHost ? 7 : 1);
-      b->flags = meta & 0x3;
-      b->entropy = meta;
-      if (!nic.deliver(b)) cluster.fabric().pool().release(b);
+      if (!on_packet(input.subspan(at, len), meta)) return;
       at += len;
-      cluster.step();
     }
-    cluster.run_until([] { return false; }, Duration::milliseconds(2));
   }
 
   sim::Cluster cluster;
