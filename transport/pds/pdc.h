@@ -71,6 +71,9 @@ struct TxSlot {
   bool sacked : 1 = false;     // acknowledged by a SACK bit; the slot frees when CACK passes it
   bool rtx_queued : 1 = false;
   bool retransmitted : 1 = false;  // Karn: no RTT sample from a retransmitted PSN
+  // The target refused it for want of room (NACK): not in the network, so its bytes are
+  // out of inflight_bytes until it is resent (see Pds::on_nack).
+  bool refused : 1 = false;
 };
 static_assert(sizeof(TxSlot) == 24);
 

@@ -169,7 +169,12 @@ void Pds::unpop_in_order(uint32_t index, uint64_t held) {
 
 void Pds::refuse_request(PeerIndex peer, const wire::PdsRequest& h, wire::NackCode code) {
   const auto found = h.is_syn() ? by_syn_.find(syn_key(peer, h.spdcid)) : by_id_.find(h.dpdcid);
-  if (!found) return;
+  if (!found) {
+    // A SYN whose PDC was never opened (it opens on commit): refused all the same, as a
+    // trimmed SYN is, or the initiator would hear nothing and spend its retries.
+    if (h.is_syn()) send_nack(peer, code, h.psn, 0, h.spdcid);
+    return;
+  }
   const Pdc& p = pdcs_[*found];
   send_nack(peer, code, h.psn, p.local_id, p.remote_id);
 }

@@ -117,6 +117,10 @@ bool Pds::next_tx_now(Pdc& p, uint32_t index, Time now, TxPacket& out) {
       fail_pdc(index, Status::kPeerUnreachable);
       return false;
     }
+    if (s.refused) {  // back in the network
+      s.refused = false;
+      p.inflight_bytes += s.bytes;
+    }
     s.entropy = p.paths->retransmit_entropy();
     s.sent = now;
     s.retransmitted = true;
@@ -207,7 +211,7 @@ void Pds::ack_psn(Pdc& p, uint32_t psn, bool cumulative, paths::Feedback feedbac
   if (!s.in_flight) return;
   const bool delivered = cumulative || p.mode != Mode::kRod;
   if (!s.sacked) {
-    p.inflight_bytes -= std::min(p.inflight_bytes, s.bytes);
+    if (!s.refused) p.inflight_bytes -= std::min(p.inflight_bytes, s.bytes);
     p.latest_acked_sent = std::max(p.latest_acked_sent, s.sent);
     if (delivered && !is_control_ref(s.ref)) acked_.push_back(s.ref);
     p.paths->on_feedback(s.entropy, feedback);
@@ -233,6 +237,7 @@ void Pds::detect_losses(Pdc& p) {
   for (uint32_t psn = p.snd_una; psn != p.snd_nxt; ++psn) {
     const TxSlot& s = p.tx[psn % window_];
     if (!s.in_flight || s.sacked || s.rtx_queued) continue;
+    if (s.refused) continue;  // not lost: the RTO resends it once the target has had time
     if (s.sent + reorder >= p.latest_acked_sent) {
       // First sends go out in PSN order, so every later PSN sent once was sent later
       // still; only retransmitted slots (sent again, later) break that order.
@@ -376,7 +381,19 @@ void Pds::on_nack(PeerIndex peer, const wire::PdsNack& nack, Time now) {
     case wire::NackCode::kNoResource:
     case wire::NackCode::kNoPacketBuffer:
       p.cc->on_nack(cc::NackKind::kOther, now);
-      return;  // the RTO retransmits it
+      // The target is alive and refused for want of room, which it regains as its
+      // messages finish: like a trim, not a sign of death, so it must not use up the
+      // retries (a chaos run with 4 message slots failed live PDCs after 12 refusals).
+      // Nor is the packet in the network any more: its bytes leave the congestion
+      // window, or refused packets could fill it and keep out the very packets (our
+      // responses to the target) that would make room there. The RTO resends it.
+      if (s == nullptr || !s->in_flight || s->sacked) return;
+      s->retries = 0;
+      if (!s->refused) {
+        s->refused = true;
+        p.inflight_bytes -= std::min(p.inflight_bytes, s->bytes);
+      }
+      return;
     default:
       return;  // PSN_OOR_WINDOW and the rest: the RTO covers them
   }
@@ -395,7 +412,7 @@ void Pds::on_rto(uint32_t index, Time now) {
   const Time overdue = now - current_rto(p);
   for (uint32_t psn = p.snd_una; psn != p.snd_nxt; ++psn) {
     const TxSlot& s = p.tx[psn % window_];
-    if (!s.in_flight || s.sacked || s.rtx_queued) continue;
+    if (!s.in_flight || s.sacked || s.rtx_queued || s.refused) continue;  // refused: below
     if (s.sent > overdue) {
       if (!s.retransmitted) break;  // as in detect_losses: later first sends are later still
       continue;
@@ -404,6 +421,12 @@ void Pds::on_rto(uint32_t index, Time now) {
     queue_retransmit(p, psn);
     ++stats_.timeout_retransmits;
     break;
+  }
+  // Packets refused for room are not in the network, so resending them all at once
+  // duplicates nothing; one per timeout would take a backed-off RTO each.
+  for (uint32_t psn = p.snd_una; psn != p.snd_nxt; ++psn) {
+    const TxSlot& s = p.tx[psn % window_];
+    if (s.refused && s.in_flight && !s.sacked && !s.rtx_queued) queue_retransmit(p, psn);
   }
   p.cc->on_timeout(now);
   ++p.backoff;

@@ -44,7 +44,7 @@ namespace spray::ses {
 struct SesConfig {
   uint32_t mtu_bytes = 4096;  // max UET packet (PDS header on) the datapath carries
   uint32_t max_peers = 65536;
-  uint32_t max_tx_messages = 8192;
+  uint32_t max_tx_messages = 8192;  // an eighth kept for answers to peers' requests
   uint32_t max_rx_messages = 8192;
   uint32_t max_posted_receives = 8192;
   uint32_t max_memory_regions = 4096;
@@ -213,6 +213,12 @@ class Ses {
            rx_[r.slot].msg_id == r.msg_id;
   }
 
+  // Starts the rendezvous reads that were waiting for tx slots, as far as slots allow.
+  // The engine calls it on every progress; nothing to do costs one comparison.
+  void resume_rendezvous_reads(Time now) {
+    if (!reads_waiting_.empty()) resume_waiting_reads(now);
+  }
+
   // Datagrams waiting for the engine to transmit them (UUD bypasses PDS).
   bool pop_datagram(uint32_t& message) {
     if (datagrams_.empty()) return false;
@@ -280,6 +286,10 @@ class Ses {
   struct RxMessage {
     PeerIndex peer = pds::kNoPeer;
     uint16_t msg_id = 0;
+    // Tx slots set aside for what this message will make us send: a write's response,
+    // a rendezvous receive's read and response (see promise_tx).
+    uint8_t tx_promised = 0;
+    bool read_waiting = false;  // a matched rendezvous receive in reads_waiting_
     bool is_write = false;
     bool rendezvous = false;
     bool tagged = false;
@@ -304,6 +314,35 @@ class Ses {
   };
 
   static uint64_t id_key(PeerIndex peer, uint16_t id) { return (uint64_t{peer} << 16) | id; }
+  // Tx slots in use, plus those promised to rx messages. A message that will have to
+  // answer (a write, a rendezvous receive) is admitted only if its answers' slots can be
+  // promised then, and redeems them when it sends each; so no answer is ever dropped
+  // for want of a slot, which left the peer's write waiting forever.
+  uint32_t tx_committed() const { return tx_.used() + tx_promised_; }
+  bool tx_room_for(uint32_t n) const { return tx_committed() + n <= tx_.capacity(); }
+  void promise_tx(RxMessage& m, uint8_t n) {
+    m.tx_promised = static_cast<uint8_t>(m.tx_promised + n);
+    tx_promised_ += n;
+  }
+  void redeem_tx(RxMessage& m) {
+    if (m.tx_promised == 0) return;
+    --m.tx_promised;
+    --tx_promised_;
+  }
+  // Sends from one peer are matched in its order, so a send that arrives early holds an
+  // rx slot until the ones before it are in. If early ones filled the table, the next in
+  // order could never get a slot and none would be released (a chaos run with 16 slots
+  // stalled so: a ROD send refused behind RUD sends waiting for it). So the last slots
+  // go only to a send that is next in its sender's order, which can always be released.
+  bool rx_room_for(PeerIndex peer, uint16_t id, bool ordered) const {
+    return rx_.used() < rx_unordered_limit_ || (ordered && id == expect_seq_[peer]);
+  }
+  // Tx slots kept for answers to peers (see check_operation), and rx slots kept for
+  // sends next in order (see rx_room_for): an eighth, at least 2 (a rendezvous receive
+  // needs a read and a response), never all of them.
+  static uint32_t reserved_slots(uint32_t capacity) {
+    return capacity < 2 ? 0 : std::min(capacity - 1, std::max<uint32_t>(2, capacity / 8));
+  }
 
   // ses_tx.cc
   Status start(uint32_t slot, pds::Mode mode, Time now);
@@ -350,13 +389,17 @@ class Ses {
                                uint64_t data);
   void start_rendezvous_read(uint32_t slot, Time now);
   void finish_rendezvous_receive(uint32_t rx_slot, Status status, Time now);
+  void resume_waiting_reads(Time now);
   void free_rx(uint32_t slot);
 
   SesConfig cfg_;
   pds::Pds& pds_;
   uint32_t payload_per_packet_;
   SlotPool<TxMessage> tx_;
+  uint32_t user_tx_limit_;    // user operations may start only below this many committed
+  uint32_t tx_promised_ = 0;  // the sum of tx_promised over rx_ messages in use
   SlotPool<RxMessage> rx_;
+  uint32_t rx_unordered_limit_;   // rx_ slots beyond this go only to a peer's next send
   FlatMap tx_by_id_;              // (peer, msg id) -> tx slot, for messages awaiting a response
   FlatMap tx_by_rendezvous_key_;  // rendezvous key -> its send's tx slot
   FlatMap rx_by_id_;              // (peer, msg id) -> rx slot
@@ -393,6 +436,10 @@ class Ses {
     uint16_t msg_id;
   };
   std::vector<Awaiting> awaiting_;
+  // Matched rendezvous receives whose read could not start for want of tx slots (rx
+  // slots, oldest first; an entry whose slot no longer has read_waiting is stale), and
+  // the list being worked through. Bounded by the pool, reserved once.
+  std::vector<uint32_t> reads_waiting_, reads_resuming_;
   Time now_{};
   SesStats stats_;
 };

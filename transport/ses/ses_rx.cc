@@ -107,6 +107,7 @@ RxResult Ses::on_eager(PeerIndex peer, const wire::SesStandardRequest& h,
       return RxResult::kMalformed;
     }
   } else {
+    if (!rx_room_for(peer, id, !datagram)) return RxResult::kNoResource;
     const auto fresh = rx_.acquire();
     if (!fresh) return RxResult::kNoResource;
     slot = *fresh;
@@ -272,6 +273,7 @@ RxResult Ses::on_skip(PeerIndex peer, uint16_t id) {
     release_in_order(peer);
     return RxResult::kAccepted;
   }
+  if (!rx_room_for(peer, id, false)) return RxResult::kNoResource;  // not next: see above
   const auto slot = rx_.acquire();
   if (!slot) return RxResult::kNoResource;
   RxMessage& marker = rx_[*slot];
@@ -398,6 +400,7 @@ Status Ses::cancel_recv(UserContext ctx) {
 
 void Ses::free_rx(uint32_t slot) {
   RxMessage& m = rx_[slot];
+  tx_promised_ -= m.tx_promised;  // answers it will not send now
   const auto key = id_key(m.peer, m.msg_id);
   if (auto found = rx_by_id_.find(key); found && *found == slot) rx_by_id_.erase(key);
   rx_.release(slot);  // acquire() resets the slot, freeing the unexpected buffer lazily
@@ -411,7 +414,9 @@ RxResult Ses::on_rendezvous(PeerIndex peer, const wire::SesStandardRequest& h,
   const uint16_t id = h.common.message_id;
   if ((id & 0x8000) || !h.common.has(wire::ses_flags::kStartOfMessage)) return RxResult::kMalformed;
   if (rx_by_id_.find(id_key(peer, id))) return RxResult::kMalformed;  // one packet only
-  if (tx_.used() + 2 > tx_.capacity()) return RxResult::kNoResource;  // read + response
+  // Its read and response take tx slots only once it is matched (start_rendezvous_read):
+  // one that waits unexpected for a receive must not hold slots that answers need.
+  if (!rx_room_for(peer, id, true)) return RxResult::kNoResource;
   const auto slot = rx_.acquire();
   if (!slot) return RxResult::kNoResource;
   RxMessage& m = rx_[*slot];
@@ -431,18 +436,37 @@ RxResult Ses::on_rendezvous(PeerIndex peer, const wire::SesStandardRequest& h,
   return RxResult::kAccepted;
 }
 
+// A matched rendezvous receive fetches its data: by a read request, or by a direct read
+// (shared memory), or not at all (nothing to place); then it answers the sender. The tx
+// slots for the read request and the response are promised first; without room it waits
+// in reads_waiting_ and resume_waiting_reads tries again, so a read never fails for want
+// of a slot (it used to complete the receive with kAgain).
 void Ses::start_rendezvous_read(uint32_t slot, Time now) {
   RxMessage& m = rx_[slot];
   const uint64_t len = std::min(m.total, m.recv.length);
+  const bool direct = cfg_.direct_reads && !m.direct_read_failed;
+  const uint8_t needed = (len > 0 && !direct) ? 2 : 1;  // a read request, and the response
+  if (m.tx_promised < needed) {
+    const auto more = static_cast<uint8_t>(needed - m.tx_promised);
+    if (!tx_room_for(more)) {
+      if (!m.read_waiting) {
+        m.read_waiting = true;
+        reads_waiting_.push_back(slot);
+      }
+      return;
+    }
+    promise_tx(m, more);
+  }
   if (len == 0) {
     finish_rendezvous_receive(slot, Status::kOk, now);
     return;
   }
-  if (cfg_.direct_reads && !m.direct_read_failed) {
+  if (direct) {
     m.direct_read_pending = true;
     direct_reads_.push_back({slot, m.peer, m.msg_id, m.read_offset, m.recv.buffer, len});
     return;
   }
+  redeem_tx(m);
   const auto t = new_read(m.peer, m.recv.buffer, len, m.read_offset, m.read_key);
   if (!t) {
     finish_rendezvous_receive(slot, Status::kAgain, now);
@@ -468,6 +492,22 @@ void Ses::direct_read_done(const DirectRead& r, bool copied, Time now) {
   start_rendezvous_read(r.slot, now);
 }
 
+void Ses::resume_waiting_reads(Time now) {
+  reads_resuming_.swap(reads_waiting_);  // a read that still finds no room queues again
+  for (size_t i = 0; i < reads_resuming_.size(); ++i) {
+    const uint32_t slot = reads_resuming_[i];
+    if (!rx_.in_use(slot) || !rx_[slot].read_waiting) continue;  // ended meanwhile
+    if (!tx_room_for(1)) {  // no room for anyone: keep the rest, in order
+      reads_waiting_.insert(reads_waiting_.end(), reads_resuming_.begin() + i,
+                            reads_resuming_.end());
+      break;
+    }
+    rx_[slot].read_waiting = false;
+    start_rendezvous_read(slot, now);
+  }
+  reads_resuming_.clear();
+}
+
 void Ses::finish_rendezvous_receive(uint32_t slot, Status status, Time now) {
   if (!rx_.in_use(slot)) return;
   RxMessage& m = rx_[slot];
@@ -476,6 +516,7 @@ void Ses::finish_rendezvous_receive(uint32_t slot, Status status, Time now) {
   // Tell the sender it may release its buffer. Its send succeeded even if we truncated.
   const wire::ReturnCode rc =
       status == Status::kOk ? wire::ReturnCode::kOk : return_code_from_status(status);
+  redeem_tx(m);
   (void)queue_response(m.peer, m.msg_id, rc, placed, now);
   free_rx(slot);
 }
@@ -499,11 +540,13 @@ RxResult Ses::on_write(PeerIndex peer, const wire::SesStandardRequest& h,
     const RxMessage& m = rx_[slot];
     if (!m.is_write || m.total != total || m.read_offset != base) return RxResult::kMalformed;
   } else {
-    if (tx_.used() >= tx_.capacity()) return RxResult::kNoResource;  // for the response
+    if (!tx_room_for(1)) return RxResult::kNoResource;                // for the response
+    if (!rx_room_for(peer, id, false)) return RxResult::kNoResource;  // writes are unordered
     const auto fresh = rx_.acquire();
     if (!fresh) return RxResult::kNoResource;
     slot = *fresh;
     RxMessage& m = rx_[slot];
+    promise_tx(m, 1);
     m.peer = peer;
     m.msg_id = id;
     m.is_write = true;
@@ -538,6 +581,7 @@ RxResult Ses::on_write(PeerIndex peer, const wire::SesStandardRequest& h,
       c.peer = peer;
       completions_.push(c);
     }
+    redeem_tx(m);
     (void)queue_response(peer, id, return_code_from_status(m.status), m.total, now);
     free_rx(slot);
   }
@@ -549,7 +593,7 @@ RxResult Ses::on_read(PeerIndex peer, const wire::SesStandardRequest& h, Time no
   if (!(id & 0x8000) || !h.common.has(wire::ses_flags::kStartOfMessage)) {
     return RxResult::kMalformed;
   }
-  if (tx_.used() >= tx_.capacity()) return RxResult::kNoResource;
+  if (!tx_room_for(1)) return RxResult::kNoResource;  // the read response or an error one
   uint8_t* src = nullptr;
   const uint64_t len = h.request_length;
   const Status s = regions_.resolve(h.match_bits, h.buffer_offset, len, access::kRemoteRead, src);

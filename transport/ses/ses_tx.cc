@@ -61,7 +61,9 @@ Ses::Ses(const SesConfig& config, pds::Pds& pds)
       payload_per_packet_(
           std::min<uint32_t>(config.mtu_bytes - kHeaderReserveBytes, wire::kMaxSesPayloadLength)),
       tx_(config.max_tx_messages),
+      user_tx_limit_(config.max_tx_messages - reserved_slots(config.max_tx_messages)),
       rx_(config.max_rx_messages),
+      rx_unordered_limit_(config.max_rx_messages - reserved_slots(config.max_rx_messages)),
       tx_by_id_(config.max_tx_messages),
       tx_by_rendezvous_key_(config.max_tx_messages),
       rx_by_id_(config.max_rx_messages),
@@ -77,6 +79,8 @@ Ses::Ses(const SesConfig& config, pds::Pds& pds)
   rudi_queue_.resize(config.max_tx_messages);
   finishing_.reserve(config.max_tx_messages);
   awaiting_.reserve(config.max_tx_messages);
+  reads_waiting_.reserve(config.max_rx_messages);
+  reads_resuming_.reserve(config.max_rx_messages);
 }
 
 uint32_t Ses::packets_for(uint64_t len) const {
@@ -165,13 +169,13 @@ Status Ses::send(PeerIndex peer, const void* buf, uint64_t len, UserContext ctx,
   return Status::kOk;
 }
 
-// Sends MSG_ERR for this peer's failed send ids (those that fit in the pool now; the
-// rest wait for the next send).
+// Sends MSG_ERR for this peer's failed send ids (those that fit in the user's share of
+// the pool now, as the send they precede must; the rest wait for the next send).
 void Ses::queue_skips(PeerIndex peer, Time now) {
   auto keep = skips_.begin();
   for (auto it = skips_.begin(); it != skips_.end(); ++it) {
     bool sent = false;
-    if (it->first == peer) {
+    if (it->first == peer && tx_committed() + 1 < user_tx_limit_) {  // + 1: that send
       if (const auto slot = new_tx(TxKind::kSkip, peer, 0)) {
         TxMessage& m = tx_[*slot];
         m.msg_id = it->second;
@@ -185,9 +189,16 @@ void Ses::queue_skips(PeerIndex peer, Time now) {
   skips_.erase(keep, skips_.end());
 }
 
+// Every user operation passes here first. Beyond argument checks, it keeps the user's
+// operations out of the last tx slots: those are for what peers' requests make this
+// engine send (responses, read responses, a rendezvous receive's read), so answering a
+// peer never waits for this engine's own operations to finish. Without the reserve,
+// two engines whose tables are full of operations to each other refuse each other's
+// requests for good, and every one of them fails (a chaos run with 4 slots did).
 Status Ses::check_operation(PeerIndex peer, const void* buf, uint64_t len) const {
   if (peer >= cfg_.max_peers || (buf == nullptr && len != 0)) return Status::kInvalidArgument;
   if (len > kMaxMessageBytes) return Status::kTooLong;
+  if (tx_committed() >= user_tx_limit_) return Status::kAgain;
   return Status::kOk;
 }
 

@@ -309,6 +309,30 @@ TEST_F(Pair, trimmed__many_times_is_congestion_not_a_dead_peer) {
   EXPECT_EQ(a.stats().trim_retransmits, 10u);
 }
 
+TEST_F(Pair, refused_for_room__many_times_is_not_a_dead_peer) {
+  // max_retries is 3 here. A target out of message slots refuses ten times in a row;
+  // each refusal proves it alive, so the RTO keeps retrying instead of failing the PDC.
+  a.enqueue(kB, Mode::kRud, run(0, 1), us(0));
+  auto tx = drain_tx(a, us(0));
+  int64_t t = 1;
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_EQ(tx.size(), 1u) << "refusal " << i;
+    // As the engine does: PDS would deliver it, SES has no room, PDS refuses it.
+    ASSERT_EQ(b.classify_request(kA, tx[0].request, false, us(t)).verdict, RxVerdict::kDeliver);
+    b.refuse_request(kA, tx[0].request, wire::NackCode::kNoSesMessageAvailable);
+    const auto nacks = control(b);
+    ASSERT_EQ(nacks.size(), 1u);
+    a.on_nack(kB, std::get<wire::PdsNack>(nacks[0].header), us(t));
+    EXPECT_TRUE(drain_tx(a, us(t)).empty());  // not at once: the target needs time
+    t += 25'000;                              // past the RTO, however far backed off
+    a.on_timers(us(t));
+    tx = drain_tx(a, us(t));
+  }
+  EXPECT_TRUE(a.failed().empty());
+  ASSERT_EQ(tx.size(), 1u);
+  EXPECT_EQ(deliver(b, kA, tx[0]), RxVerdict::kDeliver);
+}
+
 // REPS recycles an EV only when its ACK came back unmarked. The ACK of an ECN-marked
 // packet must report that EV as congested, not as good and then congested.
 TEST(PathFeedback, an_ecn_marked_ack_does_not_recycle_its_entropy) {
