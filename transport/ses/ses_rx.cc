@@ -498,7 +498,8 @@ void Ses::resume_waiting_reads(Time now) {
     const uint32_t slot = reads_resuming_[i];
     if (!rx_.in_use(slot) || !rx_[slot].read_waiting) continue;  // ended meanwhile
     if (!tx_room_for(1)) {  // no room for anyone: keep the rest, in order
-      reads_waiting_.insert(reads_waiting_.end(), reads_resuming_.begin() + i,
+      reads_waiting_.insert(reads_waiting_.end(),
+                            reads_resuming_.begin() + static_cast<ptrdiff_t>(i),
                             reads_resuming_.end());
       break;
     }
