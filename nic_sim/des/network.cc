@@ -69,8 +69,11 @@ Network::Network(const Topology& topology, const NetworkConfig& config, std::vec
     pc.seed = cfg_.seed * 1000003 + h;
     host.pds = std::make_unique<pds::Pds>(pc);
     sc.max_peers = std::max<uint32_t>(distinct, 1);
-    sc.max_tx_messages = sends[h] + 2;  // + MSG_ERR markers after a failure
-    sc.max_rx_messages = sc.max_posted_receives = receives[h] + 1;
+    // Every flow may be in flight at once: tables whose share outside SES's reserve
+    // holds them all (+ MSG_ERR markers after a failure).
+    sc.max_tx_messages = ses::Ses::table_size_for(sends[h] + 2);
+    sc.max_rx_messages = ses::Ses::table_size_for(receives[h] + 1);
+    sc.max_posted_receives = receives[h] + 1;
     host.ses = std::make_unique<ses::Ses>(sc, *host.pds);
   }
   payload_per_packet_ = hosts_.empty() ? cfg_.mtu_bytes : hosts_[0].ses->payload_per_packet();

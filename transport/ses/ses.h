@@ -219,6 +219,15 @@ class Ses {
     if (!reads_waiting_.empty()) resume_waiting_reads(now);
   }
 
+  // The table size (max_tx_messages, max_rx_messages) that leaves `share` slots outside
+  // the reserve an eighth of it keeps (see reserved_slots): for an owner that knows how
+  // many operations it will have in flight at once (the simulator).
+  static uint32_t table_size_for(uint32_t share) {
+    uint32_t size = share;
+    while (size - reserved_slots(size) < share) ++size;
+    return size;
+  }
+
   // Datagrams waiting for the engine to transmit them (UUD bypasses PDS).
   bool pop_datagram(uint32_t& message) {
     if (datagrams_.empty()) return false;
