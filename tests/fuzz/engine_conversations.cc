@@ -1,7 +1,10 @@
 #include "tests/fuzz/engine_conversations.h"
 
+#include <algorithm>
 #include <functional>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "tests/fuzz/engine_fuzz_target.h"
 
@@ -55,9 +58,9 @@ Conversation record(std::string name, const Start& start, const Finish& finish =
   int packets = 0, completed = 0, host0_sends = 0;
   Time now{}, quiet_until{};
   const Time limit = Time{} + Duration::milliseconds(50);
-  // After the last completion, 1 ms more: acknowledgements that follow it (of a read
-  // response, of a close) belong to the conversation too.
   auto all_done = [&] { return completed == operations && host0_sends == 2; };
+  // Once everything is done (and `finish` has run), 1 ms more: acknowledgements that
+  // follow the last completion (of a read response, of a close) belong to it too.
   bool finished = false;
   while (now < limit && (!finished || now < quiet_until)) {
     fabric.advance_to(now);
@@ -107,7 +110,7 @@ std::vector<Conversation> record_engine_conversations() {
     send(e, local, 200, 1);
     return 1;
   }));
-  all.push_back(record("send_rod_tagged", [&](SimEngine& e, auto& local) {
+  all.push_back(record("send_rod_tagged", [](SimEngine& e, auto& local) {
     send(e, local, 300, 1, {.tagged = true, .tag = 7, .mode = pds::Mode::kRod});
     return 1;
   }));

@@ -83,10 +83,18 @@ TEST(EngineConversations, every_one_completes_host0s_own_sends) {
 }
 
 TEST(EngineConversations, sends_replay_to_their_receives) {
-  expect_received(*std::make_unique<Replay>("send_rud"), 0, 200);
-  expect_received(*std::make_unique<Replay>("send_two_packets"), 0, 4400);
-  expect_received(*std::make_unique<Replay>("send_rendezvous"), 0, 5000);
-  expect_received(*std::make_unique<Replay>("send_then_close"), 0, 100);
+  const struct {
+    const char* name;
+    uint64_t length;
+  } sends[] = {{"send_rud", 200},
+               {"send_two_packets", 4400},
+               {"send_rendezvous", 5000},
+               {"send_then_close", 100}};
+  for (const auto& send : sends) {
+    SCOPED_TRACE(send.name);
+    Replay r(send.name);
+    expect_received(r, 0, send.length);
+  }
 }
 
 TEST(EngineConversations, tagged_rod_send_replays_with_its_tag) {
