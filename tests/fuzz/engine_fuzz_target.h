@@ -15,9 +15,9 @@
 //
 // Input format: a sequence of packets, each a 3-byte prefix then its bytes:
 //   [length hi][length lo][meta] bytes...
-// length is taken modulo kMaxPacketBytes + 1 and clipped to what is left; meta's bit 6 makes the
-// packet come from host 7 (unknown to everyone) instead of host 1, bits 0-1 are the buffer flags
-// (trimmed, ECN-marked) and the whole byte is the entropy value.
+// length is taken modulo kMaxPacketBytes + 1 and clipped to what is left; meta's bit 6
+// makes the packet come from host 7 (unknown to everyone) instead of host 1, bits 0-1
+// are the buffer flags (trimmed, ECN-marked) and the whole byte is the entropy value.
 #pragma once
 
 #include <algorithm>
