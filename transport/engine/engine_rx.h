@@ -31,7 +31,7 @@ size_t Engine<D>::progress(Time now) {
     for (PeerIndex peer : probe_peers_) (void)pds_.probe(peer, pds::Mode::kRud, now);
   }
   drain_reports();
-  ses_.resume_rendezvous_reads(now);  // tx slots freed by what was just reported
+  ses_.resume_tx_waiters(now);  // tx slots freed by what was just reported
   if constexpr (kDirectReads) copy_direct_reads(now);
   size_t sent = send_control();
   sent += send_data(now);

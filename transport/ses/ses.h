@@ -213,10 +213,10 @@ class Ses {
            rx_[r.slot].msg_id == r.msg_id;
   }
 
-  // Starts the rendezvous reads that were waiting for tx slots, as far as slots allow.
-  // The engine calls it on every progress; nothing to do costs one comparison.
-  void resume_rendezvous_reads(Time now) {
-    if (!reads_waiting_.empty()) resume_waiting_reads(now);
+  // Sends what was waiting for tx slots (tx_waiters_), as far as slots allow. The engine
+  // calls it on every progress; nothing to do costs one comparison.
+  void resume_tx_waiters(Time now) {
+    if (!tx_waiters_.empty()) resume_waiting(now);
   }
 
   // The table size (max_tx_messages, max_rx_messages) that leaves `share` slots outside
@@ -255,6 +255,10 @@ class Ses {
     kSkip,  // MSG_ERR: tells the target a send id will never arrive
   };
   static constexpr uint32_t kNone = 0xffffffff;
+  // What an rx message waits in tx_waiters_ to send, for want of a tx slot: a matched
+  // rendezvous receive its read request; a read request taken while the table was full
+  // its read response; a complete write its response.
+  enum class TxWait : uint8_t { kNone, kRendezvousRead, kReadResponse, kWriteResponse };
 
   // One outgoing message; in tx_, owned by SES until finished.
   struct TxMessage {
@@ -298,7 +302,7 @@ class Ses {
     // Tx slots set aside for what this message will make us send: a write's response,
     // a rendezvous receive's read and response (see promise_tx).
     uint8_t tx_promised = 0;
-    bool read_waiting = false;  // a matched rendezvous receive in reads_waiting_
+    TxWait tx_wait = TxWait::kNone;  // in tx_waiters_, for this
     bool is_write = false;
     bool rendezvous = false;
     bool tagged = false;
@@ -324,9 +328,11 @@ class Ses {
 
   static uint64_t id_key(PeerIndex peer, uint16_t id) { return (uint64_t{peer} << 16) | id; }
   // Tx slots in use, plus those promised to rx messages. A message that will have to
-  // answer (a write, a rendezvous receive) is admitted only if its answers' slots can be
-  // promised then, and redeems them when it sends each; so no answer is ever dropped
-  // for want of a slot, which left the peer's write waiting forever.
+  // answer (a write, a rendezvous receive) has its answers' slots promised when there is
+  // room, and redeems them as it sends each; without room its answer waits for one
+  // (tx_waiters_). Either way no answer is dropped for want of a slot, which left the
+  // peer's write waiting forever, and no request is refused for want of one, which held
+  // its PDC's PSN window (shared with our own answers to that peer) until none could move.
   uint32_t tx_committed() const { return tx_.used() + tx_promised_; }
   bool tx_room_for(uint32_t n) const { return tx_committed() + n <= tx_.capacity(); }
   void promise_tx(RxMessage& m, uint8_t n) {
@@ -398,7 +404,11 @@ class Ses {
                                uint64_t data);
   void start_rendezvous_read(uint32_t slot, Time now);
   void finish_rendezvous_receive(uint32_t rx_slot, Status status, Time now);
-  void resume_waiting_reads(Time now);
+  void resume_waiting(Time now);
+  void wait_for_tx(uint32_t rx_slot, TxWait what);
+  void serve_read(PeerIndex peer, uint16_t id, uint64_t key, uint64_t offset, uint64_t length,
+                  Time now);
+  void answer_write(uint32_t rx_slot, Time now);
   void free_rx(uint32_t slot);
 
   SesConfig cfg_;
@@ -445,10 +455,10 @@ class Ses {
     uint16_t msg_id;
   };
   std::vector<Awaiting> awaiting_;
-  // Matched rendezvous receives whose read could not start for want of tx slots (rx
-  // slots, oldest first; an entry whose slot no longer has read_waiting is stale), and
-  // the list being worked through. Bounded by the pool, reserved once.
-  std::vector<uint32_t> reads_waiting_, reads_resuming_;
+  // Rx messages waiting for a tx slot to send their answer (see TxWait; oldest first; an
+  // entry whose slot no longer has tx_wait set is stale), and the list being worked
+  // through. Bounded by the pool, reserved once.
+  std::vector<uint32_t> tx_waiters_, tx_resuming_;
   Time now_{};
   SesStats stats_;
 };

@@ -439,8 +439,8 @@ RxResult Ses::on_rendezvous(PeerIndex peer, const wire::SesStandardRequest& h,
 // A matched rendezvous receive fetches its data: by a read request, or by a direct read
 // (shared memory), or not at all (nothing to place); then it answers the sender. The tx
 // slots for the read request and the response are promised first; without room it waits
-// in reads_waiting_ and resume_waiting_reads tries again, so a read never fails for want
-// of a slot (it used to complete the receive with kAgain).
+// in tx_waiters_ and resume_waiting tries again, so a read never fails for want of a slot
+// (it used to complete the receive with kAgain).
 void Ses::start_rendezvous_read(uint32_t slot, Time now) {
   RxMessage& m = rx_[slot];
   const uint64_t len = std::min(m.total, m.recv.length);
@@ -449,10 +449,7 @@ void Ses::start_rendezvous_read(uint32_t slot, Time now) {
   if (m.tx_promised < needed) {
     const auto more = static_cast<uint8_t>(needed - m.tx_promised);
     if (!tx_room_for(more)) {
-      if (!m.read_waiting) {
-        m.read_waiting = true;
-        reads_waiting_.push_back(slot);
-      }
+      wait_for_tx(slot, TxWait::kRendezvousRead);
       return;
     }
     promise_tx(m, more);
@@ -492,21 +489,46 @@ void Ses::direct_read_done(const DirectRead& r, bool copied, Time now) {
   start_rendezvous_read(r.slot, now);
 }
 
-void Ses::resume_waiting_reads(Time now) {
-  reads_resuming_.swap(reads_waiting_);  // a read that still finds no room queues again
-  for (size_t i = 0; i < reads_resuming_.size(); ++i) {
-    const uint32_t slot = reads_resuming_[i];
-    if (!rx_.in_use(slot) || !rx_[slot].read_waiting) continue;  // ended meanwhile
+void Ses::wait_for_tx(uint32_t slot, TxWait what) {
+  RxMessage& m = rx_[slot];
+  if (m.tx_wait != TxWait::kNone) return;
+  m.tx_wait = what;
+  tx_waiters_.push_back(slot);
+}
+
+void Ses::resume_waiting(Time now) {
+  tx_resuming_.swap(tx_waiters_);  // one that still finds no room waits again
+  for (size_t i = 0; i < tx_resuming_.size(); ++i) {
+    const uint32_t slot = tx_resuming_[i];
+    if (!rx_.in_use(slot) || rx_[slot].tx_wait == TxWait::kNone) continue;  // ended meanwhile
     if (!tx_room_for(1)) {  // no room for anyone: keep the rest, in order
-      reads_waiting_.insert(reads_waiting_.end(),
-                            reads_resuming_.begin() + static_cast<ptrdiff_t>(i),
-                            reads_resuming_.end());
+      tx_waiters_.insert(tx_waiters_.end(), tx_resuming_.begin() + static_cast<ptrdiff_t>(i),
+                         tx_resuming_.end());
       break;
     }
-    rx_[slot].read_waiting = false;
-    start_rendezvous_read(slot, now);
+    RxMessage& m = rx_[slot];
+    const TxWait what = m.tx_wait;
+    m.tx_wait = TxWait::kNone;
+    switch (what) {
+      case TxWait::kRendezvousRead:
+        start_rendezvous_read(slot, now);
+        break;
+      case TxWait::kReadResponse: {
+        const PeerIndex peer = m.peer;
+        const uint16_t id = m.msg_id;
+        const uint64_t key = m.read_key, offset = m.read_offset, length = m.total;
+        free_rx(slot);
+        serve_read(peer, id, key, offset, length, now);
+        break;
+      }
+      case TxWait::kWriteResponse:
+        answer_write(slot, now);
+        break;
+      case TxWait::kNone:
+        break;
+    }
   }
-  reads_resuming_.clear();
+  tx_resuming_.clear();
 }
 
 void Ses::finish_rendezvous_receive(uint32_t slot, Status status, Time now) {
@@ -541,13 +563,12 @@ RxResult Ses::on_write(PeerIndex peer, const wire::SesStandardRequest& h,
     const RxMessage& m = rx_[slot];
     if (!m.is_write || m.total != total || m.read_offset != base) return RxResult::kMalformed;
   } else {
-    if (!tx_room_for(1)) return RxResult::kNoResource;                // for the response
     if (!rx_room_for(peer, id, false)) return RxResult::kNoResource;  // writes are unordered
     const auto fresh = rx_.acquire();
     if (!fresh) return RxResult::kNoResource;
     slot = *fresh;
     RxMessage& m = rx_[slot];
-    promise_tx(m, 1);
+    if (tx_room_for(1)) promise_tx(m, 1);  // for the response; else it waits for a slot
     m.peer = peer;
     m.msg_id = id;
     m.is_write = true;
@@ -582,11 +603,22 @@ RxResult Ses::on_write(PeerIndex peer, const wire::SesStandardRequest& h,
       c.peer = peer;
       completions_.push(c);
     }
-    redeem_tx(m);
-    (void)queue_response(peer, id, return_code_from_status(m.status), m.total, now);
-    free_rx(slot);
+    answer_write(slot, now);
   }
   return RxResult::kAccepted;
+}
+
+// A complete write's response; then its rx slot is free. Without a slot promised or
+// free, it waits in tx_waiters_.
+void Ses::answer_write(uint32_t slot, Time now) {
+  RxMessage& m = rx_[slot];
+  if (m.tx_promised == 0 && !tx_room_for(1)) {
+    wait_for_tx(slot, TxWait::kWriteResponse);
+    return;
+  }
+  redeem_tx(m);
+  (void)queue_response(m.peer, m.msg_id, return_code_from_status(m.status), m.total, now);
+  free_rx(slot);
 }
 
 RxResult Ses::on_read(PeerIndex peer, const wire::SesStandardRequest& h, Time now) {
@@ -594,27 +626,47 @@ RxResult Ses::on_read(PeerIndex peer, const wire::SesStandardRequest& h, Time no
   if (!(id & 0x8000) || !h.common.has(wire::ses_flags::kStartOfMessage)) {
     return RxResult::kMalformed;
   }
-  if (!tx_room_for(1)) return RxResult::kNoResource;  // the read response or an error one
-  uint8_t* src = nullptr;
-  const uint64_t len = h.request_length;
-  const Status s = regions_.resolve(h.match_bits, h.buffer_offset, len, access::kRemoteRead, src);
-  if (s != Status::kOk || len == 0) {
-    if (s != Status::kOk) ++stats_.rma_errors;
-    (void)queue_response(peer, id, return_code_from_status(s), 0, now);
+  if (tx_room_for(1)) {
+    serve_read(peer, id, h.match_bits, h.buffer_offset, h.request_length, now);
     return RxResult::kAccepted;
   }
-  const auto slot = new_tx(TxKind::kReadResponse, peer, len);
+  // No tx slot for the answer now: the request is kept in an rx slot and served when one
+  // frees (see tx_committed), not refused.
+  if (!rx_room_for(peer, id, false)) return RxResult::kNoResource;
+  const auto slot = rx_.acquire();
+  if (!slot) return RxResult::kNoResource;
+  RxMessage& m = rx_[*slot];
+  m.peer = peer;
+  m.msg_id = id;
+  m.read_key = h.match_bits;
+  m.read_offset = h.buffer_offset;
+  m.total = h.request_length;
+  wait_for_tx(*slot, TxWait::kReadResponse);
+  return RxResult::kAccepted;
+}
+
+// Answers a read request with its data, or with an error response (bad key, bounds,
+// rights) or an empty one. Needs one tx slot, which the caller made sure of.
+void Ses::serve_read(PeerIndex peer, uint16_t id, uint64_t key, uint64_t offset, uint64_t length,
+                     Time now) {
+  uint8_t* src = nullptr;
+  const Status s = regions_.resolve(key, offset, length, access::kRemoteRead, src);
+  if (s != Status::kOk || length == 0) {
+    if (s != Status::kOk) ++stats_.rma_errors;
+    (void)queue_response(peer, id, return_code_from_status(s), 0, now);
+    return;
+  }
+  const auto slot = new_tx(TxKind::kReadResponse, peer, length);
   TxMessage& m = tx_[*slot];
   m.src = src;
-  if (const auto send = tx_by_rendezvous_key_.find(h.match_bits)) {
+  if (const auto send = tx_by_rendezvous_key_.find(key)) {
     m.rendezvous_tx = *send;  // the send's buffer must outlive this response
     ++tx_[*send].read_responses;
   }
   m.msg_id = id;
-  m.run.packet_count = packets_for(len);
+  m.run.packet_count = packets_for(length);
   m.run.packet_bytes = cfg_.mtu_bytes;
   (void)start(*slot, pds::Mode::kRud, now);
-  return RxResult::kAccepted;
 }
 
 // A RUDI packet is a self-contained write: full addressing in every packet, checked

@@ -79,8 +79,8 @@ Ses::Ses(const SesConfig& config, pds::Pds& pds)
   rudi_queue_.resize(config.max_tx_messages);
   finishing_.reserve(config.max_tx_messages);
   awaiting_.reserve(config.max_tx_messages);
-  reads_waiting_.reserve(config.max_rx_messages);
-  reads_resuming_.reserve(config.max_rx_messages);
+  tx_waiters_.reserve(config.max_rx_messages);
+  tx_resuming_.reserve(config.max_rx_messages);
 }
 
 uint32_t Ses::packets_for(uint64_t len) const {

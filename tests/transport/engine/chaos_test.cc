@@ -120,7 +120,6 @@ INSTANTIATE_TEST_SUITE_P(
         // senders get kAgain. Slower, never lost, failed or deadlocked. Both cases
         // failed every seed before SES kept slots in reserve (Ses::check_operation,
         // rx_room_for) and PDS stopped counting refusals as losses (Pds::on_nack).
-        // tiny_tables still deadlocks at a few seeds (1321, 1403): see README, known limits.
         ChaosCase{"tiny_tables", {}, false, "reps", 600, false, 4},
         ChaosCase{"small_tables_everything",
                   {.loss = 0.02, .duplicate = 0.02, .corrupt = 0.02, .reorder = 0.1, .trim = 0.02},
