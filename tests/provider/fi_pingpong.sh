@@ -11,14 +11,14 @@ if [[ $FI_SPRAY_DATAPATH == verbs ]] && ! compgen -G '/sys/class/infiniband_verb
   echo "SKIP: no RDMA device on this machine (/sys/class/infiniband_verbs has no uverbs device)"
   exit 77
 fi
+source "$(dirname "${BASH_SOURCE[0]}")/oob_port.sh"
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 cd "$logs"
-# Our own out-of-band port, so parallel tests do not collide on fi_pingpong's default.
-port=$(( 20000 + ($$ % 20000) ))
 if [[ $ep == rdm ]]; then sizes="0 8 1024 4096 65536 1048576"; else sizes="8 512 1024"; fi
 for size in $sizes; do
   iters=$(( size >= 1048576 ? 50 : 500 ))
+  port=$(free_oob_port)  # not fi_pingpong's default: tests run in parallel
   timeout 60 fi_pingpong -p spray -e "$ep" -I "$iters" -S "$size" -c -B "$port" > server.log 2>&1 &
   server=$!
   sleep 0.2
@@ -28,6 +28,5 @@ for size in $sizes; do
   fi
   wait "$server" || { echo "FAIL: server, $size bytes"; cat server.log; exit 1; }
   tail -1 client.log
-  port=$((port + 1))
 done
 echo "PASS: fi_pingpong $ep over spray ($FI_SPRAY_DATAPATH)"

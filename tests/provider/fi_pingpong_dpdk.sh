@@ -29,11 +29,12 @@ as_client() {
   FI_SPRAY_ADDRESS=10.78.0.2 FI_SPRAY_DPDK_NEIGHBOURS=10.78.0.1=$mac_a \
     FI_SPRAY_DPDK_ARGS="$(eal 1 client $mac_b)" "$@"
 }
-port=$(( 20000 + ($$ % 20000) ))
+source "$(dirname "${BASH_SOURCE[0]}")/oob_port.sh"
 if [[ $ep == rdm ]]; then sizes="8 4096 65536 1048576"; else sizes="8 1024"; fi
 # One fi_pingpong pair at `size` bytes; 0 if both ends finished, else 1 with the logs shown.
 run_size() {
   local size=$1 iters=$(( $1 >= 1048576 ? 30 : 300 ))
+  port=$(free_oob_port)  # not fi_pingpong's default: tests run in parallel
   as_server timeout 60 fi_pingpong -p spray -e "$ep" -I "$iters" -S "$size" -c -B "$port" \
     > "$workdir/server.log" 2>&1 &
   server=$!
@@ -47,7 +48,6 @@ run_size() {
     echo "server failed, $size bytes:"; cat "$workdir/server.log"; ok=1
   fi
   server=""
-  port=$((port + 1))
   rm -f "$sock"
   [[ $ok == 0 ]] && tail -1 "$workdir/client.log"
   return $ok
