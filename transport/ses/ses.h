@@ -383,9 +383,6 @@ class Ses {
                     std::span<const uint8_t> payload, bool datagram);
   RxResult on_rendezvous(PeerIndex peer, const wire::SesStandardRequest& h,
                          const wire::RendezvousExtension& x, Time now);
-  RxResult on_write(PeerIndex peer, const wire::SesStandardRequest& h,
-                    std::span<const uint8_t> payload, Time now);
-  RxResult on_read(PeerIndex peer, const wire::SesStandardRequest& h, Time now);
   RxResult on_response(PeerIndex peer, const wire::SesResponse& r);
   RxResult on_read_data(PeerIndex peer, const wire::SesResponseWithData& r,
                         std::span<const uint8_t> payload);
@@ -404,12 +401,16 @@ class Ses {
                                uint64_t data);
   void start_rendezvous_read(uint32_t slot, Time now);
   void finish_rendezvous_receive(uint32_t rx_slot, Status status, Time now);
-  void resume_waiting(Time now);
-  void wait_for_tx(uint32_t rx_slot, TxWait what);
+  void free_rx(uint32_t slot);
+  // ses_target.cc
+  RxResult on_write(PeerIndex peer, const wire::SesStandardRequest& h,
+                    std::span<const uint8_t> payload, Time now);
+  RxResult on_read(PeerIndex peer, const wire::SesStandardRequest& h, Time now);
   void serve_read(PeerIndex peer, uint16_t id, uint64_t key, uint64_t offset, uint64_t length,
                   Time now);
   void answer_write(uint32_t rx_slot, Time now);
-  void free_rx(uint32_t slot);
+  void wait_for_tx(uint32_t rx_slot, TxWait what);
+  void resume_waiting(Time now);
 
   SesConfig cfg_;
   pds::Pds& pds_;
