@@ -1,7 +1,7 @@
 // Runs a libFuzzer target without libFuzzer (gcc builds, sanitizer builds): replays
 // the corpus files given on the command line (a directory: every file in it) and
-// mutants of each, then a fixed number of pseudo-random
-// inputs derived from a seed, so every build exercises the fuzz targets a little.
+// mutants of each, then a fixed number of pseudo-random inputs derived from a seed, so
+// every build exercises the fuzz targets a little.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>

@@ -1,7 +1,8 @@
 // Message tables far smaller than the load. Operations wait for room (kAgain to the
-// user, NACKs and retries between engines), but none is lost, fails or deadlocks: the
-// target of a request always has a slot for its answer, and a refusal for want of room
-// does not count as a sign of a dead peer.
+// user, NACKs and retries between engines), but none is lost, fails or deadlocks: a
+// target's answers never lose their slots to its own operations (an answer that finds
+// none waits for one), and a refusal for want of room does not count as a sign of a
+// dead peer.
 #include <gtest/gtest.h>
 
 #include <vector>
