@@ -43,8 +43,8 @@ TEST(SmallTables, writes_both_ways_complete_when_both_tx_tables_are_full) {
     for (size_t op = 0; op < kWrites; ++op) {
       for (size_t i = 0; i < kBytes; ++i) src[h][op * kBytes + i] = byte_of(h, op, i);
     }
-    ASSERT_EQ(cluster.engine(h).register_memory({region[h].data(), region[h].size(), 0, kKey,
-                                                 ses::access::kRemoteWrite}),
+    ASSERT_EQ(cluster.engine(h).register_memory(
+                  {region[h].data(), region[h].size(), 0, kKey, ses::access::kRemoteWrite}),
               Status::kOk);
   }
   size_t issued[2] = {0, 0}, done[2] = {0, 0};
@@ -54,8 +54,8 @@ TEST(SmallTables, writes_both_ways_complete_when_both_tx_tables_are_full) {
         for (uint32_t h = 0; h < 2; ++h) {
           while (issued[h] < kWrites) {
             const size_t at = issued[h] * kBytes;
-            const Status s = cluster.engine(h).write(1 - h, src[h].data() + at, kBytes, at, kKey,
-                                                     issued[h]);
+            const Status s =
+                cluster.engine(h).write(1 - h, src[h].data() + at, kBytes, at, kKey, issued[h]);
             if (s == Status::kAgain) {
               saw_again = true;
               break;
