@@ -51,7 +51,9 @@ Network::Network(const Topology& topology, const NetworkConfig& config, std::vec
   pc.timer_slots = 256;
   pc.control_reserve = 16;
   pc.report_reserve = 64;
-  pc.closed_pdcs_remembered = 16;  // flows do not close their PDCs
+  // PDCs close only when a table smaller than the peers fills; the late-SYN guard then
+  // remembers as many closes as an engine does by default.
+  pc.closed_pdcs_remembered = 256;
   ses::SesConfig sc;
   sc.mtu_bytes = cfg_.mtu_bytes;
   sc.rendezvous_threshold_bytes = UINT64_MAX;  // every receive is posted first: all eager

@@ -73,6 +73,10 @@ Scenario Scenario::from_json(const std::string& text) {
   read(j, "paths", s.network.pds.path_name);
   read(j, "entropies", s.network.pds.entropy_count);
   read(j, "reps_cache", s.network.pds.reps_cache);
+  read(j, "max_pdcs", s.network.pds.max_pdcs);
+  if (s.network.pds.max_pdcs == 0 || s.network.pds.max_pdcs > 65535) {
+    throw std::invalid_argument("scenario: max_pdcs must be 1..65535");
+  }
   read(j, "seed", s.network.seed);
   if (const auto r = j.find("recovery"); r != j.end()) {
     read(*r, "reorder_window_rtts", s.network.reorder_window_rtts);

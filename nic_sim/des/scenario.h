@@ -8,6 +8,7 @@
 //                 "host_gbps": 400, "fabric_gbps": 400, "link_delay_ns": 500},
 //    "switch": {"buffer_kb": 512, "ecn_min_kb": 64, "ecn_max_kb": 256, "trimming": true},
 //    "mtu": 4096, "cc": "nscc", "paths": "reps", "entropies": 64, "reps_cache": 32,
+//    "max_pdcs": 1024,
 //    "recovery": {"reorder_window_rtts": 1.25, "min_rto_rtts": 8},
 //    "traffic": {"pattern": "permutation", "flow_bytes": 2097152, "incast_senders": 15,
 //                "incast_target": 0, "pairs": 0},

@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
   // Every option below is optional and overrides the scenario.
   std::optional<std::string> kind, pattern;
   std::optional<uint32_t> k, tiers, oversub, hosts, per_leaf, spines, mtu, buffer_kb, ecn_min_kb,
-      ecn_max_kb, entropies, reps_cache, incast_senders, pairs;
+      ecn_max_kb, entropies, reps_cache, max_pdcs, incast_senders, pairs;
   std::optional<double> gbps, fabric_gbps, delay_ns, limit_ms;
   std::optional<uint64_t> flow_bytes, seed;
   bool no_trim = false;
@@ -65,6 +65,10 @@ int main(int argc, char** argv) {
   app.add_option("--cc", cc_list, "congestion control: nscc, fixed (comma list)")->delimiter(',');
   app.add_option("--entropies", entropies, "entropy values per flow");
   app.add_option("--reps-cache", reps_cache, "REPS: good entropy values recycled, 1..32 (UET: 8)");
+  app.add_option("--max-pdcs", max_pdcs,
+                 "PDC table per host (default 1024); fewer than a host's peers: idle PDCs "
+                 "are closed for room")
+      ->check(CLI::Range(1u, 65535u));
   app.add_option("--traffic", pattern,
                  "permutation | incast | all_to_all | random_pairs | ring_allreduce | "
                  "all_to_all_steps");
@@ -110,6 +114,7 @@ int main(int argc, char** argv) {
     if (no_trim) s.network.switches.trimming = false;
     if (entropies) s.network.pds.entropy_count = static_cast<uint16_t>(*entropies);
     if (reps_cache) s.network.pds.reps_cache = static_cast<uint16_t>(*reps_cache);
+    if (max_pdcs) s.network.pds.max_pdcs = *max_pdcs;
     if (pattern) s.traffic.pattern = *pattern;
     if (flow_bytes) s.traffic.flow_bytes = *flow_bytes;
     if (incast_senders) {

@@ -134,7 +134,20 @@ struct Pdc {
   bool sends_backlog = false;
   bool in_ack_list = false;
 
+  // --- making room in a full PDC table (pds_reclaim.cc) ------------------------
+  Time last_active{};  // last packet sent or received or acknowledged on it
+  Time close_asked{};  // target: when we last asked the initiator to close it (CLOSE_REQ)
+  // Initiator: when the target first refused our SYN for want of a PDC (NO_PDC_AVAIL),
+  // if it has; the SYN is sent again every RTO until cfg.pdc_wait has passed since.
+  Time syn_refused_at{};
+  bool syn_refused = false;
+  // Initiator: the CLOSE was acknowledged while ROD packets still wait here to go up
+  // in order; the PDC is freed once they have (freeing it now would lose them).
+  bool free_when_drained = false;
+
   bool tx_idle() const { return snd_una == snd_nxt && run_head == nullptr; }
+  // ROD: every packet received in order has gone up to SES (none held behind a stall).
+  bool rx_drained() const { return mode != Mode::kRod || rod_pop == rcv_nxt; }
 };
 
 // Signed distance a - b in PSN space (handles 32-bit wrap).

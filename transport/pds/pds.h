@@ -95,6 +95,11 @@ struct PdsStats {
   uint64_t pdcs_closed = 0;
   uint64_t pdcs_failed = 0;
   uint64_t pdcs_refused = 0;  // SYNs NACKed: table full or the peer at its target PDC cap
+  // Making room in a full table (pds_reclaim.cc).
+  uint64_t pdcs_reclaimed = 0;     // idle PDCs of ours closed to make room
+  uint64_t close_requests = 0;     // CTRL CLOSE_REQ sent: an initiator asked to close an idle PDC
+  uint64_t pdc_waits = 0;          // sends that waited for a PDC
+  uint64_t pdc_wait_failures = 0;  // messages failed after waiting cfg.pdc_wait for one
 };
 
 class Pds {
@@ -109,7 +114,8 @@ class Pds {
   // --- sending ----------------------------------------------------------------------
 
   // Queues `run` on this engine's PDC to `peer` in `mode`, opening one (SYN) if needed.
-  // kNoPdcAvailable when the local PDC table is full.
+  // When the table is full the run waits for a PDC (an idle one is closed to make
+  // room) and fails with kNoPdcAvailable, reported in failed(), after cfg.pdc_wait.
   Status enqueue(PeerIndex peer, Mode mode, TxRun* run, Time now);
 
   // PDCs that may have something to send. The engine calls next_tx on each.
@@ -165,6 +171,7 @@ class Pds {
   // For tests and benchmarks.
   const Pdc* pdc(uint32_t index) const { return pdcs_.in_use(index) ? &pdcs_[index] : nullptr; }
   uint32_t open_pdcs() const { return pdcs_.used(); }
+  size_t waiting_for_pdc() const { return waiting_.size(); }
   // Timers armed (retransmission timeouts): whether on_timers has anything to do. The
   // simulator calls on_timers only while this is non-zero.
   size_t armed_timers() const { return timers_.armed_count(); }
@@ -182,6 +189,26 @@ class Pds {
   void send_nack(PeerIndex peer, wire::NackCode code, uint32_t psn, uint16_t spdcid,
                  uint16_t dpdcid);
 
+  // Closes an established, idle initiator PDC: CLOSE goes out next; new traffic to the
+  // peer opens a new PDC.
+  void begin_close(uint32_t index);
+
+  // pds_reclaim.cc: making room in a full table.
+  // A PDC that carries nothing now and holds nothing back: closing it loses nothing.
+  bool reclaimable(const Pdc& p) const;
+  // Starts freeing the least recently active reclaimable PDC, unless enough closes are
+  // already under way for the sends waiting: one of ours is closed (CLOSE); a target
+  // PDC is freed by asking its initiator to close it (CTRL CLOSE_REQ).
+  void reclaim_idle_pdc(Time now);
+  // Parks `run` until a PDC to (peer, mode) can be opened.
+  void wait_for_pdc(PeerIndex peer, Mode mode, TxRun* run, Time now);
+  // open_pdc made the PDC for (p.peer, p.mode): it takes over the runs waiting for one.
+  void adopt_waiting_runs(uint32_t index);
+  // A slot was freed: opens a PDC for the oldest waiting sends.
+  void open_for_waiting();
+  // The wait timer: fails sends that waited cfg.pdc_wait, asks again for room.
+  void on_wait_timer(Time now);
+
   // pds_tx.cc
   void queue_retransmit(Pdc& p, uint32_t psn);
   Duration current_rto(const Pdc& p) const;  // with backoff, at most max_rto
@@ -192,8 +219,10 @@ class Pds {
   uint32_t backlog_bytes(const Pdc& p) const;
   // next_tx without pacing.
   bool next_tx_now(Pdc& p, uint32_t index, Time now, TxPacket& out);
-  // Timer owners: a PDC index for its RTO, with this bit set for its pace timer.
+  // Timer owners: a PDC index for its RTO, with this bit set for its pace timer; the
+  // wait timer of sends waiting for a PDC is kWaitTimerOwner.
   static constexpr uint32_t kPaceTimerBit = 0x80000000;
+  static constexpr uint32_t kWaitTimerOwner = 0x7fffffff;
 
   // pds_rx.cc
   bool rx_received(const Pdc& p, uint32_t psn) const;
@@ -227,6 +256,7 @@ class Pds {
   uint16_t next_local_id_ = 1;  // rolls over 1..65535, skipping ids in use, so a
                                 // late packet for a closed PDC does not hit a new one
   TimerWheel timers_;
+  Time now_{};  // the latest time a call brought: stamps PDC activity where none is passed
   Rng rng_;
   std::vector<uint32_t> ready_;
   std::vector<uint32_t> ack_list_;
@@ -235,6 +265,20 @@ class Pds {
   std::vector<ControlPacket> control_;
   std::vector<PeerIndex> failed_peers_;
   std::vector<uint64_t> orphaned_;
+  // Sends waiting for a PDC because the table was full, oldest first: runs for one
+  // (peer, mode) in order. Scanned linearly; it is empty unless the table is full.
+  struct WaitingRuns {
+    PeerIndex peer = kNoPeer;
+    Mode mode = Mode::kRud;
+    TxRun* head = nullptr;
+    TxRun* tail = nullptr;
+    Time since{};
+  };
+  std::vector<WaitingRuns> waiting_;
+  TimerNode wait_timer_;
+  // classify_request accepted a SYN whose PDC opens at commit_request: until then an
+  // initiator open (SES answering that very packet) may not take the last slot.
+  bool target_open_pending_ = false;
   PdsStats stats_;
 };
 

@@ -16,6 +16,10 @@ struct PdsConfig {
   // cap stops one source (a broken or forged one, whose every SYN names a new PDC) from
   // filling the table for everyone else. SYNs beyond it get NACK kNoPdcAvailable.
   uint32_t max_target_pdcs_per_peer = 16;
+  // A send to a peer with no PDC while the table is full waits for one (the least
+  // recently active idle PDC is closed to make room, see pds_reclaim.cc) at most this
+  // long, then fails with kNoPdcAvailable.
+  Duration pdc_wait = Duration::seconds(1);
   uint32_t window_packets = 512;  // max PSNs in flight per PDC; a power of two
   // Retransmission timeout: `initial_rto` until a PDC has an RTT sample, then
   // SRTT + 4 * RTTVAR (RFC 6298); always within [min_rto, max_rto] before backoff doubles it

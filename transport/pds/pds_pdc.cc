@@ -21,6 +21,7 @@ Pds::Pds(const PdsConfig& config)
       closed_ring_(std::max<uint32_t>(config.closed_pdcs_remembered, 1), 0),
       timers_(Duration::microseconds(1), std::max<uint32_t>(config.timer_slots, 1)),
       rng_(config.seed) {
+  wait_timer_.owner = kWaitTimerOwner;
   ready_.reserve(config.max_pdcs);
   ack_list_.reserve(config.max_pdcs);
   acked_.reserve(config.report_reserve ? config.report_reserve : window_ * 2);
@@ -32,7 +33,8 @@ Pds::Pds(const PdsConfig& config)
 size_t Pds::memory_bytes() const {
   size_t total = sizeof(*this) + by_peer_.memory_bytes() + by_id_.memory_bytes() +
                  by_syn_.memory_bytes() + closed_syn_.memory_bytes() +
-                 pdcs_.capacity() * (sizeof(Pdc) + sizeof(uint32_t) + 1);
+                 pdcs_.capacity() * (sizeof(Pdc) + sizeof(uint32_t) + 1) +
+                 waiting_.capacity() * sizeof(WaitingRuns);
   for (uint32_t i = 0; i < pdcs_.capacity(); ++i) {
     if (!pdcs_.in_use(i)) continue;
     const Pdc& p = pdcs_[i];
@@ -48,6 +50,15 @@ Pdc* Pds::pdc_by_local_id(uint16_t id) {
 }
 
 bool Pds::open_pdc(PeerIndex peer, Mode mode, bool initiator, uint32_t& index) {
+  if (initiator) {
+    // Our own opens leave an eighth of the table (at least one slot) to peers' SYNs.
+    // Otherwise engines whose tables are full of their own SYNs to each other refuse
+    // each other's SYNs until all fail (a chaos run with two PDCs a host did).
+    const uint32_t capacity = pdcs_.capacity();
+    const uint32_t own_limit = capacity > 1 ? capacity - std::max<uint32_t>(1, capacity / 8) : 1;
+    if (pdcs_.used() >= own_limit) return false;
+    if (target_open_pending_ && pdcs_.used() + 1 >= capacity) return false;
+  }
   const auto slot = pdcs_.acquire();
   if (!slot) return false;
   index = *slot;
@@ -76,8 +87,12 @@ bool Pds::open_pdc(PeerIndex peer, Mode mode, bool initiator, uint32_t& index) {
     p.start_psn = static_cast<uint32_t>(rng_.next());
     p.snd_una = p.snd_nxt = p.rcv_nxt = p.rod_pop = p.start_psn;
   }
-  if (!by_peer_.find(pdc_key(peer, mode))) by_peer_.insert(pdc_key(peer, mode), index);
+  p.last_active = now_;
   ++stats_.pdcs_opened;
+  if (!by_peer_.find(pdc_key(peer, mode))) {
+    by_peer_.insert(pdc_key(peer, mode), index);
+    if (!waiting_.empty()) adopt_waiting_runs(index);
+  }
   return true;
 }
 
@@ -115,6 +130,7 @@ void Pds::free_pdc(uint32_t index) {
   ack_list_.erase(std::remove(ack_list_.begin(), ack_list_.end(), index), ack_list_.end());
   p = Pdc{};
   pdcs_.release(index);
+  if (!waiting_.empty()) open_for_waiting();
 }
 
 void Pds::fail_pdc(uint32_t index, Status why) {
@@ -135,13 +151,23 @@ void Pds::fail_pdc(uint32_t index, Status why) {
 }
 
 Status Pds::enqueue(PeerIndex peer, Mode mode, TxRun* run, Time now) {
+  now_ = now;
   uint32_t index = 0;
+  // Earlier sends to this peer waiting for a PDC go first.
+  const bool earlier_wait = std::any_of(waiting_.begin(), waiting_.end(), [&](const auto& w) {
+    return w.peer == peer && w.mode == mode;
+  });
   // A closing PDC is no longer in by_peer_ (close() removed it), so new traffic to that
   // peer opens a fresh one here.
+  if (earlier_wait) {
+    wait_for_pdc(peer, mode, run, now);
+    return Status::kOk;
+  }
   if (auto found = by_peer_.find(pdc_key(peer, mode))) {
     index = *found;
   } else if (!open_pdc(peer, mode, true, index)) {
-    return Status::kNoPdcAvailable;
+    wait_for_pdc(peer, mode, run, now);
+    return Status::kOk;
   }
   Pdc& p = pdcs_[index];
   run->next = nullptr;
@@ -151,19 +177,19 @@ Status Pds::enqueue(PeerIndex peer, Mode mode, TxRun* run, Time now) {
     p.run_head = run;
   }
   p.run_tail = run;
-  (void)now;
   mark_ready(index);
   return Status::kOk;
 }
 
 Status Pds::probe(PeerIndex peer, Mode mode, Time now) {
+  now_ = now;
   uint32_t index = 0;
   if (auto found = by_peer_.find(pdc_key(peer, mode))) {
     index = *found;
   } else if (!open_pdc(peer, mode, true, index)) {
+    reclaim_idle_pdc(now);  // the engine probes again at its next interval
     return Status::kNoPdcAvailable;
   }
-  (void)now;
   pdcs_[index].probe_pending = true;
   mark_ready(index);
   return Status::kOk;
@@ -175,11 +201,18 @@ Status Pds::close(PeerIndex peer, Mode mode, Time now) {
   Pdc& p = pdcs_[*found];
   if (!p.initiator) return Status::kInvalidArgument;  // only the initiator closes
   if (!p.tx_idle() || p.state != PdcState::kEstablished) return Status::kAgain;
-  p.state = PdcState::kClosing;
-  by_peer_.erase(pdc_key(peer, mode));  // new traffic opens a new PDC
-  (void)now;
-  mark_ready(*found);  // next_tx emits the CLOSE
+  now_ = now;
+  begin_close(*found);
   return Status::kOk;
+}
+
+void Pds::begin_close(uint32_t index) {
+  Pdc& p = pdcs_[index];
+  p.state = PdcState::kClosing;
+  if (auto it = by_peer_.find(pdc_key(p.peer, p.mode)); it && *it == index) {
+    by_peer_.erase(pdc_key(p.peer, p.mode));  // new traffic opens a new PDC
+  }
+  mark_ready(index);  // next_tx emits the CLOSE
 }
 
 void Pds::mark_ready(uint32_t index) {

@@ -21,7 +21,8 @@ bool Pds::rx_received(const Pdc& p, uint32_t psn) const {
 }
 
 RxClass Pds::classify_request(PeerIndex peer, const wire::PdsRequest& h, bool trimmed, Time now) {
-  (void)now;
+  now_ = now;
+  target_open_pending_ = false;
   ++stats_.rx_packets;
   RxClass c;
   c.psn = h.psn;
@@ -44,10 +45,11 @@ RxClass Pds::classify_request(PeerIndex peer, const wire::PdsRequest& h, bool tr
         send_nack(peer, wire::NackCode::kTrimmed, h.psn, 0, h.spdcid);
         return c;
       }
-      if (pdcs_.used() >= pdcs_.capacity() ||
-          target_pdcs_of_peer_.find(peer).value_or(0) >= cfg_.max_target_pdcs_per_peer) {
+      const bool full = pdcs_.used() >= pdcs_.capacity();
+      if (full || target_pdcs_of_peer_.find(peer).value_or(0) >= cfg_.max_target_pdcs_per_peer) {
         ++stats_.pdcs_refused;
         send_nack(peer, wire::NackCode::kNoPdcAvailable, h.psn, 0, h.spdcid);
+        if (full) reclaim_idle_pdc(now);  // room for the SYN's next try
         return c;
       }
       // A new PDC: nothing exists until commit_request; the window is empty and
@@ -59,6 +61,7 @@ RxClass Pds::classify_request(PeerIndex peer, const wire::PdsRequest& h, bool tr
       c.mode = mode;
       c.verdict =
           (mode == Mode::kRod && h.psn != c.start_psn) ? RxVerdict::kHold : RxVerdict::kDeliver;
+      target_open_pending_ = true;
       return c;
     }
   } else {
@@ -111,6 +114,7 @@ RxClass Pds::classify_request(PeerIndex peer, const wire::PdsRequest& h, bool tr
 }
 
 void Pds::commit_request(RxClass& c, bool ecn_marked, uint64_t held) {
+  target_open_pending_ = false;
   if (c.open_on_commit) {
     uint32_t index = 0;
     if (!open_pdc(c.peer, c.mode, false, index)) return;  // capacity was checked
@@ -125,6 +129,7 @@ void Pds::commit_request(RxClass& c, bool ecn_marked, uint64_t held) {
     c.open_on_commit = false;
   }
   Pdc& p = pdcs_[c.pdc];
+  p.last_active = now_;
   if (c.retransmitted) p.ack_lost = true;
   const uint32_t bit = c.psn % window_;
   p.rx_bitmap[bit / 64] |= uint64_t{1} << (bit % 64);
@@ -157,6 +162,12 @@ bool Pds::pop_in_order(uint32_t index, uint64_t& held) {
       slot = 0;
       return true;
     }
+  }
+  if (p.free_when_drained) {  // closed while these waited (see on_ack)
+    ++stats_.pdcs_closed;
+    free_pdc(index);
+  } else if (p.state == PdcState::kClosing && !p.close_sent) {
+    mark_ready(index);  // its CLOSE waited for the line to drain (next_tx_now)
   }
   return false;
 }
@@ -266,6 +277,7 @@ void Pds::flush_acks() {
 }
 
 void Pds::on_ctrl(PeerIndex peer, const wire::PdsCtrl& ctrl, Time now) {
+  now_ = now;
   Pdc* p = pdc_by_local_id(ctrl.dpdcid);
   const bool ours = p != nullptr && p->peer == peer && p->remote_known &&
                     p->remote_id == ctrl.spdcid && (ctrl.flags & wire::ctrl_flags::kSyn) == 0;
@@ -283,7 +295,8 @@ void Pds::on_ctrl(PeerIndex peer, const wire::PdsCtrl& ctrl, Time now) {
         return;
       }
       if (ctrl.psn != p->rcv_nxt) return;  // data before it still missing; it comes again
-      if (!p->tx_idle()) {
+      // Busy, or ROD packets still wait here to go up (freeing would lose them).
+      if (!p->tx_idle() || !p->rx_drained()) {
         send_nack(peer, wire::NackCode::kClosing, ctrl.psn, p->local_id, p->remote_id);
         return;
       }
@@ -311,6 +324,14 @@ void Pds::on_ctrl(PeerIndex peer, const wire::PdsCtrl& ctrl, Time now) {
       }
       return;
     }
+    case wire::CtrlType::kCloseRequest:
+      // The target's table is full and this PDC was idle there: close it if it is idle
+      // here too (anything sent to the peer later opens a new one). Unsequenced.
+      if (ours && p->initiator && reclaimable(*p)) {
+        ++stats_.pdcs_reclaimed;
+        begin_close(p->rto_timer.owner);
+      }
+      return;
     default:
       return;  // NOP, CLEAR, PROBE, CREDIT...: not used by this implementation yet
   }

@@ -33,7 +33,9 @@ bool Pds::next_tx(uint32_t index, Time now, TxPacket& out) {
     if (!p.pace_timer.armed()) timers_.arm(p.pace_timer, p.next_send);
     return false;  // the pace timer puts the PDC back on the ready list
   }
+  now_ = now;
   if (!next_tx_now(p, index, now, out)) return false;
+  p.last_active = now;
   // The next slot follows the one just used, not `now`: a sender woken late (timer
   // granularity) catches up instead of losing the lateness every time, so the average
   // rate is the granted one. After idling it may send one packet early, no more.
@@ -141,6 +143,9 @@ bool Pds::next_tx_now(Pdc& p, uint32_t index, Time now, TxPacket& out) {
   // 2. A closing PDC sends its CLOSE once everything before it is acknowledged.
   if (p.state == PdcState::kClosing) {
     if (p.close_sent || !window_open || p.snd_una != p.snd_nxt) return false;
+    // ROD packets from the peer still wait here to go up; pop_in_order marks the PDC
+    // ready once they have.
+    if (!p.rx_drained()) return false;
     p.close_sent = true;
     start_ctrl(kCloseMessage);
     return true;
@@ -260,6 +265,8 @@ void Pds::on_ack(PeerIndex peer, const wire::PdsAck& ack, Time now) {
     return;
   }
   Pdc& p = *pp;
+  now_ = now;
+  p.last_active = now;
   const uint32_t next_expected = ack.cack_psn + 1;
   if (psn_diff(next_expected, p.snd_una) < 0) {
     ++stats_.stale_acks;  // behind our left edge: a later ACK overtook it
@@ -321,6 +328,10 @@ void Pds::on_ack(PeerIndex peer, const wire::PdsAck& ack, Time now) {
   }
 
   if (close_acked) {
+    if (!p.rx_drained()) {  // freed by pop_in_order once the held packets have gone up
+      p.free_when_drained = true;
+      return;
+    }
     ++stats_.pdcs_closed;
     free_pdc(p.rto_timer.owner);
     return;
@@ -367,7 +378,21 @@ void Pds::on_nack(PeerIndex peer, const wire::PdsNack& nack, Time now) {
       queue_retransmit(p, nack.psn);
       return;
     case wire::NackCode::kNoPdcAvailable:
-      if (p.state == PdcState::kSynSent) fail_pdc(index, Status::kNoPdcAvailable);
+      // The target's table is full; it is making room (pds_reclaim.cc). As with a
+      // refusal for room below, the packet leaves the congestion window, keeps its
+      // retries and goes again at the next RTO, which does not back off for it; a
+      // target still full cfg.pdc_wait after its first refusal fails the PDC with
+      // kNoPdcAvailable (on_rto).
+      if (p.state != PdcState::kSynSent || s == nullptr || !s->in_flight || s->sacked) return;
+      if (!p.syn_refused) {
+        p.syn_refused = true;
+        p.syn_refused_at = now;
+      }
+      s->retries = 0;
+      if (!s->refused) {
+        s->refused = true;
+        p.inflight_bytes -= std::min(p.inflight_bytes, s->bytes);
+      }
       return;
     case wire::NackCode::kInvalidDpdcid:
     case wire::NackCode::kInvalidSyn:
@@ -408,8 +433,13 @@ void Pds::on_rto(uint32_t index, Time now) {
   if (!pdcs_.in_use(index)) return;
   Pdc& p = pdcs_[index];
   if (p.snd_una == p.snd_nxt) return;
+  if (p.state == PdcState::kSynSent && p.syn_refused && now - p.syn_refused_at >= cfg_.pdc_wait) {
+    fail_pdc(index, Status::kNoPdcAvailable);  // the target stayed full
+    return;
+  }
   ++stats_.timeouts;
   const Time overdue = now - current_rto(p);
+  bool lost = false;  // a packet overdue, not only refused ones
   for (uint32_t psn = p.snd_una; psn != p.snd_nxt; ++psn) {
     const TxSlot& s = p.tx[psn % window_];
     if (!s.in_flight || s.sacked || s.rtx_queued || s.refused) continue;  // refused: below
@@ -420,6 +450,7 @@ void Pds::on_rto(uint32_t index, Time now) {
     p.paths->on_feedback(s.entropy, paths::Feedback::kTimeout);
     queue_retransmit(p, psn);
     ++stats_.timeout_retransmits;
+    lost = true;
     break;
   }
   // Packets refused for room are not in the network, so resending them all at once
@@ -428,14 +459,21 @@ void Pds::on_rto(uint32_t index, Time now) {
     const TxSlot& s = p.tx[psn % window_];
     if (s.refused && s.in_flight && !s.sacked && !s.rtx_queued) queue_retransmit(p, psn);
   }
-  p.cc->on_timeout(now);
-  ++p.backoff;
+  // Back off, unless all this timeout does is send again a SYN the target refused for
+  // want of a PDC: it is making room, and a backed-off SYN would miss it for long.
+  if (lost || !p.syn_refused) {
+    p.cc->on_timeout(now);
+    ++p.backoff;
+  }
   arm_rto(p, now);
 }
 
 void Pds::on_timers(Time now) {
+  now_ = now;
   timers_.expire(now, [&](uint32_t owner) {
-    if ((owner & kPaceTimerBit) == 0) {
+    if (owner == kWaitTimerOwner) {
+      on_wait_timer(now);
+    } else if ((owner & kPaceTimerBit) == 0) {
       on_rto(owner, now);
     } else if (pdcs_.in_use(owner & ~kPaceTimerBit)) {
       mark_ready(owner & ~kPaceTimerBit);  // its pacing gap has passed

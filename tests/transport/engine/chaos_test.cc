@@ -23,6 +23,7 @@ struct ChaosCase {
   uint32_t operations = 600;
   bool half_paths_down = false;  // with path_down: paths 1 and 3 of four die, not only 1
   uint32_t message_slots = 0;    // SES tx and rx message tables; 0: the default (8192)
+  uint32_t pdc_slots = 0;        // PDC table; 0: the default (1024)
 };
 
 uint64_t seed_for(uint64_t base) {
@@ -57,6 +58,7 @@ TEST_P(Chaos, every_byte_arrives_exactly_once) {
       e.ses.max_tx_messages = param.message_slots;
       e.ses.max_rx_messages = param.message_slots;
     }
+    if (param.pdc_slots > 0) e.pds.max_pdcs = param.pdc_slots;
     sim::Cluster cluster(f, e);
     test_support::WorkloadConfig w;
     w.operations = param.operations;
@@ -93,6 +95,13 @@ TEST_P(Chaos, every_byte_arrives_exactly_once) {
     if (param.faults.trim > 0) {
       EXPECT_GT(cluster.fabric().stats().trimmed, 0u);
     }
+    if (param.pdc_slots > 0) {  // the tables really were too small: PDCs were closed for room
+      uint64_t reclaimed = 0;
+      for (uint32_t h = 0; h < cluster.hosts(); ++h) {
+        reclaimed += cluster.engine(h).pds().stats().pdcs_reclaimed;
+      }
+      EXPECT_GT(reclaimed, 0u);
+    }
   }
 }
 
@@ -127,7 +136,19 @@ INSTANTIATE_TEST_SUITE_P(
                   "reps",
                   600,
                   false,
-                  16}),
+                  16},
+        // PDC tables smaller than the peers x modes each host talks to (2 x 2): PDCs are
+        // closed when idle and opened again all the time (pds_reclaim.cc). Before that,
+        // SYNs beyond the table failed their sends with kNoPdcAvailable.
+        ChaosCase{"two_pdcs", {}, false, "reps", 600, false, 0, 2},
+        ChaosCase{"three_pdcs_everything",
+                  {.loss = 0.02, .duplicate = 0.02, .corrupt = 0.02, .reorder = 0.1, .trim = 0.02},
+                  true,
+                  "reps",
+                  600,
+                  false,
+                  0,
+                  3}),
     [](const auto& test_info) { return test_info.param.name; });
 
 }  // namespace

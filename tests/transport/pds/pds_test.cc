@@ -507,28 +507,148 @@ TEST_F(Pair, window__rejects_psns_beyond_it) {
   EXPECT_EQ(std::get<wire::PdsNack>(nacks[0].header).code, wire::NackCode::kPsnOutOfWindow);
 }
 
-TEST_F(Pair, pdc_table__full_on_target_nacks_no_pdc_available) {
-  PdsConfig small = config();
-  small.max_pdcs = 1;
-  Pds target(small);
-  a.enqueue(kB, Mode::kRud, run(0, 1), us(0));
-  a.enqueue(kB, Mode::kRod, run(1, 1), us(0));
-  auto tx = drain_tx(a, us(0));
-  ASSERT_EQ(tx.size(), 2u);
-  if (tx[0].request.ordered) std::swap(tx[0], tx[1]);  // RUD first, then the ROD SYN
-  EXPECT_EQ(deliver(target, kA, tx[0]), RxVerdict::kDeliver);
-  EXPECT_EQ(deliver(target, kA, tx[1]), RxVerdict::kReject);
-  target.flush_acks();
-  std::vector<ControlPacket> out = target.control_out();
-  const auto nack = std::find_if(out.begin(), out.end(), [](const ControlPacket& c) {
-    return std::holds_alternative<wire::PdsNack>(c.header);
-  });
-  ASSERT_NE(nack, out.end());
-  EXPECT_EQ(std::get<wire::PdsNack>(nack->header).code, wire::NackCode::kNoPdcAvailable);
-  a.on_nack(kB, std::get<wire::PdsNack>(nack->header), us(1));
-  ASSERT_EQ(a.failed().size(), 1u);
-  EXPECT_EQ(a.failed()[0].status, Status::kNoPdcAvailable);
-  EXPECT_EQ(a.failed()[0].message, 1u);
+// Control packets of one kind among those a Pds queued.
+template <class Header>
+std::vector<Header> headers_of(const std::vector<ControlPacket>& out) {
+  std::vector<Header> found;
+  for (const ControlPacket& c : out) {
+    if (const auto* h = std::get_if<Header>(&c.header)) found.push_back(*h);
+  }
+  return found;
+}
+
+// Full PDC tables (pds_reclaim.cc): a third engine, C, and a target whose table holds
+// one PDC.
+struct FullTable : Pair {
+  static constexpr PeerIndex kC = 2;  // how the target names C
+  static PdsConfig one_pdc() {
+    PdsConfig c = config();
+    c.max_pdcs = 1;
+    return c;
+  }
+  Pds c{config()};
+  Pds target{one_pdc()};
+  // A sends one packet to the target and hears its ACK: A's PDC is then idle.
+  void a_talks_to_target(Time now) {
+    a.enqueue(kB, Mode::kRud, run(0, 1), now);
+    for (const TxPacket& pkt : drain_tx(a, now)) deliver(target, kA, pkt);
+    for (const auto& ack : headers_of<wire::PdsAck>(control(target))) a.on_ack(kB, ack, now);
+    ASSERT_EQ(a.acked().size(), 1u);
+    a.acked().clear();
+  }
+};
+
+TEST_F(FullTable, target__asks_an_idle_initiator_to_close_and_then_takes_the_refused_syn) {
+  a_talks_to_target(us(0));
+  ASSERT_EQ(c.enqueue(kB, Mode::kRud, run(1, 1), us(10)), Status::kOk);
+  const TxPacket syn = drain_tx(c, us(10)).at(0);
+  EXPECT_EQ(deliver(target, kC, syn), RxVerdict::kReject);
+  // The refusal, and a CLOSE_REQ to A, whose PDC is the least recently active idle one.
+  const auto out = control(target);
+  const auto nacks = headers_of<wire::PdsNack>(out);
+  ASSERT_EQ(nacks.size(), 1u);
+  EXPECT_EQ(nacks[0].code, wire::NackCode::kNoPdcAvailable);
+  const auto asks = headers_of<wire::PdsCtrl>(out);
+  ASSERT_EQ(asks.size(), 1u);
+  EXPECT_EQ(asks[0].type, wire::CtrlType::kCloseRequest);
+  EXPECT_EQ(target.stats().close_requests, 1u);
+  c.on_nack(kB, nacks[0], us(11));
+  EXPECT_TRUE(c.failed().empty());  // a full table is not a dead peer
+
+  // A closes: CLOSE, the target frees its PDC and acknowledges, A frees its own.
+  a.on_ctrl(kB, asks[0], us(12));
+  EXPECT_EQ(a.stats().pdcs_reclaimed, 1u);
+  const auto close = drain_tx(a, us(12));
+  ASSERT_EQ(close.size(), 1u);
+  ASSERT_TRUE(close[0].is_ctrl);
+  EXPECT_EQ(close[0].ctrl.type, wire::CtrlType::kClose);
+  target.on_ctrl(kA, close[0].ctrl, us(13));
+  EXPECT_EQ(target.open_pdcs(), 0u);
+  for (const auto& ack : headers_of<wire::PdsAck>(control(target))) a.on_ack(kB, ack, us(14));
+  EXPECT_EQ(a.open_pdcs(), 0u);
+
+  // C's RTO sends the SYN again, and this time it gets in.
+  c.on_timers(us(1000));
+  const auto again = drain_tx(c, us(1000));
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_TRUE(again[0].request.is_syn());
+  EXPECT_EQ(deliver(target, kC, again[0]), RxVerdict::kDeliver);
+  for (const auto& ack : headers_of<wire::PdsAck>(control(target))) c.on_ack(kB, ack, us(1001));
+  ASSERT_EQ(c.acked().size(), 1u);
+  EXPECT_EQ(c.acked()[0].message, 1u);
+  EXPECT_TRUE(c.failed().empty());
+}
+
+TEST_F(FullTable, target__that_stays_full_fails_the_syn_with_no_pdc_available) {
+  PdsConfig patient = config();
+  patient.pdc_wait = Duration::milliseconds(50);
+  Pds slow{patient};
+  // A's PDC stays busy (a packet the target never receives), so A declines to close it.
+  a.enqueue(kB, Mode::kRud, run(0, 2), us(0));
+  const auto a_tx = drain_tx(a, us(0));
+  deliver(target, kA, a_tx[0]);
+  slow.enqueue(kB, Mode::kRud, run(1, 1), us(0));
+  Time now = us(0);
+  for (int i = 0; i < 10 && slow.failed().empty(); ++i) {
+    for (const TxPacket& pkt : drain_tx(slow, now)) {
+      EXPECT_EQ(deliver(target, kC, pkt), RxVerdict::kReject);
+    }
+    for (const ControlPacket& out : control(target)) {
+      if (const auto* n = std::get_if<wire::PdsNack>(&out.header)) slow.on_nack(kB, *n, now);
+      if (const auto* ask = std::get_if<wire::PdsCtrl>(&out.header)) a.on_ctrl(kB, *ask, now);
+    }
+    EXPECT_EQ(a.stats().pdcs_reclaimed, 0u);
+    now = now + Duration::milliseconds(20);  // past the RTO, which does not back off
+    slow.on_timers(now);
+  }
+  // Refused at 0 and sent again at every RTO; failed at the first RTO past pdc_wait.
+  EXPECT_EQ(now, Time{} + Duration::milliseconds(60));
+  EXPECT_EQ(slow.stats().retransmits, 2u);
+  ASSERT_EQ(slow.failed().size(), 1u);
+  EXPECT_EQ(slow.failed()[0].status, Status::kNoPdcAvailable);
+  EXPECT_EQ(slow.failed()[0].message, 1u);
+  EXPECT_EQ(target.open_pdcs(), 1u);
+}
+
+TEST_F(FullTable, initiator__closes_its_idle_pdc_and_the_waiting_sends_go_in_order) {
+  Pds small{one_pdc()};
+  small.enqueue(kB, Mode::kRud, run(0, 1), us(0));
+  for (const TxPacket& pkt : drain_tx(small, us(0))) deliver(b, kA, pkt);
+  for (const auto& ack : headers_of<wire::PdsAck>(control(b))) small.on_ack(kB, ack, us(1));
+  // Two sends to C: no slot, so they wait while the idle PDC to B closes.
+  ASSERT_EQ(small.enqueue(kC, Mode::kRud, run(1, 1), us(2)), Status::kOk);
+  ASSERT_EQ(small.enqueue(kC, Mode::kRud, run(2, 1), us(2)), Status::kOk);
+  EXPECT_EQ(small.waiting_for_pdc(), 1u);
+  EXPECT_EQ(small.stats().pdcs_reclaimed, 1u);
+  const auto close = drain_tx(small, us(2));
+  ASSERT_EQ(close.size(), 1u);
+  ASSERT_TRUE(close[0].is_ctrl);
+  b.on_ctrl(kA, close[0].ctrl, us(3));
+  for (const auto& ack : headers_of<wire::PdsAck>(control(b))) small.on_ack(kB, ack, us(4));
+  EXPECT_EQ(small.waiting_for_pdc(), 0u);
+  const auto to_c = drain_tx(small, us(4));
+  ASSERT_EQ(to_c.size(), 2u);
+  EXPECT_EQ(to_c[0].peer, kC);
+  EXPECT_TRUE(to_c[0].request.is_syn());
+  EXPECT_EQ(to_c[0].ref.message, 1u);
+  EXPECT_EQ(to_c[1].ref.message, 2u);
+  EXPECT_TRUE(small.failed().empty());
+}
+
+TEST_F(FullTable, initiator__fails_waiting_sends_after_pdc_wait_when_nothing_frees) {
+  PdsConfig cfg = one_pdc();
+  cfg.pdc_wait = Duration::microseconds(50);
+  Pds small{cfg};
+  small.enqueue(kB, Mode::kRud, run(0, 1), us(0));
+  drain_tx(small, us(0));  // in flight, never acknowledged: the PDC stays busy
+  ASSERT_EQ(small.enqueue(kC, Mode::kRud, run(1, 1), us(1)), Status::kOk);
+  EXPECT_EQ(small.stats().pdcs_reclaimed, 0u);
+  small.on_timers(us(120));
+  ASSERT_EQ(small.failed().size(), 1u);
+  EXPECT_EQ(small.failed()[0].message, 1u);
+  EXPECT_EQ(small.failed()[0].status, Status::kNoPdcAvailable);
+  EXPECT_EQ(small.waiting_for_pdc(), 0u);
+  EXPECT_EQ(small.stats().pdc_wait_failures, 1u);
 }
 
 TEST_F(Pair, pdc_table__one_peer_cannot_hold_more_than_its_share_of_target_pdcs) {

@@ -1,0 +1,120 @@
+// Making room in a full PDC table. A table holds cfg.max_pdcs PDCs; an engine that
+// talks to more peers than that over time (an all-to-all across a large job) would
+// otherwise refuse new ones for good, since nothing closes a PDC on its own.
+//
+// When a PDC is needed and none is free, the least recently active idle one is closed:
+// ours with CTRL CLOSE; a target PDC by asking its initiator with CTRL CLOSE_REQ (only
+// the initiator may close). Until a slot frees, our sends wait here (WaitingRuns), at
+// most cfg.pdc_wait; a peer's SYN is NACKed NO_PDC_AVAIL and its RTO sends it again.
+// All of this runs only when the table is full: the fast path never sees it.
+#include <algorithm>
+
+#include "transport/pds/pds.h"
+
+namespace spray::pds {
+
+bool Pds::reclaimable(const Pdc& p) const {
+  return p.state == PdcState::kEstablished && p.tx_idle() && p.rtx_count == 0 &&
+         !p.probe_pending && !p.ack_pending && p.rx_drained();
+}
+
+void Pds::reclaim_idle_pdc(Time now) {
+  constexpr uint32_t kNone = 0xffffffff;
+  uint32_t own = kNone, target = kNone;
+  size_t under_way = 0;  // closes that will free a slot: CLOSE sent, or CLOSE_REQ recently
+  const auto asked_recently = [&](const Pdc& p) {
+    return p.close_asked.ps != 0 && now - p.close_asked < cfg_.initial_rto;
+  };
+  for (uint32_t i = 0; i < pdcs_.capacity(); ++i) {
+    if (!pdcs_.in_use(i)) continue;
+    const Pdc& p = pdcs_[i];
+    if (p.state == PdcState::kClosing || (!p.initiator && asked_recently(p))) {
+      ++under_way;
+      continue;
+    }
+    if (!reclaimable(p)) continue;
+    uint32_t& best = p.initiator ? own : target;
+    if (best == kNone || p.last_active < pdcs_[best].last_active) best = i;
+  }
+  // Each waiting (peer, mode) needs one slot; a refused SYN from a peer needs one.
+  if (under_way >= std::max<size_t>(1, waiting_.size())) return;
+  if (own != kNone) {
+    ++stats_.pdcs_reclaimed;
+    begin_close(own);
+    return;
+  }
+  if (target == kNone) return;  // everything is busy: asked again on the next need
+  Pdc& p = pdcs_[target];
+  p.close_asked = now;
+  wire::PdsCtrl ask;
+  ask.type = wire::CtrlType::kCloseRequest;
+  ask.flags = p.mode == Mode::kRod ? wire::ctrl_flags::kRod : 0;
+  ask.psn = p.snd_nxt;  // unsequenced: it names no PSN of its own
+  ask.spdcid = p.local_id;
+  ask.dpdcid = p.remote_id;
+  push_control({p.peer, ask});
+  ++stats_.close_requests;
+}
+
+void Pds::wait_for_pdc(PeerIndex peer, Mode mode, TxRun* run, Time now) {
+  run->next = nullptr;
+  const auto it = std::find_if(waiting_.begin(), waiting_.end(), [&](const WaitingRuns& w) {
+    return w.peer == peer && w.mode == mode;
+  });
+  if (it != waiting_.end()) {
+    it->tail->next = run;
+    it->tail = run;
+    return;
+  }
+  waiting_.push_back({peer, mode, run, run, now});
+  ++stats_.pdc_waits;
+  if (!wait_timer_.armed()) timers_.arm(wait_timer_, now + cfg_.initial_rto);
+  reclaim_idle_pdc(now);
+}
+
+void Pds::adopt_waiting_runs(uint32_t index) {
+  Pdc& p = pdcs_[index];
+  const auto it = std::find_if(waiting_.begin(), waiting_.end(), [&](const WaitingRuns& w) {
+    return w.peer == p.peer && w.mode == p.mode;
+  });
+  if (it == waiting_.end()) return;
+  // A fresh PDC has no runs of its own yet, so the waiting ones keep their order.
+  p.run_head = it->head;
+  p.run_tail = it->tail;
+  waiting_.erase(it);
+  if (waiting_.empty()) timers_.cancel(wait_timer_);
+  mark_ready(index);
+}
+
+void Pds::open_for_waiting() {
+  // open_pdc adopts the runs of the (peer, mode) it opens for.
+  while (!waiting_.empty()) {
+    const WaitingRuns& w = waiting_.front();
+    uint32_t index = 0;
+    if (auto found = by_peer_.find(pdc_key(w.peer, w.mode))) {
+      adopt_waiting_runs(*found);  // a peer's SYN opened one meanwhile
+      continue;
+    }
+    if (!open_pdc(w.peer, w.mode, true, index)) return;
+  }
+}
+
+void Pds::on_wait_timer(Time now) {
+  // Oldest first: fail every (peer, mode) that waited its limit.
+  while (!waiting_.empty() && now - waiting_.front().since >= cfg_.pdc_wait) {
+    for (TxRun* r = waiting_.front().head; r != nullptr;) {
+      TxRun* following = r->next;
+      r->next = nullptr;
+      failed_.push_back({r->message, Status::kNoPdcAvailable});
+      ++stats_.pdc_wait_failures;
+      r = following;
+    }
+    waiting_.erase(waiting_.begin());
+  }
+  if (waiting_.empty()) return;
+  // PDCs that were busy when the wait began may be idle now.
+  reclaim_idle_pdc(now);
+  timers_.arm(wait_timer_, now + cfg_.initial_rto);
+}
+
+}  // namespace spray::pds
