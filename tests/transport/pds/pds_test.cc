@@ -29,6 +29,16 @@ Time us(int64_t v) {
   return Time{Duration::microseconds(v).ps};
 }
 
+// Control packets of one kind among those a Pds queued.
+template <class Header>
+std::vector<Header> headers_of(const std::vector<ControlPacket>& out) {
+  std::vector<Header> found;
+  for (const ControlPacket& c : out) {
+    if (const auto* h = std::get_if<Header>(&c.header)) found.push_back(*h);
+  }
+  return found;
+}
+
 struct Pair : ::testing::Test {
   Pds a{config()}, b{config()};
   std::vector<TxRun> runs = std::vector<TxRun>(8);
@@ -494,6 +504,69 @@ TEST_F(Pair, rod__holds_early_packets_and_releases_them_in_order) {
   EXPECT_FALSE(b.pop_in_order(first.pdc, held));
 }
 
+// ROD packets from the target wait at the initiator behind one SES could not take yet
+// (a stalled line). Freeing the PDC then would drop them, though the target has them
+// acknowledged; the close waits until they have gone up.
+struct RodLineStalledAtInitiator : Pair {
+  uint32_t pdc = 0;  // A's PDC to B
+  void SetUp() override {
+    a.enqueue(kB, Mode::kRod, run(0, 1), us(0));
+    for (const TxPacket& pkt : drain_tx(a, us(0))) {
+      RxClass c = b.classify_request(kA, pkt.request, false, us(0));
+      b.commit_request(c, false);
+    }
+    for (const auto& ack : headers_of<wire::PdsAck>(control(b))) a.on_ack(kB, ack, us(1));
+    ASSERT_EQ(a.open_pdcs(), 1u);
+    while (a.pdc(pdc) == nullptr) ++pdc;
+  }
+  // B sends A two ROD packets on the same PDC; the second arrives first and is held,
+  // and SES refuses it when it comes up: the line stalls.
+  void stall_a_line_from_b() {
+    b.enqueue(kA, Mode::kRod, run(1, 2), us(2));
+    const auto tx = drain_tx(b, us(2));
+    ASSERT_EQ(tx.size(), 2u);
+    EXPECT_EQ(deliver(a, kB, tx[1], 0x2), RxVerdict::kHold);
+    EXPECT_EQ(deliver(a, kB, tx[0]), RxVerdict::kDeliver);
+    uint64_t held = 0;
+    ASSERT_TRUE(a.pop_in_order(pdc, held));
+    EXPECT_EQ(held, 0x2u);
+    a.unpop_in_order(pdc, held);  // SES had no room
+    for (const auto& ack : headers_of<wire::PdsAck>(control(a))) b.on_ack(kA, ack, us(3));
+  }
+  void release_line() {
+    uint64_t held = 0;
+    ASSERT_TRUE(a.pop_in_order(pdc, held));
+    EXPECT_EQ(held, 0x2u);
+    EXPECT_FALSE(a.pop_in_order(pdc, held));
+  }
+};
+
+TEST_F(RodLineStalledAtInitiator, close__is_not_sent_until_the_line_has_gone_up) {
+  stall_a_line_from_b();
+  ASSERT_EQ(a.close(kB, Mode::kRod, us(4)), Status::kOk);
+  EXPECT_TRUE(drain_tx(a, us(4)).empty());
+  release_line();
+  const auto close = drain_tx(a, us(5));
+  ASSERT_EQ(close.size(), 1u);
+  EXPECT_TRUE(close[0].is_ctrl);
+  EXPECT_EQ(close[0].ctrl.type, wire::CtrlType::kClose);
+}
+
+TEST_F(RodLineStalledAtInitiator, close__acknowledged_meanwhile_frees_the_pdc_only_after_it) {
+  ASSERT_EQ(a.close(kB, Mode::kRod, us(2)), Status::kOk);
+  const auto close = drain_tx(a, us(2));
+  ASSERT_EQ(close.size(), 1u);
+  stall_a_line_from_b();  // B's packets cross the CLOSE; B has them acknowledged
+  b.on_ctrl(kA, close[0].ctrl, us(4));
+  EXPECT_EQ(b.open_pdcs(), 0u);
+  for (const auto& ack : headers_of<wire::PdsAck>(control(b))) a.on_ack(kB, ack, us(5));
+  EXPECT_EQ(a.open_pdcs(), 1u);  // held packets still to go up
+  EXPECT_TRUE(a.orphaned_buffers().empty());
+  release_line();
+  EXPECT_EQ(a.open_pdcs(), 0u);
+  EXPECT_TRUE(a.orphaned_buffers().empty());
+}
+
 TEST_F(Pair, window__rejects_psns_beyond_it) {
   a.enqueue(kB, Mode::kRud, run(0, 1), us(0));
   auto tx = drain_tx(a, us(0));
@@ -505,16 +578,6 @@ TEST_F(Pair, window__rejects_psns_beyond_it) {
   auto nacks = control(b);
   ASSERT_EQ(nacks.size(), 1u);
   EXPECT_EQ(std::get<wire::PdsNack>(nacks[0].header).code, wire::NackCode::kPsnOutOfWindow);
-}
-
-// Control packets of one kind among those a Pds queued.
-template <class Header>
-std::vector<Header> headers_of(const std::vector<ControlPacket>& out) {
-  std::vector<Header> found;
-  for (const ControlPacket& c : out) {
-    if (const auto* h = std::get_if<Header>(&c.header)) found.push_back(*h);
-  }
-  return found;
 }
 
 // Full PDC tables (pds_reclaim.cc): a third engine, C, and a target whose table holds
