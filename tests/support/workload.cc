@@ -11,7 +11,11 @@ constexpr uint64_t kRecvBit = uint64_t{1} << 62;
 }  // namespace
 
 Workload::Workload(sim::Cluster& cluster, const WorkloadConfig& cfg)
-    : cluster_(cluster), cfg_(cfg), rod_order_(cluster.hosts()), rod_seen_(cluster.hosts()) {
+    : cluster_(cluster),
+      cfg_(cfg),
+      rod_order_(cluster.hosts()),
+      rod_seen_(cluster.hosts()),
+      unposted_(cluster.hosts()) {
   Rng rng(cfg.seed);
   const uint32_t hosts = cluster.hosts();
   regions_.resize(hosts);
@@ -99,23 +103,41 @@ Workload::Workload(sim::Cluster& cluster, const WorkloadConfig& cfg)
 
 void Workload::post_receive(uint32_t index) {
   Op& op = ops_[index];
-  if (op.recv_posted || op.kind == Kind::kWrite || op.kind == Kind::kRead ||
+  if (op.recv_asked || op.kind == Kind::kWrite || op.kind == Kind::kRead ||
       op.kind == Kind::kRudiWrite) {
     return;
   }
-  op.recv_posted = true;
-  op.recv_buffer.assign(op.bytes, 0xee);
-  ses::RecvSpec r;
-  r.buffer = op.recv_buffer.data();
-  r.length = op.bytes;
-  r.context = kRecvBit | index;
-  // ROD sends are tagged (unique tags) so they need no pairing discipline.
-  r.tagged = op.kind == Kind::kTaggedSend || op.kind == Kind::kRodSend;
-  r.tag = op.tag;
-  // Untagged receives are directed so that pairing is deterministic (send order per
-  // peer); tagged ones may take any source, their tag is unique.
-  r.source = (r.tagged && op.any_source) ? pds::kNoPeer : op.src;
-  EXPECT_EQ(cluster_.engine(op.dst).post_recv(r), Status::kOk);
+  op.recv_asked = true;
+  unposted_[op.dst].push_back(index);
+  post_waiting_receives(op.dst);
+}
+
+// Receives go up in the order they were asked for, so untagged ones pair with sends
+// in send order; the first the table refuses holds back those behind it.
+void Workload::post_waiting_receives(uint32_t host) {
+  std::deque<uint32_t>& waiting = unposted_[host];
+  while (!waiting.empty()) {
+    Op& op = ops_[waiting.front()];
+    if (op.recv_buffer.size() != op.bytes) op.recv_buffer.assign(op.bytes, 0xee);
+    ses::RecvSpec r;
+    r.buffer = op.recv_buffer.data();
+    r.length = op.bytes;
+    r.context = kRecvBit | waiting.front();
+    // ROD sends are tagged (unique tags) so they need no pairing discipline.
+    r.tagged = op.kind == Kind::kTaggedSend || op.kind == Kind::kRodSend;
+    r.tag = op.tag;
+    // Untagged receives are directed so that pairing is deterministic (send order per
+    // peer); tagged ones may take any source, their tag is unique.
+    r.source = (r.tagged && op.any_source) ? pds::kNoPeer : op.src;
+    const Status s = cluster_.engine(op.dst).post_recv(r);
+    if (s == Status::kAgain) {  // the posted-receive table is full: later
+      ++receives_refused_;
+      return;
+    }
+    EXPECT_EQ(s, Status::kOk) << "receive of op " << waiting.front();
+    op.recv_posted = true;
+    waiting.pop_front();
+  }
 }
 
 void Workload::issue(uint32_t index) {
@@ -190,7 +212,10 @@ bool Workload::pump() {
   }
   // Late receives trail the issue cursor, so some messages arrive unexpected.
   while (next_late_post_ < next_issue_) post_receive(next_late_post_++);
-  for (uint32_t h = 0; h < cluster_.hosts(); ++h) poll(h);
+  for (uint32_t h = 0; h < cluster_.hosts(); ++h) {
+    poll(h);
+    post_waiting_receives(h);  // completions may have made room
+  }
   return done_ == ops_.size();
 }
 

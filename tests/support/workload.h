@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <deque>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -50,6 +51,7 @@ class Workload {
     bool any_source = false;
     bool posted_early = false;  // receive posted before the send starts
     bool issued = false;
+    bool recv_asked = false;  // its receive was asked for (post_receive)
     bool recv_posted = false;
     int tx_completions = 0;
     int rx_completions = 0;
@@ -78,6 +80,8 @@ class Workload {
 
   uint64_t bytes_moved() const { return bytes_moved_; }
   const std::vector<Op>& ops() const { return ops_; }
+  // post_recv calls that said kAgain (the posted-receive table was full).
+  uint64_t receives_refused() const { return receives_refused_; }
 
   static uint8_t pattern(uint64_t op, uint64_t offset) {
     return static_cast<uint8_t>((op * 131) ^ (offset * 7) ^ (offset >> 9));
@@ -85,7 +89,10 @@ class Workload {
 
  private:
   void issue(uint32_t index);
+  // Asks for op `index`'s receive; it is posted at once, or after the receives asked for
+  // before it on that host once the posted-receive table has room (post_recv kAgain).
   void post_receive(uint32_t index);
+  void post_waiting_receives(uint32_t host);
   void poll(uint32_t host);
   static bool complete(const Op& op) {
     const bool needs_rx =
@@ -99,9 +106,12 @@ class Workload {
   std::vector<std::vector<uint8_t>> regions_;     // per host, registered for RMA
   std::vector<std::vector<uint32_t>> rod_order_;  // per (dst): ROD ops in send order
   std::vector<std::vector<uint32_t>> rod_seen_;   // per (dst): ROD receives as completed
+  // Per host: receives asked for but not yet posted (its table was full), in order.
+  std::vector<std::deque<uint32_t>> unposted_;
   uint32_t next_issue_ = 0;
   uint32_t next_late_post_ = 0;
   uint64_t bytes_moved_ = 0;
+  uint64_t receives_refused_ = 0;
   uint32_t done_ = 0;
 };
 

@@ -24,6 +24,7 @@ struct ChaosCase {
   bool half_paths_down = false;  // with path_down: paths 1 and 3 of four die, not only 1
   uint32_t message_slots = 0;    // SES tx and rx message tables; 0: the default (8192)
   uint32_t pdc_slots = 0;        // PDC table; 0: the default (1024)
+  uint32_t posted_receives = 0;  // SES posted-receive table; 0: the default (8192)
 };
 
 uint64_t seed_for(uint64_t base) {
@@ -59,6 +60,7 @@ TEST_P(Chaos, every_byte_arrives_exactly_once) {
       e.ses.max_rx_messages = param.message_slots;
     }
     if (param.pdc_slots > 0) e.pds.max_pdcs = param.pdc_slots;
+    if (param.posted_receives > 0) e.ses.max_posted_receives = param.posted_receives;
     sim::Cluster cluster(f, e);
     test_support::WorkloadConfig w;
     w.operations = param.operations;
@@ -94,6 +96,9 @@ TEST_P(Chaos, every_byte_arrives_exactly_once) {
     }
     if (param.faults.trim > 0) {
       EXPECT_GT(cluster.fabric().stats().trimmed, 0u);
+    }
+    if (param.posted_receives > 0) {
+      EXPECT_GT(load.receives_refused(), 0u);
     }
     if (param.pdc_slots > 0) {  // the tables really were too small: PDCs were closed for room
       uint64_t reclaimed = 0;
@@ -141,6 +146,17 @@ INSTANTIATE_TEST_SUITE_P(
         // closed when idle and opened again all the time (pds_reclaim.cc). Before that,
         // SYNs beyond the table failed their sends with kNoPdcAvailable.
         ChaosCase{"two_pdcs", {}, false, "reps", 600, false, 0, 2},
+        // One receive may be posted at a time: post_recv says kAgain to the rest, which
+        // the workload posts later in order; messages wait unexpected meanwhile.
+        ChaosCase{"one_posted_receive",
+                  {.loss = 0.02, .duplicate = 0.02, .corrupt = 0.02, .reorder = 0.1, .trim = 0.02},
+                  true,
+                  "reps",
+                  600,
+                  false,
+                  0,
+                  0,
+                  1},
         ChaosCase{"three_pdcs_everything",
                   {.loss = 0.02, .duplicate = 0.02, .corrupt = 0.02, .reorder = 0.1, .trim = 0.02},
                   true,
