@@ -157,12 +157,12 @@ Status Pds::enqueue(PeerIndex peer, Mode mode, TxRun* run, Time now) {
   const bool earlier_wait = std::any_of(waiting_.begin(), waiting_.end(), [&](const auto& w) {
     return w.peer == peer && w.mode == mode;
   });
-  // A closing PDC is no longer in by_peer_ (close() removed it), so new traffic to that
-  // peer opens a fresh one here.
   if (earlier_wait) {
     wait_for_pdc(peer, mode, run, now);
     return Status::kOk;
   }
+  // A closing PDC is no longer in by_peer_ (begin_close removed it), so new traffic to
+  // that peer opens a fresh one here, or waits for room to.
   if (auto found = by_peer_.find(pdc_key(peer, mode))) {
     index = *found;
   } else if (!open_pdc(peer, mode, true, index)) {

@@ -14,8 +14,8 @@
 namespace spray::pds {
 
 bool Pds::reclaimable(const Pdc& p) const {
-  return p.state == PdcState::kEstablished && p.tx_idle() && p.rtx_count == 0 &&
-         !p.probe_pending && !p.ack_pending && p.rx_drained();
+  return p.state == PdcState::kEstablished && p.tx_idle() && p.rtx_count == 0 && !p.probe_pending &&
+         !p.ack_pending && p.rx_drained();
 }
 
 void Pds::reclaim_idle_pdc(Time now) {

@@ -433,7 +433,8 @@ void Pds::on_rto(uint32_t index, Time now) {
   if (!pdcs_.in_use(index)) return;
   Pdc& p = pdcs_[index];
   if (p.snd_una == p.snd_nxt) return;
-  if (p.state == PdcState::kSynSent && p.syn_refused && now - p.syn_refused_at >= cfg_.pdc_wait) {
+  const bool syn_refused = p.state == PdcState::kSynSent && p.syn_refused;
+  if (syn_refused && now - p.syn_refused_at >= cfg_.pdc_wait) {
     fail_pdc(index, Status::kNoPdcAvailable);  // the target stayed full
     return;
   }
@@ -461,7 +462,7 @@ void Pds::on_rto(uint32_t index, Time now) {
   }
   // Back off, unless all this timeout does is send again a SYN the target refused for
   // want of a PDC: it is making room, and a backed-off SYN would miss it for long.
-  if (lost || !p.syn_refused) {
+  if (lost || !syn_refused) {
     p.cc->on_timeout(now);
     ++p.backoff;
   }
