@@ -1,0 +1,242 @@
+// The PDC lifecycle driven directly: closing (never while ROD packets wait to go up),
+// full PDC tables and making room in them (pds_reclaim.cc), the per-peer cap on target
+// PDCs.
+#include <gtest/gtest.h>
+
+#include "tests/transport/pds/pds_pair.h"
+
+namespace spray::pds {
+namespace {
+
+using namespace spray::pds::test;
+
+// ROD packets from the target wait at the initiator behind one SES could not take yet
+// (a stalled line). Freeing the PDC then would drop them, though the target has them
+// acknowledged; the close waits until they have gone up.
+struct RodLineStalledAtInitiator : Pair {
+  uint32_t pdc = 0;  // A's PDC to B
+  void SetUp() override {
+    a.enqueue(kB, Mode::kRod, run(0, 1), us(0));
+    for (const TxPacket& pkt : drain_tx(a, us(0))) {
+      RxClass c = b.classify_request(kA, pkt.request, false, us(0));
+      b.commit_request(c, false);
+    }
+    for (const auto& ack : headers_of<wire::PdsAck>(control(b))) a.on_ack(kB, ack, us(1));
+    ASSERT_EQ(a.open_pdcs(), 1u);
+    while (a.pdc(pdc) == nullptr) ++pdc;
+  }
+  // B sends A two ROD packets on the same PDC; the second arrives first and is held,
+  // and SES refuses it when it comes up: the line stalls.
+  void stall_a_line_from_b() {
+    b.enqueue(kA, Mode::kRod, run(1, 2), us(2));
+    const auto tx = drain_tx(b, us(2));
+    ASSERT_EQ(tx.size(), 2u);
+    EXPECT_EQ(deliver(a, kB, tx[1], 0x2), RxVerdict::kHold);
+    EXPECT_EQ(deliver(a, kB, tx[0]), RxVerdict::kDeliver);
+    uint64_t held = 0;
+    ASSERT_TRUE(a.pop_in_order(pdc, held));
+    EXPECT_EQ(held, 0x2u);
+    a.unpop_in_order(pdc, held);  // SES had no room
+    for (const auto& ack : headers_of<wire::PdsAck>(control(a))) b.on_ack(kA, ack, us(3));
+  }
+  void release_line() {
+    uint64_t held = 0;
+    ASSERT_TRUE(a.pop_in_order(pdc, held));
+    EXPECT_EQ(held, 0x2u);
+    EXPECT_FALSE(a.pop_in_order(pdc, held));
+  }
+};
+
+TEST_F(RodLineStalledAtInitiator, close__is_not_sent_until_the_line_has_gone_up) {
+  stall_a_line_from_b();
+  ASSERT_EQ(a.close(kB, Mode::kRod, us(4)), Status::kOk);
+  EXPECT_TRUE(drain_tx(a, us(4)).empty());
+  release_line();
+  const auto close = drain_tx(a, us(5));
+  ASSERT_EQ(close.size(), 1u);
+  EXPECT_TRUE(close[0].is_ctrl);
+  EXPECT_EQ(close[0].ctrl.type, wire::CtrlType::kClose);
+}
+
+TEST_F(RodLineStalledAtInitiator, close__acknowledged_meanwhile_frees_the_pdc_only_after_it) {
+  ASSERT_EQ(a.close(kB, Mode::kRod, us(2)), Status::kOk);
+  const auto close = drain_tx(a, us(2));
+  ASSERT_EQ(close.size(), 1u);
+  stall_a_line_from_b();  // B's packets cross the CLOSE; B has them acknowledged
+  b.on_ctrl(kA, close[0].ctrl, us(4));
+  EXPECT_EQ(b.open_pdcs(), 0u);
+  for (const auto& ack : headers_of<wire::PdsAck>(control(b))) a.on_ack(kB, ack, us(5));
+  EXPECT_EQ(a.open_pdcs(), 1u);  // held packets still to go up
+  EXPECT_TRUE(a.orphaned_buffers().empty());
+  release_line();
+  EXPECT_EQ(a.open_pdcs(), 0u);
+  EXPECT_TRUE(a.orphaned_buffers().empty());
+}
+
+// Full PDC tables (pds_reclaim.cc): a third engine, C, and a target whose table holds
+// one PDC.
+struct FullTable : Pair {
+  static constexpr PeerIndex kC = 2;  // how the target names C
+  static PdsConfig one_pdc() {
+    PdsConfig c = config();
+    c.max_pdcs = 1;
+    return c;
+  }
+  Pds c{config()};
+  Pds target{one_pdc()};
+  // A sends one packet to the target and hears its ACK: A's PDC is then idle.
+  void a_talks_to_target(Time now) {
+    a.enqueue(kB, Mode::kRud, run(0, 1), now);
+    for (const TxPacket& pkt : drain_tx(a, now)) deliver(target, kA, pkt);
+    for (const auto& ack : headers_of<wire::PdsAck>(control(target))) a.on_ack(kB, ack, now);
+    ASSERT_EQ(a.acked().size(), 1u);
+    a.acked().clear();
+  }
+};
+
+TEST_F(FullTable, target__asks_an_idle_initiator_to_close_and_then_takes_the_refused_syn) {
+  a_talks_to_target(us(0));
+  ASSERT_EQ(c.enqueue(kB, Mode::kRud, run(1, 1), us(10)), Status::kOk);
+  const TxPacket syn = drain_tx(c, us(10)).at(0);
+  EXPECT_EQ(deliver(target, kC, syn), RxVerdict::kReject);
+  // The refusal, and a CLOSE_REQ to A, whose PDC is the least recently active idle one.
+  const auto out = control(target);
+  const auto nacks = headers_of<wire::PdsNack>(out);
+  ASSERT_EQ(nacks.size(), 1u);
+  EXPECT_EQ(nacks[0].code, wire::NackCode::kNoPdcAvailable);
+  const auto asks = headers_of<wire::PdsCtrl>(out);
+  ASSERT_EQ(asks.size(), 1u);
+  EXPECT_EQ(asks[0].type, wire::CtrlType::kCloseRequest);
+  EXPECT_EQ(target.stats().close_requests, 1u);
+  c.on_nack(kB, nacks[0], us(11));
+  EXPECT_TRUE(c.failed().empty());  // a full table is not a dead peer
+
+  // A closes: CLOSE, the target frees its PDC and acknowledges, A frees its own.
+  a.on_ctrl(kB, asks[0], us(12));
+  EXPECT_EQ(a.stats().pdcs_reclaimed, 1u);
+  const auto close = drain_tx(a, us(12));
+  ASSERT_EQ(close.size(), 1u);
+  ASSERT_TRUE(close[0].is_ctrl);
+  EXPECT_EQ(close[0].ctrl.type, wire::CtrlType::kClose);
+  target.on_ctrl(kA, close[0].ctrl, us(13));
+  EXPECT_EQ(target.open_pdcs(), 0u);
+  for (const auto& ack : headers_of<wire::PdsAck>(control(target))) a.on_ack(kB, ack, us(14));
+  EXPECT_EQ(a.open_pdcs(), 0u);
+
+  // C's RTO sends the SYN again, and this time it gets in.
+  c.on_timers(us(1000));
+  const auto again = drain_tx(c, us(1000));
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_TRUE(again[0].request.is_syn());
+  EXPECT_EQ(deliver(target, kC, again[0]), RxVerdict::kDeliver);
+  for (const auto& ack : headers_of<wire::PdsAck>(control(target))) c.on_ack(kB, ack, us(1001));
+  ASSERT_EQ(c.acked().size(), 1u);
+  EXPECT_EQ(c.acked()[0].message, 1u);
+  EXPECT_TRUE(c.failed().empty());
+}
+
+TEST_F(FullTable, target__that_stays_full_fails_the_syn_with_no_pdc_available) {
+  PdsConfig patient = config();
+  patient.pdc_wait = Duration::milliseconds(50);
+  Pds slow{patient};
+  // A's PDC stays busy (a packet the target never receives), so A declines to close it.
+  a.enqueue(kB, Mode::kRud, run(0, 2), us(0));
+  const auto a_tx = drain_tx(a, us(0));
+  deliver(target, kA, a_tx[0]);
+  slow.enqueue(kB, Mode::kRud, run(1, 1), us(0));
+  Time now = us(0);
+  for (int i = 0; i < 10 && slow.failed().empty(); ++i) {
+    for (const TxPacket& pkt : drain_tx(slow, now)) {
+      EXPECT_EQ(deliver(target, kC, pkt), RxVerdict::kReject);
+    }
+    for (const ControlPacket& out : control(target)) {
+      if (const auto* n = std::get_if<wire::PdsNack>(&out.header)) slow.on_nack(kB, *n, now);
+      if (const auto* ask = std::get_if<wire::PdsCtrl>(&out.header)) a.on_ctrl(kB, *ask, now);
+    }
+    EXPECT_EQ(a.stats().pdcs_reclaimed, 0u);
+    now = now + Duration::milliseconds(20);  // past the RTO, which does not back off
+    slow.on_timers(now);
+  }
+  // Refused at 0 and sent again at every RTO; failed at the first RTO past pdc_wait.
+  EXPECT_EQ(now, Time{} + Duration::milliseconds(60));
+  EXPECT_EQ(slow.stats().retransmits, 2u);
+  ASSERT_EQ(slow.failed().size(), 1u);
+  EXPECT_EQ(slow.failed()[0].status, Status::kNoPdcAvailable);
+  EXPECT_EQ(slow.failed()[0].message, 1u);
+  EXPECT_EQ(target.open_pdcs(), 1u);
+}
+
+TEST_F(FullTable, initiator__closes_its_idle_pdc_and_the_waiting_sends_go_in_order) {
+  Pds small{one_pdc()};
+  small.enqueue(kB, Mode::kRud, run(0, 1), us(0));
+  for (const TxPacket& pkt : drain_tx(small, us(0))) deliver(b, kA, pkt);
+  for (const auto& ack : headers_of<wire::PdsAck>(control(b))) small.on_ack(kB, ack, us(1));
+  // Two sends to C: no slot, so they wait while the idle PDC to B closes.
+  ASSERT_EQ(small.enqueue(kC, Mode::kRud, run(1, 1), us(2)), Status::kOk);
+  ASSERT_EQ(small.enqueue(kC, Mode::kRud, run(2, 1), us(2)), Status::kOk);
+  EXPECT_EQ(small.waiting_for_pdc(), 1u);
+  EXPECT_EQ(small.stats().pdcs_reclaimed, 1u);
+  const auto close = drain_tx(small, us(2));
+  ASSERT_EQ(close.size(), 1u);
+  ASSERT_TRUE(close[0].is_ctrl);
+  b.on_ctrl(kA, close[0].ctrl, us(3));
+  for (const auto& ack : headers_of<wire::PdsAck>(control(b))) small.on_ack(kB, ack, us(4));
+  EXPECT_EQ(small.waiting_for_pdc(), 0u);
+  const auto to_c = drain_tx(small, us(4));
+  ASSERT_EQ(to_c.size(), 2u);
+  EXPECT_EQ(to_c[0].peer, kC);
+  EXPECT_TRUE(to_c[0].request.is_syn());
+  EXPECT_EQ(to_c[0].ref.message, 1u);
+  EXPECT_EQ(to_c[1].ref.message, 2u);
+  EXPECT_TRUE(small.failed().empty());
+}
+
+TEST_F(FullTable, initiator__fails_waiting_sends_after_pdc_wait_when_nothing_frees) {
+  PdsConfig cfg = one_pdc();
+  cfg.pdc_wait = Duration::microseconds(50);
+  Pds small{cfg};
+  small.enqueue(kB, Mode::kRud, run(0, 1), us(0));
+  drain_tx(small, us(0));  // in flight, never acknowledged: the PDC stays busy
+  ASSERT_EQ(small.enqueue(kC, Mode::kRud, run(1, 1), us(1)), Status::kOk);
+  EXPECT_EQ(small.stats().pdcs_reclaimed, 0u);
+  small.on_timers(us(120));
+  ASSERT_EQ(small.failed().size(), 1u);
+  EXPECT_EQ(small.failed()[0].message, 1u);
+  EXPECT_EQ(small.failed()[0].status, Status::kNoPdcAvailable);
+  EXPECT_EQ(small.waiting_for_pdc(), 0u);
+  EXPECT_EQ(small.stats().pdc_wait_failures, 1u);
+}
+
+TEST_F(Pair, pdc_table__one_peer_cannot_hold_more_than_its_share_of_target_pdcs) {
+  // A source whose every SYN names a new PDC (forged or broken) gets at most
+  // max_target_pdcs_per_peer of them; other peers still get theirs.
+  PdsConfig small = config();
+  small.max_pdcs = 8;
+  small.max_target_pdcs_per_peer = 2;
+  Pds target(small);
+  a.enqueue(kB, Mode::kRud, run(0, 1), us(0));
+  const TxPacket syn = drain_tx(a, us(0)).at(0);
+  ASSERT_TRUE(syn.request.is_syn());
+  auto from_pdc = [&](uint16_t spdcid) {
+    TxPacket forged = syn;
+    forged.request.spdcid = spdcid;
+    return forged;
+  };
+  EXPECT_EQ(deliver(target, kA, from_pdc(100)), RxVerdict::kDeliver);
+  EXPECT_EQ(deliver(target, kA, from_pdc(101)), RxVerdict::kDeliver);
+  EXPECT_EQ(deliver(target, kA, from_pdc(102)), RxVerdict::kReject);
+  EXPECT_EQ(deliver(target, kA, from_pdc(100)), RxVerdict::kDuplicate);  // its own PDC still works
+  EXPECT_EQ(target.stats().pdcs_refused, 1u);
+  target.flush_acks();
+  const auto& out = target.control_out();
+  EXPECT_TRUE(std::any_of(out.begin(), out.end(), [](const ControlPacket& c) {
+    const auto* n = std::get_if<wire::PdsNack>(&c.header);
+    return n && n->code == wire::NackCode::kNoPdcAvailable;
+  }));
+  constexpr PeerIndex kOther = 2;
+  EXPECT_EQ(deliver(target, kOther, from_pdc(102)), RxVerdict::kDeliver);
+  EXPECT_EQ(target.stats().pdcs_opened, 3u);
+}
+
+}  // namespace
+}  // namespace spray::pds
