@@ -78,9 +78,11 @@ void Pds::adopt_waiting_runs(uint32_t index) {
     return w.peer == p.peer && w.mode == p.mode;
   });
   if (it == waiting_.end()) return;
-  // A fresh PDC has no runs of its own yet, so the waiting ones keep their order.
+  // Sends for this (peer, mode) waited rather than go to the PDC, so any runs it has
+  // are later ones: the waiting runs go first.
+  it->tail->next = p.run_head;
   p.run_head = it->head;
-  p.run_tail = it->tail;
+  if (p.run_tail == nullptr) p.run_tail = it->tail;
   waiting_.erase(it);
   if (waiting_.empty()) timers_.cancel(wait_timer_);
   mark_ready(index);
