@@ -106,6 +106,7 @@ engine::EngineConfig engine_config() {
   e.pds.path_name = p.path_selection;
   e.pds.entropy_count = static_cast<uint16_t>(p.entropy_ports);
   e.pds.reps_cache = static_cast<uint16_t>(std::clamp(p.reps_cache, 1, 32));
+  e.pds.max_pdcs = static_cast<uint32_t>(std::clamp(p.max_pdcs, 2, 32768));
   const int default_rate = p.datapath == "shm" ? 400 : 100;
   e.pds.cc.line_rate_gbps =
       p.line_rate_gbps > 0 ? std::min(p.line_rate_gbps, 100000) : default_rate;

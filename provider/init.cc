@@ -73,6 +73,10 @@ constexpr IntParam kIntParams[] = {
     {"verbs_gid_index", &Params::verbs_gid_index,
      "GID index the verbs datapath sends from (RoCE: picks v1 or v2, IPv4 or IPv6; see "
      "show_gids)."},
+    {"max_pdcs", &Params::max_pdcs,
+     "PDCs (packet delivery contexts) an endpoint holds at once, 2..32768, about one per "
+     "peer it talks to; beyond that, idle ones are closed and reopened as needed, which "
+     "costs time."},
     {"reps_cache", &Params::reps_cache,
      "REPS: entropy values acknowledged without ECN that are kept for reuse, 1..32 (UET's "
      "REPS uses 8)."},

@@ -60,6 +60,7 @@ struct Params {
   std::string congestion = "nscc";
   std::string path_selection = "reps";
   int reps_cache = 32;  // FI_SPRAY_REPS_CACHE: REPS's recycled entropy values, 1..32
+  int max_pdcs = 1024;  // FI_SPRAY_MAX_PDCS: PDCs an endpoint holds at once, 2..32768
   int rto_min_us = 1000;
   // A silent peer is declared dead after about 1+2+...+256 ms + 7 x 500 ms = 4 s: long
   // enough for a process descheduled on an oversubscribed host (0.6 s was not: ranks

@@ -16,6 +16,9 @@ inline EngineConfig real_time_engine_config() {
   e.pds.min_rto = Duration::milliseconds(1);
   e.pds.max_rto = Duration::milliseconds(100);
   e.pds.reorder_window = Duration::microseconds(500);
+  // Waiting for a PDC in a full table takes scheduling rounds here, not microseconds:
+  // four ranks on two cores with two PDCs each (FI_SPRAY_MAX_PDCS=2) waited over 1 s.
+  e.pds.pdc_wait = Duration::seconds(10);
   return e;
 }
 

@@ -198,8 +198,17 @@ class Pds {
   bool reclaimable(const Pdc& p) const;
   // Starts freeing the least recently active reclaimable PDC, unless enough closes are
   // already under way for the sends waiting: one of ours is closed (CLOSE); a target
-  // PDC is freed by asking its initiator to close it (CTRL CLOSE_REQ).
-  void reclaim_idle_pdc(Time now);
+  // PDC is freed by asking its initiator to close it (CTRL CLOSE_REQ). For our own open
+  // (`own_open`) at own_pdc_limit(), only closing one of ours makes room.
+  void reclaim_idle_pdc(Time now, bool own_open);
+  // Initiator PDCs this engine may hold: all but an eighth of the table (at least one
+  // slot) is left to peers' SYNs. Otherwise engines whose tables are full of their own
+  // SYNs to each other refuse each other's SYNs until all fail (a chaos run with two
+  // PDCs a host did).
+  uint32_t own_pdc_limit() const {
+    const uint32_t capacity = pdcs_.capacity();
+    return capacity > 1 ? capacity - std::max<uint32_t>(1, capacity / 8) : 1;
+  }
   // Parks `run` until a PDC to (peer, mode) can be opened.
   void wait_for_pdc(PeerIndex peer, Mode mode, TxRun* run, Time now);
   // open_pdc made the PDC for (p.peer, p.mode): it takes over the runs waiting for one.
@@ -208,6 +217,10 @@ class Pds {
   void open_for_waiting();
   // The wait timer: fails sends that waited cfg.pdc_wait, asks again for room.
   void on_wait_timer(Time now);
+  // Whether a new SYN (by syn_key) may take a free slot now, first come, first served
+  // among SYNs refused for want of one; a SYN refused now joins the queue.
+  bool syn_may_open(uint64_t key, Time now);
+  void note_refused_syn(uint64_t key, Time now);
 
   // pds_tx.cc
   void queue_retransmit(Pdc& p, uint32_t psn);
@@ -279,6 +292,14 @@ class Pds {
   // classify_request accepted a SYN whose PDC opens at commit_request: until then an
   // initiator open (SES answering that very packet) may not take the last slot.
   bool target_open_pending_ = false;
+  uint32_t initiator_pdcs_ = 0;  // PDCs in the table that this engine opened
+  // SYNs refused for want of a slot, oldest first, each with when it was last refused;
+  // a slot that frees goes to the oldest. Bounded; empty unless the table is full.
+  struct RefusedSyn {
+    uint64_t key = 0;
+    Time seen{};
+  };
+  std::vector<RefusedSyn> refused_syns_;
   PdsStats stats_;
 };
 

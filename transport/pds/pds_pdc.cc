@@ -51,13 +51,8 @@ Pdc* Pds::pdc_by_local_id(uint16_t id) {
 
 bool Pds::open_pdc(PeerIndex peer, Mode mode, bool initiator, uint32_t& index) {
   if (initiator) {
-    // Our own opens leave an eighth of the table (at least one slot) to peers' SYNs.
-    // Otherwise engines whose tables are full of their own SYNs to each other refuse
-    // each other's SYNs until all fail (a chaos run with two PDCs a host did).
-    const uint32_t capacity = pdcs_.capacity();
-    const uint32_t own_limit = capacity > 1 ? capacity - std::max<uint32_t>(1, capacity / 8) : 1;
-    if (pdcs_.used() >= own_limit) return false;
-    if (target_open_pending_ && pdcs_.used() + 1 >= capacity) return false;
+    if (initiator_pdcs_ >= own_pdc_limit()) return false;
+    if (target_open_pending_ && pdcs_.used() + 1 >= pdcs_.capacity()) return false;
   }
   const auto slot = pdcs_.acquire();
   if (!slot) return false;
@@ -88,6 +83,7 @@ bool Pds::open_pdc(PeerIndex peer, Mode mode, bool initiator, uint32_t& index) {
     p.snd_una = p.snd_nxt = p.rcv_nxt = p.rod_pop = p.start_psn;
   }
   p.last_active = now_;
+  if (initiator) ++initiator_pdcs_;
   ++stats_.pdcs_opened;
   if (!by_peer_.find(pdc_key(peer, mode))) {
     by_peer_.insert(pdc_key(peer, mode), index);
@@ -99,6 +95,7 @@ bool Pds::open_pdc(PeerIndex peer, Mode mode, bool initiator, uint32_t& index) {
 void Pds::free_pdc(uint32_t index) {
   Pdc& p = pdcs_[index];
   if (p.credit_active) --credit_senders_;
+  if (p.initiator) --initiator_pdcs_;
   timers_.cancel(p.rto_timer);
   timers_.cancel(p.pace_timer);
   by_id_.erase(p.local_id);
@@ -145,7 +142,10 @@ void Pds::fail_pdc(uint32_t index, Status why) {
     failed_.push_back({r->message, why});
     r = following;
   }
-  failed_peers_.push_back(p.peer);
+  // A peer whose table stayed full is alive: only its PDC's messages fail, not every
+  // operation waiting on it (a chaos-free 4-rank all-to-all with two PDCs per endpoint
+  // reported "No route to host" for sends on other PDCs).
+  if (why != Status::kNoPdcAvailable) failed_peers_.push_back(p.peer);
   ++stats_.pdcs_failed;
   free_pdc(index);
 }
@@ -187,7 +187,7 @@ Status Pds::probe(PeerIndex peer, Mode mode, Time now) {
   if (auto found = by_peer_.find(pdc_key(peer, mode))) {
     index = *found;
   } else if (!open_pdc(peer, mode, true, index)) {
-    reclaim_idle_pdc(now);  // the engine probes again at its next interval
+    reclaim_idle_pdc(now, true);  // the engine probes again at its next interval
     return Status::kNoPdcAvailable;
   }
   pdcs_[index].probe_pending = true;

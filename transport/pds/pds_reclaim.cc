@@ -18,9 +18,12 @@ bool Pds::reclaimable(const Pdc& p) const {
          !p.ack_pending && p.rx_drained();
 }
 
-void Pds::reclaim_idle_pdc(Time now) {
+void Pds::reclaim_idle_pdc(Time now, bool own_open) {
   constexpr uint32_t kNone = 0xffffffff;
   uint32_t own = kNone, target = kNone;
+  // At its limit of PDCs of its own, an engine makes room for another only by closing
+  // one of them; a freed target slot would stay reserved for peers' SYNs.
+  const bool only_own = own_open && initiator_pdcs_ >= own_pdc_limit();
   size_t under_way = 0;  // closes that will free a slot: CLOSE sent, or CLOSE_REQ recently
   const auto asked_recently = [&](const Pdc& p) {
     return p.close_asked.ps != 0 && now - p.close_asked < cfg_.initial_rto;
@@ -28,6 +31,7 @@ void Pds::reclaim_idle_pdc(Time now) {
   for (uint32_t i = 0; i < pdcs_.capacity(); ++i) {
     if (!pdcs_.in_use(i)) continue;
     const Pdc& p = pdcs_[i];
+    if (only_own && !p.initiator) continue;
     if (p.state == PdcState::kClosing || (!p.initiator && asked_recently(p))) {
       ++under_way;
       continue;
@@ -69,7 +73,7 @@ void Pds::wait_for_pdc(PeerIndex peer, Mode mode, TxRun* run, Time now) {
   waiting_.push_back({peer, mode, run, run, now});
   ++stats_.pdc_waits;
   if (!wait_timer_.armed()) timers_.arm(wait_timer_, now + cfg_.initial_rto);
-  reclaim_idle_pdc(now);
+  reclaim_idle_pdc(now, true);
 }
 
 void Pds::adopt_waiting_runs(uint32_t index) {
@@ -115,8 +119,37 @@ void Pds::on_wait_timer(Time now) {
   }
   if (waiting_.empty()) return;
   // PDCs that were busy when the wait began may be idle now.
-  reclaim_idle_pdc(now);
+  reclaim_idle_pdc(now, true);
   timers_.arm(wait_timer_, now + cfg_.initial_rto);
+}
+
+// Without the queue a freed slot went to whichever SYN retry landed first: with four
+// ranks and two PDCs each, one rank's SYN was refused for over five seconds while the
+// others' retries kept taking every slot that freed.
+bool Pds::syn_may_open(uint64_t key, Time now) {
+  if (refused_syns_.empty()) return true;
+  // A SYN not seen again within a few of its RTOs (which do not back off) was given up.
+  const Duration forgotten = std::max(cfg_.initial_rto, cfg_.min_rto) * 4;
+  std::erase_if(refused_syns_, [&](const RefusedSyn& r) { return now - r.seen > forgotten; });
+  const size_t free = pdcs_.capacity() - pdcs_.used();
+  for (size_t i = 0; i < refused_syns_.size() && i < free; ++i) {
+    if (refused_syns_[i].key == key) {
+      refused_syns_.erase(refused_syns_.begin() + static_cast<ptrdiff_t>(i));
+      return true;
+    }
+  }
+  return refused_syns_.size() < free;  // room beyond those waiting their turn
+}
+
+void Pds::note_refused_syn(uint64_t key, Time now) {
+  constexpr size_t kMaxRefusedSyns = 256;  // beyond these, SYNs just compete
+  for (RefusedSyn& r : refused_syns_) {
+    if (r.key == key) {
+      r.seen = now;
+      return;
+    }
+  }
+  if (refused_syns_.size() < kMaxRefusedSyns) refused_syns_.push_back({key, now});
 }
 
 }  // namespace spray::pds

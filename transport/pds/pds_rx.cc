@@ -45,11 +45,14 @@ RxClass Pds::classify_request(PeerIndex peer, const wire::PdsRequest& h, bool tr
         send_nack(peer, wire::NackCode::kTrimmed, h.psn, 0, h.spdcid);
         return c;
       }
-      const bool full = pdcs_.used() >= pdcs_.capacity();
+      const bool full = pdcs_.used() >= pdcs_.capacity() || !syn_may_open(key, now);
       if (full || target_pdcs_of_peer_.find(peer).value_or(0) >= cfg_.max_target_pdcs_per_peer) {
         ++stats_.pdcs_refused;
         send_nack(peer, wire::NackCode::kNoPdcAvailable, h.psn, 0, h.spdcid);
-        if (full) reclaim_idle_pdc(now);  // room for the SYN's next try
+        if (full) {  // room for the SYN's next try, which is kept its turn
+          note_refused_syn(key, now);
+          reclaim_idle_pdc(now, false);
+        }
         return c;
       }
       // A new PDC: nothing exists until commit_request; the window is empty and

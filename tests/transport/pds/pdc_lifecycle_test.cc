@@ -163,6 +163,27 @@ TEST_F(FullTable, target__that_stays_full_fails_the_syn_with_no_pdc_available) {
   ASSERT_EQ(slow.failed().size(), 1u);
   EXPECT_EQ(slow.failed()[0].status, Status::kNoPdcAvailable);
   EXPECT_EQ(slow.failed()[0].message, 1u);
+  EXPECT_TRUE(slow.failed_peers().empty());  // alive, only full: nothing else fails with it
+  EXPECT_EQ(target.open_pdcs(), 1u);
+}
+
+TEST_F(FullTable, target__gives_a_freed_slot_to_the_syn_refused_first) {
+  a_talks_to_target(us(0));
+  c.enqueue(kB, Mode::kRud, run(1, 1), us(10));
+  const TxPacket c_syn = drain_tx(c, us(10)).at(0);
+  EXPECT_EQ(deliver(target, kC, c_syn), RxVerdict::kReject);  // refused first: C's turn next
+  const auto asks = headers_of<wire::PdsCtrl>(control(target));
+  ASSERT_EQ(asks.size(), 1u);
+  // A closes; the slot is free when D's SYN, refused never before, lands first.
+  a.on_ctrl(kB, asks[0], us(12));
+  target.on_ctrl(kA, drain_tx(a, us(12)).at(0).ctrl, us(13));
+  ASSERT_EQ(target.open_pdcs(), 0u);
+  constexpr PeerIndex kD = 3;
+  Pds d{config()};
+  d.enqueue(kB, Mode::kRud, run(2, 1), us(14));
+  EXPECT_EQ(deliver(target, kD, drain_tx(d, us(14)).at(0)), RxVerdict::kReject);
+  EXPECT_EQ(target.open_pdcs(), 0u);
+  EXPECT_EQ(deliver(target, kC, c_syn), RxVerdict::kDeliver);  // C's retry takes it
   EXPECT_EQ(target.open_pdcs(), 1u);
 }
 
