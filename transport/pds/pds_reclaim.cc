@@ -5,8 +5,10 @@
 // When a PDC is needed and none is free, the least recently active idle one is closed:
 // ours with CTRL CLOSE; a target PDC by asking its initiator with CTRL CLOSE_REQ (only
 // the initiator may close). Until a slot frees, our sends wait here (WaitingRuns), at
-// most cfg.pdc_wait; a peer's SYN is NACKed NO_PDC_AVAIL and its RTO sends it again.
-// All of this runs only when the table is full: the fast path never sees it.
+// most cfg.pdc_wait; a peer's SYN is NACKed NO_PDC_AVAIL, its RTO sends it again, and
+// freed slots go to refused SYNs in the order they were refused (refused_syns_). All of
+// this runs only when the table is full or a PDC opens: the per-packet path never sees
+// it.
 #include <algorithm>
 
 #include "transport/pds/pds.h"
