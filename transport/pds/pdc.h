@@ -50,6 +50,10 @@ struct TxRun {
   uint32_t next_packet = 0;
   uint32_t packet_count = 0;
   uint32_t packet_bytes = 0;  // wire bytes of a full packet, for window accounting
+  // An answer to the peer (a response, a read request or read data), not a user's
+  // operation. Waiting for a PDC it never times out: its requester has no other way to
+  // learn of it and would wait forever instead (see Pds::on_wait_timer).
+  bool answer = false;
 };
 
 enum class PdcState : uint8_t {

@@ -108,16 +108,35 @@ void Pds::open_for_waiting() {
 }
 
 void Pds::on_wait_timer(Time now) {
-  // Oldest first: fail every (peer, mode) that waited its limit.
-  while (!waiting_.empty() && now - waiting_.front().since >= cfg_.pdc_wait) {
-    for (TxRun* r = waiting_.front().head; r != nullptr;) {
+  // Every (peer, mode) that waited its limit: the user's sends fail; answers to the
+  // peer keep waiting (TxRun::answer), in order.
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if (now - it->since < cfg_.pdc_wait) {
+      ++it;
+      continue;
+    }
+    TxRun* kept_head = nullptr;
+    TxRun* kept_tail = nullptr;
+    for (TxRun* r = it->head; r != nullptr;) {
       TxRun* following = r->next;
       r->next = nullptr;
-      failed_.push_back({r->message, Status::kNoPdcAvailable});
-      ++stats_.pdc_wait_failures;
+      if (r->answer) {
+        (kept_tail != nullptr ? kept_tail->next : kept_head) = r;
+        kept_tail = r;
+      } else {
+        failed_.push_back({r->message, Status::kNoPdcAvailable});
+        ++stats_.pdc_wait_failures;
+      }
       r = following;
     }
-    waiting_.erase(waiting_.begin());
+    if (kept_head == nullptr) {
+      it = waiting_.erase(it);
+      continue;
+    }
+    it->head = kept_head;
+    it->tail = kept_tail;
+    it->since = now;
+    ++it;
   }
   if (waiting_.empty()) return;
   // PDCs that were busy when the wait began may be idle now.

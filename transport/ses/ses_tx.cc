@@ -111,6 +111,7 @@ Status Ses::start(uint32_t slot, pds::Mode mode, Time now) {
   TxMessage& m = tx_[slot];
   m.packet_count = m.run.packet_count;
   m.run.next_packet = 0;
+  m.run.answer = !m.user_op;
   if (m.needs_response && !tx_by_id_.insert(id_key(m.peer, m.msg_id), slot)) {
     tx_.release(slot);
     return Status::kAgain;

@@ -228,6 +228,27 @@ TEST_F(FullTable, initiator__fails_waiting_sends_after_pdc_wait_when_nothing_fre
   EXPECT_EQ(small.stats().pdc_wait_failures, 1u);
 }
 
+TEST_F(FullTable, initiator__keeps_answers_waiting_past_pdc_wait) {
+  // An answer (a response the peer waits for) that timed out would leave the peer
+  // waiting forever, so only the user's send beside it fails.
+  PdsConfig cfg = one_pdc();
+  cfg.pdc_wait = Duration::microseconds(50);
+  Pds small{cfg};
+  small.enqueue(kB, Mode::kRud, run(0, 1), us(0));
+  drain_tx(small, us(0));  // in flight, never acknowledged: the PDC stays busy
+  TxRun* answer = run(2, 1);
+  answer->answer = true;
+  ASSERT_EQ(small.enqueue(kC, Mode::kRud, run(1, 1), us(1)), Status::kOk);
+  ASSERT_EQ(small.enqueue(kC, Mode::kRud, answer, us(1)), Status::kOk);
+  small.on_timers(us(120));
+  ASSERT_EQ(small.failed().size(), 1u);
+  EXPECT_EQ(small.failed()[0].message, 1u);
+  EXPECT_EQ(small.waiting_for_pdc(), 1u);
+  small.on_timers(us(400));              // pdc_wait has passed again since
+  EXPECT_EQ(small.failed().size(), 1u);  // still waiting, not failed
+  EXPECT_EQ(small.waiting_for_pdc(), 1u);
+}
+
 TEST_F(Pair, pdc_table__one_peer_cannot_hold_more_than_its_share_of_target_pdcs) {
   // A source whose every SYN names a new PDC (forged or broken) gets at most
   // max_target_pdcs_per_peer of them; other peers still get theirs.
