@@ -288,6 +288,8 @@ class Pds {
     Time since{};
   };
   std::vector<WaitingRuns> waiting_;
+  // The waiting sends for (peer, mode), or waiting_.end() (pds_reclaim.cc).
+  std::vector<WaitingRuns>::iterator find_waiting(PeerIndex peer, Mode mode);
   TimerNode wait_timer_;
   // classify_request accepted a SYN whose PDC opens at commit_request: until then an
   // initiator open (SES answering that very packet) may not take the last slot.

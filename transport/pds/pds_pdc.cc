@@ -154,10 +154,7 @@ Status Pds::enqueue(PeerIndex peer, Mode mode, TxRun* run, Time now) {
   now_ = now;
   uint32_t index = 0;
   // Earlier sends to this peer waiting for a PDC go first.
-  const bool earlier_wait = std::any_of(waiting_.begin(), waiting_.end(), [&](const auto& w) {
-    return w.peer == peer && w.mode == mode;
-  });
-  if (earlier_wait) {
+  if (!waiting_.empty() && find_waiting(peer, mode) != waiting_.end()) {
     wait_for_pdc(peer, mode, run, now);
     return Status::kOk;
   }

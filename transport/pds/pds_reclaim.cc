@@ -62,11 +62,14 @@ void Pds::reclaim_idle_pdc(Time now, bool own_open) {
   ++stats_.close_requests;
 }
 
+std::vector<Pds::WaitingRuns>::iterator Pds::find_waiting(PeerIndex peer, Mode mode) {
+  return std::find_if(waiting_.begin(), waiting_.end(),
+                      [&](const WaitingRuns& w) { return w.peer == peer && w.mode == mode; });
+}
+
 void Pds::wait_for_pdc(PeerIndex peer, Mode mode, TxRun* run, Time now) {
   run->next = nullptr;
-  const auto it = std::find_if(waiting_.begin(), waiting_.end(), [&](const WaitingRuns& w) {
-    return w.peer == peer && w.mode == mode;
-  });
+  const auto it = find_waiting(peer, mode);
   if (it != waiting_.end()) {
     it->tail->next = run;
     it->tail = run;
@@ -80,9 +83,7 @@ void Pds::wait_for_pdc(PeerIndex peer, Mode mode, TxRun* run, Time now) {
 
 void Pds::adopt_waiting_runs(uint32_t index) {
   Pdc& p = pdcs_[index];
-  const auto it = std::find_if(waiting_.begin(), waiting_.end(), [&](const WaitingRuns& w) {
-    return w.peer == p.peer && w.mode == p.mode;
-  });
+  const auto it = find_waiting(p.peer, p.mode);
   if (it == waiting_.end()) return;
   // Sends for this (peer, mode) waited rather than go to the PDC, so any runs it has
   // are later ones: the waiting runs go first.
