@@ -27,9 +27,13 @@ using tools::Options;
 
 nlohmann::json udp_stats(const dp::UdpDatapath& d) {
   const auto& s = d.stats();
-  return {{"tx_packets", s.tx_packets},           {"tx_dropped", s.tx_dropped},
-          {"tx_syscalls", s.tx_syscalls},         {"tx_gso_messages", s.tx_gso_messages},
-          {"rx_gro_messages", s.rx_gro_messages}, {"rx_packets", s.rx_packets}};
+  return {{"tx_packets", s.tx_packets},
+          {"tx_dropped", s.tx_dropped},
+          {"tx_syscalls", s.tx_syscalls},
+          {"tx_gso_messages", s.tx_gso_messages},
+          {"rx_gro_messages", s.rx_gro_messages},
+          {"rx_packets", s.rx_packets},
+          {"rx_ecn_ce", s.rx_ecn_ce}};
 }
 
 nlohmann::json dpdk_stats(const dp::DpdkDatapath& d) {
@@ -41,6 +45,7 @@ nlohmann::json dpdk_stats(const dp::DpdkDatapath& d) {
           {"rx_not_for_us", s.rx_not_for_us},
           {"rx_bad_checksum", s.rx_bad_checksum},
           {"rx_malformed", s.rx_malformed},
+          {"rx_ecn_ce", s.rx_ecn_ce},
           {"arp_requests_sent", s.arp_requests_sent},
           {"arp_replies_sent", s.arp_replies_sent},
           {"checksum_offload", d.checksum_offload()}};

@@ -87,6 +87,8 @@ class EndpointRoles {
             {"timeouts", p.timeouts},
             {"rx_packets", p.rx_packets},
             {"rx_duplicates", p.rx_duplicates},
+            {"rx_ecn_marked", p.rx_ecn_marked},
+            {"ecn_acks_received", p.ecn_acks_received},
             {"pdcs_failed", p.pdcs_failed},
             {o_.datapath, datapath_stats_(d_)}};
   }

@@ -88,7 +88,9 @@ struct PdsStats {
   uint64_t acks_received = 0;
   uint64_t nacks_sent = 0;
   uint64_t nacks_received = 0;
-  uint64_t bad_packets = 0;  // unknown PDC, wrong peer, forged ACKs, out of window
+  uint64_t bad_packets = 0;        // unknown PDC, wrong peer, forged ACKs, out of window
+  uint64_t rx_ecn_marked = 0;      // requests that arrived marked CE (congestion experienced)
+  uint64_t ecn_acks_received = 0;  // ACKs echoing a CE mark to this sender
   // ACKs overtaken by a later one (sprayed ACKs take different paths): ignored, normal.
   uint64_t stale_acks = 0;
   uint64_t pdcs_opened = 0;

@@ -149,6 +149,7 @@ void Pds::commit_request(RxClass& c, bool ecn_marked, uint64_t held) {
   }
   p.last_rx_psn = c.psn;
   p.last_rx_ecn = p.last_rx_ecn || ecn_marked;
+  if (ecn_marked) ++stats_.rx_ecn_marked;
   if (c.has_backlog) note_backlog(p, c.backlog);
   ++p.rx_since_ack;
   queue_ack(c.pdc);

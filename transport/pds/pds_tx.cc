@@ -286,6 +286,7 @@ void Pds::on_ack(PeerIndex peer, const wire::PdsAck& ack, Time now) {
   const uint32_t trigger =
       ack.cack_psn + static_cast<uint32_t>(static_cast<int32_t>(ack.ack_psn_offset));
   const bool ecn = (ack.flags & wire::ack_flags::kEcnMarked) != 0;
+  if (ecn) ++stats_.ecn_acks_received;
   Duration rtt{};
   if (psn_diff(trigger, p.snd_una) >= 0 && psn_diff(p.snd_nxt, trigger) > 0) {
     const TxSlot& t = p.tx[trigger % window_];

@@ -8,12 +8,11 @@
 #include <algorithm>
 #include <cstring>
 
+#include "transport/datapath/ecn.h"
+
 namespace spray::dp {
 namespace {
 
-constexpr uint8_t kEcnMask = 0x03;
-constexpr uint8_t kEcnEct0 = 0x02;
-constexpr uint8_t kEcnCe = 0x03;
 constexpr uint8_t kTtl = 64;
 
 // MAC fields are copied byte-wise: DPDK's ARP structs are packed, so no references.
@@ -61,7 +60,7 @@ void write_udp_frame(uint8_t* frame, const UdpFrameAddresses& a, uint32_t payloa
 
   auto* ip = reinterpret_cast<rte_ipv4_hdr*>(frame + kEthernetHeaderBytes);
   ip->version_ihl = RTE_IPV4_VHL_DEF;
-  ip->type_of_service = kEcnEct0;
+  ip->type_of_service = ecn::kEct0;
   ip->total_length =
       rte_cpu_to_be_16(static_cast<uint16_t>(kIpv4HeaderBytes + kUdpHeaderBytes + payload_bytes));
   ip->packet_id = 0;
@@ -124,7 +123,7 @@ ParsedFrame parse_frame(const uint8_t* frame, uint32_t length, const FrameFilter
   p.payload_bytes = udp_length - kUdpHeaderBytes;
   p.src_ip = rte_be_to_cpu_32(ip->src_addr);
   p.src_port = rte_be_to_cpu_16(udp->src_port);
-  p.ecn_ce = (ip->type_of_service & kEcnMask) == kEcnCe;
+  p.ecn_ce = ecn::congestion_experienced(ip->type_of_service);
   return p;
 }
 

@@ -92,14 +92,8 @@ void UdpDatapath::receive_gro_runs() {
   const size_t received = got > 0 ? static_cast<size_t>(got) : 0;
   for (size_t i = 0; i < received; ++i) {
     msghdr& h = g.msgs[i].msg_hdr;
-    uint32_t segment = g.msgs[i].msg_len;  // a single datagram unless GRO says otherwise
-    for (cmsghdr* c = CMSG_FIRSTHDR(&h); c != nullptr; c = CMSG_NXTHDR(&h, c)) {
-      if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
-        int size = 0;
-        std::memcpy(&size, CMSG_DATA(c), sizeof(size));
-        if (size > 0) segment = static_cast<uint32_t>(size);
-      }
-    }
+    const ReceivedMessage control = read_receive_control(h, g.msgs[i].msg_len);
+    const uint32_t segment = control.segment;  // the whole message unless GRO merged it
     if ((h.msg_flags & MSG_TRUNC) || segment > cfg_.mtu_bytes) {
       ++stats_.rx_truncated;
       unpin(g.posted[i]);
@@ -115,13 +109,14 @@ void UdpDatapath::receive_gro_runs() {
     const SourcePort source = split_source_port(run.from.port, cfg_.entropy_ports);
     run.from.port = source.base;
     run.entropy = source.entropy;
+    run.flags = control.ecn_ce ? PacketBuf::kEcnCe : 0;
     if (g.msgs[i].msg_len > segment) ++stats_.rx_gro_messages;
   }
   // recvmmsg filled the first `received` buffers and shrank their headers to what it
   // wrote: restore the headers and move the buffers still posted to the front.
   for (size_t i = 0; i < received; ++i) {
     g.msgs[i].msg_hdr.msg_namelen = sizeof(sockaddr_storage);
-    g.msgs[i].msg_hdr.msg_controllen = g.cmsg[i].size();
+    g.msgs[i].msg_hdr.msg_controllen = g.cmsg[i].bytes.size();
   }
   if (received > 0) {
     for (size_t i = received; i < g.posted_count; ++i) {
@@ -156,7 +151,8 @@ size_t UdpDatapath::rx_burst_gro(PacketBuf** bufs, size_t n) {
       b->len = len;
       b->peer = run.from;
       b->entropy = run.entropy;
-      b->flags = 0;
+      b->flags = run.flags;
+      if (run.flags & PacketBuf::kEcnCe) ++stats_.rx_ecn_ce;
       bufs[kept++] = b;
     }
     ++run.handed;
@@ -176,6 +172,7 @@ size_t UdpDatapath::rx_burst_direct(PacketBuf** bufs, size_t n) {
   std::array<mmsghdr, kMaxBurst> msgs;
   std::array<iovec, kMaxBurst> iov;
   std::array<sockaddr_storage, kMaxBurst> from;
+  std::array<ReceiveControl, kMaxBurst> control;
   const size_t have = alloc(bufs, n);
   for (size_t i = 0; i < have; ++i) {
     iov[i] = {bufs[i]->data, bufs[i]->capacity};
@@ -184,6 +181,8 @@ size_t UdpDatapath::rx_burst_direct(PacketBuf** bufs, size_t n) {
     msgs[i].msg_hdr.msg_iovlen = 1;
     msgs[i].msg_hdr.msg_name = &from[i];
     msgs[i].msg_hdr.msg_namelen = sizeof(sockaddr_storage);
+    msgs[i].msg_hdr.msg_control = control[i].bytes.data();
+    msgs[i].msg_hdr.msg_controllen = control[i].bytes.size();
   }
   const int got = have == 0 ? 0
                             : ::recvmmsg(sockets_[0], msgs.data(), static_cast<unsigned>(have),
@@ -204,6 +203,10 @@ size_t UdpDatapath::rx_burst_direct(PacketBuf** bufs, size_t n) {
     b->peer.port = source.base;
     b->entropy = source.entropy;
     b->flags = 0;
+    if (read_receive_control(msgs[i].msg_hdr, b->len).ecn_ce) {
+      b->flags = PacketBuf::kEcnCe;
+      ++stats_.rx_ecn_ce;
+    }
     bufs[kept++] = b;
   }
   for (size_t i = received; i < have; ++i) pool_.release(bufs[i]);

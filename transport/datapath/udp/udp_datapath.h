@@ -14,6 +14,9 @@
 // GRO (UdpConfig::gro) received datagrams are instead lent in place from the 64 KiB
 // buffers the kernel filled, so the only copy on receive is the kernel's.
 //
+// ECN: datagrams leave ECT(0); a CE mark on a received one is reported as
+// PacketBuf::kEcnCe (UdpConfig::ecn).
+//
 // Waiting: wait() polls the receive socket; callers spin on rx_burst for a while and
 // then block in wait(), so more processes than cores still make progress.
 #pragma once
@@ -28,6 +31,7 @@
 #include "transport/base/time.h"
 #include "transport/datapath/datapath.h"
 #include "transport/datapath/packet_pool.h"
+#include "transport/datapath/udp/receive_control.h"
 
 namespace spray::dp {
 
@@ -51,6 +55,11 @@ struct UdpConfig {
   // touched only as traffic needs them.
   bool gro = true;
   uint32_t gro_buffers = 128;  // 64 KiB receive buffers lent out; 1 to 65534
+  // ECN: datagrams leave marked ECT(0), so switches that would drop them for congestion
+  // mark them CE instead; a CE mark is read from the IP header (IP_RECVTOS /
+  // IPV6_RECVTCLASS) and reported as PacketBuf::kEcnCe, which PDS echoes to the sender's
+  // congestion control and path selector in its ACKs (as over DPDK).
+  bool ecn = true;
 };
 
 struct UdpStats {
@@ -63,6 +72,7 @@ struct UdpStats {
   uint64_t rx_truncated = 0;     // datagrams larger than a buffer, dropped
   uint64_t rx_gro_messages = 0;  // receives that carried two or more datagrams
   uint64_t rx_no_buffer = 0;     // datagrams dropped because the pool was empty
+  uint64_t rx_ecn_ce = 0;        // datagrams that arrived marked CE (congestion experienced)
   // GRO datagrams copied into pool buffers instead of lent: every receive buffer was
   // pinned (received through the bounce buffer), or a receive held more than 64.
   uint64_t rx_copied = 0;
@@ -122,6 +132,7 @@ class UdpDatapath {
     uint32_t handed = 0;
     NetAddr from;
     uint16_t entropy = 0;
+    uint8_t flags = 0;  // PacketBuf flags of every datagram in it (kEcnCe)
   };
   static constexpr size_t kGroReceives = 64;  // receive buffers posted per recvmmsg
   static constexpr uint32_t kGroBufferBytes = 65536;
@@ -165,8 +176,7 @@ class UdpDatapath {
     std::array<mmsghdr, kGroReceives> msgs{};
     std::array<iovec, kGroReceives> iov{};
     std::array<sockaddr_storage, kGroReceives> from{};
-    alignas(
-        cmsghdr) std::array<std::array<uint8_t, 24>, kGroReceives> cmsg{};  // >= CMSG_SPACE(int)
+    std::array<ReceiveControl, kGroReceives> cmsg{};
   };
   std::unique_ptr<GroReceive> gro_;
   std::array<GroRun, kGroReceives> gro_runs_{};

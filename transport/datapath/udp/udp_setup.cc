@@ -2,6 +2,7 @@
 // sockets, and explaining failures.
 #include <fcntl.h>
 #include <net/if.h>
+#include <netinet/in.h>
 #include <netinet/udp.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "transport/datapath/ecn.h"
 #include "transport/datapath/udp/socket_address.h"
 #include "transport/datapath/udp/udp_datapath.h"
 
@@ -20,6 +22,21 @@ namespace {
 void close_all(std::vector<int>& fds) {
   for (int fd : fds) ::close(fd);
   fds.clear();
+}
+
+// Sends ECT(0) and asks for the received ECN field (UdpConfig::ecn). The kernel keeps
+// the ECN bits a UDP socket sets (it clears them only for TCP).
+bool enable_ecn(int fd, int family, std::string& error) {
+  const int ect = ecn::kEct0;
+  const int on = 1;
+  const bool v6 = family == AF_INET6;
+  const int level = v6 ? IPPROTO_IPV6 : IPPROTO_IP;
+  if (::setsockopt(fd, level, v6 ? IPV6_TCLASS : IP_TOS, &ect, sizeof(ect)) != 0 ||
+      ::setsockopt(fd, level, v6 ? IPV6_RECVTCLASS : IP_RECVTOS, &on, sizeof(on)) != 0) {
+    error = fmt::format("cannot enable ECN on the socket: {}", std::strerror(errno));
+    return false;
+  }
+  return true;
 }
 
 // Creates and binds one socket; on failure fills `error` and returns -1.
@@ -37,6 +54,10 @@ int open_socket(const UdpConfig& c, const NetAddr& addr, std::string& error) {
   if (family == AF_INET6) {
     const int only = 1;
     ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &only, sizeof(only));
+  }
+  if (c.ecn && !enable_ecn(fd, family, error)) {
+    ::close(fd);
+    return -1;
   }
   if (!c.interface.empty() && ::setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, c.interface.c_str(),
                                            static_cast<socklen_t>(c.interface.size())) != 0) {
@@ -123,7 +144,6 @@ UdpDatapath::UdpDatapath(const UdpConfig& config, NetAddr local, std::vector<int
       gso_(config.gso) {
   const int on = 1;
   if (!config.gro || ::setsockopt(sockets_[0], SOL_UDP, UDP_GRO, &on, sizeof(on)) != 0) return;
-  static_assert(CMSG_SPACE(sizeof(int)) <= 24);
   const size_t slots = config.gro_buffers;
   gro_ = std::make_unique<GroReceive>();
   gro_->arena.reset(new uint8_t[(slots + 1) * kGroBufferBytes]);
@@ -139,8 +159,8 @@ UdpDatapath::UdpDatapath(const UdpConfig& config, NetAddr local, std::vector<int
     h.msg_iovlen = 1;
     h.msg_name = &gro_->from[i];
     h.msg_namelen = sizeof(sockaddr_storage);
-    h.msg_control = gro_->cmsg[i].data();
-    h.msg_controllen = gro_->cmsg[i].size();
+    h.msg_control = gro_->cmsg[i].bytes.data();
+    h.msg_controllen = gro_->cmsg[i].bytes.size();
   }
 }
 
