@@ -107,6 +107,20 @@ finish_transfer() {
   echo "server: $(cat "$workdir/server.json")"
   return $rc
 }
+# r1_forward_rule TABLE RULE: r1 applies RULE (with a counter) to everything it forwards.
+r1_forward_rule() {
+  command -v nft >/dev/null || skip "nftables (nft) is not installed"
+  x r1 nft -f - <<NFT
+table inet $1 {
+  chain forward {
+    type filter hook forward priority 0; policy accept;
+    $2
+  }
+}
+NFT
+}
+# r1_counted TABLE: the packets TABLE's counter has seen.
+r1_counted() { x r1 nft list table inet "$1" | grep -o 'packets [0-9]*' | awk '{print $2}'; }
 workdir=$(mktemp -d)
 trap 'cleanup; rm -rf "$workdir"' EXIT
 
@@ -138,37 +152,21 @@ case $test in
     [[ $after -eq $before ]] || { echo "FAIL: packets left on the dead link"; exit 1; }
     ;;
   nftdrop)
-    command -v nft >/dev/null || skip "nftables (nft) is not installed"
-    x r1 nft -f - <<'NFT'
-table inet spray_loss {
-  chain forward {
-    type filter hook forward priority 0; policy accept;
-    numgen random mod 100 < 5 counter drop
-  }
-}
-NFT
+    r1_forward_rule spray_loss 'numgen random mod 100 < 5 counter drop'
     start_transfer 100 262144
     finish_transfer || { echo "FAIL: transfer failed under 5 % loss"; exit 1; }
-    dropped=$(x r1 nft list table inet spray_loss | grep -o 'packets [0-9]*' | awk '{print $2}')
+    dropped=$(r1_counted spray_loss)
     echo "r1 dropped $dropped packets"
     (( dropped > 0 )) || { echo "FAIL: nftables dropped nothing"; exit 1; }
     ;;
   ecn)
-    command -v nft >/dev/null || skip "nftables (nft) is not installed"
-    # Only datagrams sent ECN-capable may be marked (RFC 3168): ECT(0) is 2.
-    x r1 nft -f - <<'NFT'
-table inet spray_ecn {
-  chain forward {
-    type filter hook forward priority 0; policy accept;
-    meta l4proto udp ip ecn ect0 counter ip ecn set ce
-  }
-}
-NFT
+    # Only datagrams sent ECN-capable may be marked (RFC 3168).
+    r1_forward_rule spray_ecn 'meta l4proto udp ip ecn ect0 counter ip ecn set ce'
     a0=$(tx_packets h1 h1r1); b0=$(tx_packets h1 h1r2)
     start_transfer 100 262144
     finish_transfer || { echo "FAIL: transfer failed with CE marks"; exit 1; }
     a=$(( $(tx_packets h1 h1r1) - a0 )); b=$(( $(tx_packets h1 h1r2) - b0 ))
-    marked=$(x r1 nft list table inet spray_ecn | grep -o 'packets [0-9]*' | awk '{print $2}')
+    marked=$(r1_counted spray_ecn)
     field() { grep -o "\"$2\":[0-9]*" "$workdir/$1.json" | head -1 | cut -d: -f2; }
     ce=$(field server rx_ecn_ce); rx_marked=$(field server rx_ecn_marked)
     echoed=$(field client ecn_acks_received)
