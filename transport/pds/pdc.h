@@ -145,6 +145,10 @@ struct Pdc {
   // if it has; the SYN is sent again every RTO until cfg.pdc_wait has passed since.
   Time syn_refused_at{};
   bool syn_refused = false;
+  // Initiator: an answer to the peer (TxRun::answer) was queued on it. Such a PDC never
+  // gives up on a refusing target: the peer's operation waits for that answer, and failing
+  // it would leave the peer waiting for good.
+  bool carries_answer = false;
   // Initiator: the CLOSE was acknowledged while ROD packets still wait here to go up
   // in order; the PDC is freed once they have (freeing it now would lose them).
   bool free_when_drained = false;

@@ -182,7 +182,9 @@ class Pds {
  private:
   // pds_pdc.cc
   uint32_t* find_pdc_slot(PeerIndex peer, Mode mode);
-  bool open_pdc(PeerIndex peer, Mode mode, bool initiator, uint32_t& index);
+  // An initiator open for sends waiting since `since` leaves alone the free slots that
+  // SYNs refused before then are owed (syns_refused_before).
+  bool open_pdc(PeerIndex peer, Mode mode, bool initiator, uint32_t& index, Time since = {});
   void free_pdc(uint32_t index);
   void fail_pdc(uint32_t index, Status why);
   Pdc* pdc_for_ack(PeerIndex peer, uint16_t dpdcid, uint16_t spdcid);
@@ -223,6 +225,9 @@ class Pds {
   // among SYNs refused for want of one; a SYN refused now joins the queue.
   bool syn_may_open(uint64_t key, Time now);
   void note_refused_syn(uint64_t key, Time now);
+  // Forgets refused SYNs not seen again lately, then counts those first refused at or
+  // before `t`.
+  size_t syns_refused_before(Time t);
 
   // pds_tx.cc
   void queue_retransmit(Pdc& p, uint32_t psn);
@@ -301,7 +306,8 @@ class Pds {
   // a slot that frees goes to the oldest. Bounded; empty unless the table is full.
   struct RefusedSyn {
     uint64_t key = 0;
-    Time seen{};
+    Time first{};  // first refused
+    Time seen{};   // last refused
   };
   std::vector<RefusedSyn> refused_syns_;
   PdsStats stats_;

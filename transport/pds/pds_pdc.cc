@@ -49,10 +49,16 @@ Pdc* Pds::pdc_by_local_id(uint16_t id) {
   return index ? &pdcs_[*index] : nullptr;
 }
 
-bool Pds::open_pdc(PeerIndex peer, Mode mode, bool initiator, uint32_t& index) {
+bool Pds::open_pdc(PeerIndex peer, Mode mode, bool initiator, uint32_t& index, Time since) {
   if (initiator) {
     if (initiator_pdcs_ >= own_pdc_limit()) return false;
     if (target_open_pending_ && pdcs_.used() + 1 >= pdcs_.capacity()) return false;
+    // A slot freed for a peer's refused SYN is its own: taking it for our sends starved
+    // that SYN (4,900 refusals in 10 s between ranks with 2-PDC tables, under load).
+    if (!refused_syns_.empty() &&
+        pdcs_.capacity() - pdcs_.used() <= syns_refused_before(since.ps != 0 ? since : now_)) {
+      return false;
+    }
   }
   const auto slot = pdcs_.acquire();
   if (!slot) return false;
@@ -167,6 +173,7 @@ Status Pds::enqueue(PeerIndex peer, Mode mode, TxRun* run, Time now) {
     return Status::kOk;
   }
   Pdc& p = pdcs_[index];
+  p.carries_answer = p.carries_answer || run->answer;
   run->next = nullptr;
   if (p.run_tail) {
     p.run_tail->next = run;

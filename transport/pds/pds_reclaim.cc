@@ -5,10 +5,11 @@
 // When a PDC is needed and none is free, the least recently active idle one is closed:
 // ours with CTRL CLOSE; a target PDC by asking its initiator with CTRL CLOSE_REQ (only
 // the initiator may close). Until a slot frees, our sends wait here (WaitingRuns), at
-// most cfg.pdc_wait; a peer's SYN is NACKed NO_PDC_AVAIL, its RTO sends it again, and
-// freed slots go to refused SYNs in the order they were refused (refused_syns_). All of
-// this runs only when the table is full or a PDC opens: the per-packet path never sees
-// it.
+// most cfg.pdc_wait (answers to the peer wait as long as it takes); a peer's SYN is
+// NACKed NO_PDC_AVAIL, its RTO sends it again, and freed slots go to refused SYNs in the
+// order they were refused (refused_syns_), ahead of our sends that began waiting later.
+// All of this runs only when the table is full or a PDC opens: the per-packet path never
+// sees it.
 #include <algorithm>
 
 #include "transport/pds/pds.h"
@@ -87,6 +88,9 @@ void Pds::adopt_waiting_runs(uint32_t index) {
   if (it == waiting_.end()) return;
   // Sends for this (peer, mode) waited rather than go to the PDC, so any runs it has
   // are later ones: the waiting runs go first.
+  for (const TxRun* r = it->head; r != nullptr && !p.carries_answer; r = r->next) {
+    p.carries_answer = r->answer;
+  }
   it->tail->next = p.run_head;
   p.run_head = it->head;
   if (p.run_tail == nullptr) p.run_tail = it->tail;
@@ -104,7 +108,7 @@ void Pds::open_for_waiting() {
       adopt_waiting_runs(*found);  // a peer's SYN opened one meanwhile
       continue;
     }
-    if (!open_pdc(w.peer, w.mode, true, index)) return;
+    if (!open_pdc(w.peer, w.mode, true, index, w.since)) return;
   }
 }
 
@@ -150,9 +154,8 @@ void Pds::on_wait_timer(Time now) {
 // others' retries kept taking every slot that freed.
 bool Pds::syn_may_open(uint64_t key, Time now) {
   if (refused_syns_.empty()) return true;
-  // A SYN not seen again within a few of its RTOs (which do not back off) was given up.
-  const Duration forgotten = std::max(cfg_.initial_rto, cfg_.min_rto) * 4;
-  std::erase_if(refused_syns_, [&](const RefusedSyn& r) { return now - r.seen > forgotten; });
+  now_ = now;
+  syns_refused_before(now);  // forgets the stale ones
   const size_t free = pdcs_.capacity() - pdcs_.used();
   for (size_t i = 0; i < refused_syns_.size() && i < free; ++i) {
     if (refused_syns_[i].key == key) {
@@ -171,7 +174,16 @@ void Pds::note_refused_syn(uint64_t key, Time now) {
       return;
     }
   }
-  if (refused_syns_.size() < kMaxRefusedSyns) refused_syns_.push_back({key, now});
+  if (refused_syns_.size() < kMaxRefusedSyns) refused_syns_.push_back({key, now, now});
+}
+
+size_t Pds::syns_refused_before(Time t) {
+  // A SYN not seen again within a few of its RTOs (which do not back off) was given up.
+  const Duration forgotten = std::max(cfg_.initial_rto, cfg_.min_rto) * 4;
+  std::erase_if(refused_syns_, [&](const RefusedSyn& r) { return now_ - r.seen > forgotten; });
+  return static_cast<size_t>(
+      std::count_if(refused_syns_.begin(), refused_syns_.end(),
+                    [&](const RefusedSyn& r) { return r.first.ps <= t.ps; }));
 }
 
 }  // namespace spray::pds

@@ -435,7 +435,7 @@ void Pds::on_rto(uint32_t index, Time now) {
   Pdc& p = pdcs_[index];
   if (p.snd_una == p.snd_nxt) return;
   const bool syn_refused = p.state == PdcState::kSynSent && p.syn_refused;
-  if (syn_refused && now - p.syn_refused_at >= cfg_.pdc_wait) {
+  if (syn_refused && now - p.syn_refused_at >= cfg_.pdc_wait && !p.carries_answer) {
     fail_pdc(index, Status::kNoPdcAvailable);  // the target stayed full
     return;
   }

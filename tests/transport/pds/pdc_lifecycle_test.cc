@@ -249,6 +249,68 @@ TEST_F(FullTable, initiator__keeps_answers_waiting_past_pdc_wait) {
   EXPECT_EQ(small.waiting_for_pdc(), 1u);
 }
 
+TEST_F(FullTable, target__keeps_a_slot_freed_for_a_refused_syn_from_its_own_later_sends) {
+  // A two-slot target: its own PDC to X (idle) and A's PDC to it. It refuses C's SYN and
+  // closes its own PDC to make room; a send of its own that began waiting after the
+  // refusal must not take that slot (it starved C's SYN for over 10 s between 4 ranks).
+  PdsConfig two = config();
+  two.max_pdcs = 2;
+  Pds host{two};
+  Pds x{config()};
+  constexpr PeerIndex kX = 4, kY = 5;  // how host names X and a later peer Y
+  host.enqueue(kX, Mode::kRud, run(0, 1), us(0));
+  for (const TxPacket& pkt : drain_tx(host, us(0))) deliver(x, kA, pkt);
+  for (const auto& ack : headers_of<wire::PdsAck>(control(x))) host.on_ack(kX, ack, us(1));
+  a.enqueue(kB, Mode::kRud, run(1, 1), us(2));
+  for (const TxPacket& pkt : drain_tx(a, us(2))) deliver(host, kA, pkt);
+  for (const auto& ack : headers_of<wire::PdsAck>(control(host))) a.on_ack(kB, ack, us(3));
+  ASSERT_EQ(host.open_pdcs(), 2u);
+
+  c.enqueue(kB, Mode::kRud, run(2, 1), us(10));
+  const TxPacket c_syn = drain_tx(c, us(10)).at(0);
+  EXPECT_EQ(deliver(host, kC, c_syn), RxVerdict::kReject);
+  EXPECT_EQ(host.stats().pdcs_reclaimed, 1u);  // its own idle PDC to X closes
+  ASSERT_EQ(host.enqueue(kY, Mode::kRud, run(3, 1), us(11)), Status::kOk);
+  EXPECT_EQ(host.waiting_for_pdc(), 1u);
+  const auto close = drain_tx(host, us(11));
+  ASSERT_EQ(close.size(), 1u);
+  ASSERT_TRUE(close[0].is_ctrl);
+  x.on_ctrl(kA, close[0].ctrl, us(12));
+  for (const auto& ack : headers_of<wire::PdsAck>(control(x))) host.on_ack(kX, ack, us(13));
+  EXPECT_EQ(host.open_pdcs(), 1u);                           // the slot is free...
+  EXPECT_EQ(host.waiting_for_pdc(), 1u);                     // ...and kept from the later send to Y
+  EXPECT_EQ(deliver(host, kC, c_syn), RxVerdict::kDeliver);  // C's retry takes it
+  EXPECT_EQ(host.open_pdcs(), 2u);
+  EXPECT_TRUE(host.failed().empty());
+}
+
+TEST_F(FullTable, initiator__carrying_an_answer_keeps_sending_a_refused_syn_past_pdc_wait) {
+  // As target__that_stays_full_fails_the_syn_with_no_pdc_available, but the run is an
+  // answer the target waits for: failing it would leave the target waiting for good.
+  PdsConfig patient = config();
+  patient.pdc_wait = Duration::milliseconds(50);
+  Pds slow{patient};
+  a.enqueue(kB, Mode::kRud, run(0, 2), us(0));
+  deliver(target, kA, drain_tx(a, us(0)).at(0));  // A's PDC stays busy
+  TxRun* answer = run(1, 1);
+  answer->answer = true;
+  slow.enqueue(kB, Mode::kRud, answer, us(0));
+  Time now = us(0);
+  for (int i = 0; i < 10; ++i) {
+    for (const TxPacket& pkt : drain_tx(slow, now)) {
+      EXPECT_EQ(deliver(target, kC, pkt), RxVerdict::kReject);
+    }
+    for (const ControlPacket& out : control(target)) {
+      if (const auto* n = std::get_if<wire::PdsNack>(&out.header)) slow.on_nack(kB, *n, now);
+    }
+    now = now + Duration::milliseconds(20);
+    slow.on_timers(now);
+  }
+  EXPECT_TRUE(slow.failed().empty());       // 200 ms, four times pdc_wait: still trying
+  EXPECT_GE(slow.stats().retransmits, 8u);  // the SYN, again at every RTO
+  EXPECT_EQ(slow.open_pdcs(), 1u);
+}
+
 TEST_F(Pair, pdc_table__one_peer_cannot_hold_more_than_its_share_of_target_pdcs) {
   // A source whose every SYN names a new PDC (forged or broken) gets at most
   // max_target_pdcs_per_peer of them; other peers still get theirs.
