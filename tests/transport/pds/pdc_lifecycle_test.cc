@@ -92,6 +92,36 @@ struct FullTable : Pair {
     ASSERT_EQ(a.acked().size(), 1u);
     a.acked().clear();
   }
+  // A's PDC to the target stays busy (a packet the target never receives), so A declines
+  // to close it and the target stays full.
+  void keep_a_busy() {
+    a.enqueue(kB, Mode::kRud, run(0, 2), us(0));
+    deliver(target, kA, drain_tx(a, us(0)).at(0));
+  }
+  static PdsConfig patient() {
+    PdsConfig c = config();
+    c.pdc_wait = Duration::milliseconds(50);
+    return c;
+  }
+  // `from` (C to the full target) sends from time 0 for up to `rtos` RTOs of 20 ms, or
+  // until it fails something; every try is refused, and A is asked to close but cannot.
+  // Returns the time reached.
+  Time refuse_syns_from(Pds& from, int rtos) {
+    Time now = us(0);
+    for (int i = 0; i < rtos && from.failed().empty(); ++i) {
+      for (const TxPacket& pkt : drain_tx(from, now)) {
+        EXPECT_EQ(deliver(target, kC, pkt), RxVerdict::kReject);
+      }
+      for (const ControlPacket& out : control(target)) {
+        if (const auto* n = std::get_if<wire::PdsNack>(&out.header)) from.on_nack(kB, *n, now);
+        if (const auto* ask = std::get_if<wire::PdsCtrl>(&out.header)) a.on_ctrl(kB, *ask, now);
+      }
+      EXPECT_EQ(a.stats().pdcs_reclaimed, 0u);
+      now = now + Duration::milliseconds(20);  // past the RTO, which does not back off
+      from.on_timers(now);
+    }
+    return now;
+  }
 };
 
 TEST_F(FullTable, target__asks_an_idle_initiator_to_close_and_then_takes_the_refused_syn) {
@@ -136,27 +166,10 @@ TEST_F(FullTable, target__asks_an_idle_initiator_to_close_and_then_takes_the_ref
 }
 
 TEST_F(FullTable, target__that_stays_full_fails_the_syn_with_no_pdc_available) {
-  PdsConfig patient = config();
-  patient.pdc_wait = Duration::milliseconds(50);
-  Pds slow{patient};
-  // A's PDC stays busy (a packet the target never receives), so A declines to close it.
-  a.enqueue(kB, Mode::kRud, run(0, 2), us(0));
-  const auto a_tx = drain_tx(a, us(0));
-  deliver(target, kA, a_tx[0]);
+  Pds slow{patient()};
+  keep_a_busy();
   slow.enqueue(kB, Mode::kRud, run(1, 1), us(0));
-  Time now = us(0);
-  for (int i = 0; i < 10 && slow.failed().empty(); ++i) {
-    for (const TxPacket& pkt : drain_tx(slow, now)) {
-      EXPECT_EQ(deliver(target, kC, pkt), RxVerdict::kReject);
-    }
-    for (const ControlPacket& out : control(target)) {
-      if (const auto* n = std::get_if<wire::PdsNack>(&out.header)) slow.on_nack(kB, *n, now);
-      if (const auto* ask = std::get_if<wire::PdsCtrl>(&out.header)) a.on_ctrl(kB, *ask, now);
-    }
-    EXPECT_EQ(a.stats().pdcs_reclaimed, 0u);
-    now = now + Duration::milliseconds(20);  // past the RTO, which does not back off
-    slow.on_timers(now);
-  }
+  const Time now = refuse_syns_from(slow, 10);
   // Refused at 0 and sent again at every RTO; failed at the first RTO past pdc_wait.
   EXPECT_EQ(now, Time{} + Duration::milliseconds(60));
   EXPECT_EQ(slow.stats().retransmits, 2u);
@@ -287,25 +300,12 @@ TEST_F(FullTable, target__keeps_a_slot_freed_for_a_refused_syn_from_its_own_late
 TEST_F(FullTable, initiator__carrying_an_answer_keeps_sending_a_refused_syn_past_pdc_wait) {
   // As target__that_stays_full_fails_the_syn_with_no_pdc_available, but the run is an
   // answer the target waits for: failing it would leave the target waiting for good.
-  PdsConfig patient = config();
-  patient.pdc_wait = Duration::milliseconds(50);
-  Pds slow{patient};
-  a.enqueue(kB, Mode::kRud, run(0, 2), us(0));
-  deliver(target, kA, drain_tx(a, us(0)).at(0));  // A's PDC stays busy
+  Pds slow{patient()};
+  keep_a_busy();
   TxRun* answer = run(1, 1);
   answer->answer = true;
   slow.enqueue(kB, Mode::kRud, answer, us(0));
-  Time now = us(0);
-  for (int i = 0; i < 10; ++i) {
-    for (const TxPacket& pkt : drain_tx(slow, now)) {
-      EXPECT_EQ(deliver(target, kC, pkt), RxVerdict::kReject);
-    }
-    for (const ControlPacket& out : control(target)) {
-      if (const auto* n = std::get_if<wire::PdsNack>(&out.header)) slow.on_nack(kB, *n, now);
-    }
-    now = now + Duration::milliseconds(20);
-    slow.on_timers(now);
-  }
+  refuse_syns_from(slow, 10);
   EXPECT_TRUE(slow.failed().empty());       // 200 ms, four times pdc_wait: still trying
   EXPECT_GE(slow.stats().retransmits, 8u);  // the SYN, again at every RTO
   EXPECT_EQ(slow.open_pdcs(), 1u);
