@@ -1,14 +1,20 @@
 # Sourced by the fi_pingpong tests: an out-of-band TCP port for fi_pingpong's -B/-P.
 #
-# free_oob_port prints a random port in 20000-59999 that nothing listens on now. Tests
-# run in parallel (ctest -j), so a port derived from the PID collided: two scripts
-# started together got neighbouring PIDs, and one script's next size used the port the
-# other had just bound ("bind(): Address already in use" in CI on 2026-11-23).
+# free_oob_port prints a random port below the kernel's ephemeral range that no TCP
+# socket uses now, in any state. Tests run in parallel (ctest -j), so:
+#  - a port derived from the PID collided: two scripts started together got neighbouring
+#    PIDs, and one script's next size used the port the other had just bound (CI,
+#    2026-11-23);
+#  - a port that no socket listened on could still be some connection's local port
+#    (every outgoing connection takes one from the ephemeral range, and keeps it through
+#    TIME_WAIT), so bind() failed with "Address already in use" (a later CI run that day).
 free_oob_port() {
-  local port
+  local low high port
+  read -r low high < /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || low=32768
+  (( low > 10000 )) || { echo "ephemeral ports start at $low: no room below" >&2; return 1; }
   for _ in $(seq 50); do
-    port=$(( 20000 + (RANDOM * 32768 + RANDOM) % 40000 ))
-    if [[ -z $(ss -Htln "sport = :$port" 2>/dev/null) ]]; then
+    port=$(( 10000 + (RANDOM * 32768 + RANDOM) % (low - 10000) ))
+    if [[ -z $(ss -Htan "sport = :$port" 2>/dev/null) ]]; then
       echo "$port"
       return 0
     fi
