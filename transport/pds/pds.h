@@ -182,9 +182,10 @@ class Pds {
  private:
   // pds_pdc.cc
   uint32_t* find_pdc_slot(PeerIndex peer, Mode mode);
-  // An initiator open for sends waiting since `since` leaves alone the free slots that
-  // SYNs refused before then are owed (syns_refused_before).
-  bool open_pdc(PeerIndex peer, Mode mode, bool initiator, uint32_t& index, Time since = {});
+  // An initiator open for sends waiting since `since` (now, for a send that has not
+  // waited) leaves alone the free slots that SYNs refused before then are owed
+  // (syns_refused_before). A target open ignores `since`.
+  bool open_pdc(PeerIndex peer, Mode mode, bool initiator, uint32_t& index, Time since);
   void free_pdc(uint32_t index);
   void fail_pdc(uint32_t index, Status why);
   Pdc* pdc_for_ack(PeerIndex peer, uint16_t dpdcid, uint16_t spdcid);

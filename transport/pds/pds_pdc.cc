@@ -55,8 +55,7 @@ bool Pds::open_pdc(PeerIndex peer, Mode mode, bool initiator, uint32_t& index, T
     if (target_open_pending_ && pdcs_.used() + 1 >= pdcs_.capacity()) return false;
     // A slot freed for a peer's refused SYN is its own: taking it for our sends starved
     // that SYN (4,900 refusals in 10 s between ranks with 2-PDC tables, under load).
-    if (!refused_syns_.empty() &&
-        pdcs_.capacity() - pdcs_.used() <= syns_refused_before(since.ps != 0 ? since : now_)) {
+    if (!refused_syns_.empty() && pdcs_.capacity() - pdcs_.used() <= syns_refused_before(since)) {
       return false;
     }
   }
@@ -168,7 +167,7 @@ Status Pds::enqueue(PeerIndex peer, Mode mode, TxRun* run, Time now) {
   // that peer opens a fresh one here, or waits for room to.
   if (auto found = by_peer_.find(pdc_key(peer, mode))) {
     index = *found;
-  } else if (!open_pdc(peer, mode, true, index)) {
+  } else if (!open_pdc(peer, mode, true, index, now)) {
     wait_for_pdc(peer, mode, run, now);
     return Status::kOk;
   }
@@ -190,7 +189,7 @@ Status Pds::probe(PeerIndex peer, Mode mode, Time now) {
   uint32_t index = 0;
   if (auto found = by_peer_.find(pdc_key(peer, mode))) {
     index = *found;
-  } else if (!open_pdc(peer, mode, true, index)) {
+  } else if (!open_pdc(peer, mode, true, index, now)) {
     reclaim_idle_pdc(now, true);  // the engine probes again at its next interval
     return Status::kNoPdcAvailable;
   }

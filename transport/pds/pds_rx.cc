@@ -120,7 +120,7 @@ void Pds::commit_request(RxClass& c, bool ecn_marked, uint64_t held) {
   target_open_pending_ = false;
   if (c.open_on_commit) {
     uint32_t index = 0;
-    if (!open_pdc(c.peer, c.mode, false, index)) return;  // capacity was checked
+    if (!open_pdc(c.peer, c.mode, false, index, now_)) return;  // capacity was checked
     Pdc& fresh = pdcs_[index];
     fresh.remote_id = c.remote_id;
     fresh.remote_known = true;

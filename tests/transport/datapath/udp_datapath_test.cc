@@ -11,19 +11,13 @@
 
 #include "tests/support/packet_burst.h"
 #include "tests/support/real_time_transfer.h"
+#include "tests/transport/datapath/open_udp.h"
 #include "transport/datapath/clock.h"
 #include "transport/datapath/udp/socket_address.h"
 #include "transport/engine/engine.h"
 
 namespace spray::dp {
 namespace {
-
-std::unique_ptr<UdpDatapath> open_ok(UdpConfig c) {
-  std::string error;
-  auto d = UdpDatapath::open(c, error);
-  EXPECT_TRUE(d) << error;
-  return d;
-}
 
 // Receives into `in` until `want` packets are there (or a second has passed), keeping
 // them all; returns how many arrived.

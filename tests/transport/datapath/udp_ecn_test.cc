@@ -10,9 +10,12 @@
 
 #include <array>
 #include <cstring>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "tests/support/packet_burst.h"
+#include "tests/transport/datapath/open_udp.h"
 #include "transport/datapath/ecn.h"
 #include "transport/datapath/udp/receive_control.h"
 #include "transport/datapath/udp/socket_address.h"
@@ -105,23 +108,10 @@ class PlainSocket {
   NetAddr address_;
 };
 
-std::unique_ptr<UdpDatapath> open_ok(const UdpConfig& c) {
-  std::string error;
-  auto d = UdpDatapath::open(c, error);
-  EXPECT_TRUE(d) << error;
-  return d;
-}
-
 // Sends `n` packets of 100 bytes from `d` to `to`, one per entropy value.
 void send_from(UdpDatapath& d, const NetAddr& to, size_t n) {
   std::vector<PacketBuf*> out(n);
-  ASSERT_EQ(d.alloc(out.data(), n), n);
-  for (size_t i = 0; i < n; ++i) {
-    out[i]->len = 100;
-    std::memset(out[i]->data, 0, 100);
-    out[i]->peer = to;
-    out[i]->entropy = static_cast<uint16_t>(i);
-  }
+  ASSERT_TRUE(test::make_burst(d, std::span(out), to, 100));
   d.tx_burst(out.data(), n);
 }
 

@@ -92,6 +92,16 @@ struct FullTable : Pair {
     ASSERT_EQ(a.acked().size(), 1u);
     a.acked().clear();
   }
+  static PdsConfig one_pdc_waiting_50us() {
+    PdsConfig c = one_pdc();
+    c.pdc_wait = Duration::microseconds(50);
+    return c;
+  }
+  // `p` sends B a packet that is never acknowledged: its only PDC stays busy.
+  void keep_busy_sending_to_b(Pds& p) {
+    p.enqueue(kB, Mode::kRud, run(0, 1), us(0));
+    drain_tx(p, us(0));
+  }
   // A's PDC to the target stays busy (a packet the target never receives), so A declines
   // to close it and the target stays full.
   void keep_a_busy() {
@@ -226,11 +236,8 @@ TEST_F(FullTable, initiator__closes_its_idle_pdc_and_the_waiting_sends_go_in_ord
 }
 
 TEST_F(FullTable, initiator__fails_waiting_sends_after_pdc_wait_when_nothing_frees) {
-  PdsConfig cfg = one_pdc();
-  cfg.pdc_wait = Duration::microseconds(50);
-  Pds small{cfg};
-  small.enqueue(kB, Mode::kRud, run(0, 1), us(0));
-  drain_tx(small, us(0));  // in flight, never acknowledged: the PDC stays busy
+  Pds small{one_pdc_waiting_50us()};
+  keep_busy_sending_to_b(small);
   ASSERT_EQ(small.enqueue(kC, Mode::kRud, run(1, 1), us(1)), Status::kOk);
   EXPECT_EQ(small.stats().pdcs_reclaimed, 0u);
   small.on_timers(us(120));
@@ -244,11 +251,8 @@ TEST_F(FullTable, initiator__fails_waiting_sends_after_pdc_wait_when_nothing_fre
 TEST_F(FullTable, initiator__keeps_answers_waiting_past_pdc_wait) {
   // An answer (a response the peer waits for) that timed out would leave the peer
   // waiting forever, so only the user's send beside it fails.
-  PdsConfig cfg = one_pdc();
-  cfg.pdc_wait = Duration::microseconds(50);
-  Pds small{cfg};
-  small.enqueue(kB, Mode::kRud, run(0, 1), us(0));
-  drain_tx(small, us(0));  // in flight, never acknowledged: the PDC stays busy
+  Pds small{one_pdc_waiting_50us()};
+  keep_busy_sending_to_b(small);
   TxRun* answer = run(2, 1);
   answer->answer = true;
   ASSERT_EQ(small.enqueue(kC, Mode::kRud, run(1, 1), us(1)), Status::kOk);
