@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 namespace spray {
@@ -22,7 +24,13 @@ class SlotPool {
     if (free_.empty()) return std::nullopt;
     const uint32_t i = free_.back();
     free_.pop_back();
-    items_[i] = T{};
+    // Rebuilt in place rather than assigned from a temporary T{}: the temporary was
+    // built on the stack with narrow stores and copied with wide loads, which stalled
+    // on every message (see transport/wire/in_place.h). Nothrow, or a throw here would
+    // leave a destroyed object in the slot.
+    static_assert(std::is_nothrow_default_constructible_v<T>);
+    std::destroy_at(&items_[i]);
+    std::construct_at(&items_[i]);
     in_use_[i] = true;
     return i;
   }

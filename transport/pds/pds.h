@@ -263,6 +263,11 @@ class Pds {
     return (uint64_t{1} << 63) | (uint64_t{peer} << 16) | spdcid;
   }
 
+  // A PSN's place in the per-PDC rings (tx, rtx, rod_held, rx_bitmap bits). A mask,
+  // not `% window_`: the window is a power of two but only known at run time, so `%`
+  // compiles to a division, and this runs several times per packet.
+  uint32_t ring_index(uint32_t psn) const { return psn & (window_ - 1); }
+
   PdsConfig cfg_;
   uint32_t window_;              // cfg_.window_packets, rounded to a power of two
   uint32_t credit_senders_ = 0;  // target PDCs whose sender wants credit and has a backlog

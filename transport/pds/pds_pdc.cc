@@ -138,7 +138,7 @@ void Pds::free_pdc(uint32_t index) {
 void Pds::fail_pdc(uint32_t index, Status why) {
   Pdc& p = pdcs_[index];
   for (uint32_t psn = p.snd_una; psn != p.snd_nxt; ++psn) {
-    const TxSlot& s = p.tx[psn % window_];
+    const TxSlot& s = p.tx[ring_index(psn)];
     if (s.in_flight && !is_control_ref(s.ref)) failed_.push_back({s.ref.message, why});
   }
   for (TxRun* r = p.run_head; r != nullptr;) {

@@ -16,7 +16,7 @@ constexpr uint32_t kLostAckCopies = 3;
 }  // namespace
 
 bool Pds::rx_received(const Pdc& p, uint32_t psn) const {
-  const uint32_t bit = psn % window_;
+  const uint32_t bit = ring_index(psn);
   return (p.rx_bitmap[bit / 64] >> (bit % 64)) & 1;
 }
 
@@ -134,12 +134,12 @@ void Pds::commit_request(RxClass& c, bool ecn_marked, uint64_t held) {
   Pdc& p = pdcs_[c.pdc];
   p.last_active = now_;
   if (c.retransmitted) p.ack_lost = true;
-  const uint32_t bit = c.psn % window_;
+  const uint32_t bit = ring_index(c.psn);
   p.rx_bitmap[bit / 64] |= uint64_t{1} << (bit % 64);
   if (p.mode == Mode::kRod) p.rod_held[bit] = held;
   // Slide the window past every PSN now received in order.
   while (rx_received(p, p.rcv_nxt)) {
-    const uint32_t b = p.rcv_nxt % window_;
+    const uint32_t b = ring_index(p.rcv_nxt);
     p.rx_bitmap[b / 64] &= ~(uint64_t{1} << (b % 64));
     ++p.rcv_nxt;
   }
@@ -159,7 +159,7 @@ void Pds::commit_request(RxClass& c, bool ecn_marked, uint64_t held) {
 bool Pds::pop_in_order(uint32_t index, uint64_t& held) {
   Pdc& p = pdcs_[index];
   while (psn_diff(p.rcv_nxt, p.rod_pop) > 0) {
-    uint64_t& slot = p.rod_held[p.rod_pop % window_];
+    uint64_t& slot = p.rod_held[ring_index(p.rod_pop)];
     ++p.rod_pop;
     if (slot != 0) {
       held = slot;
@@ -179,7 +179,7 @@ bool Pds::pop_in_order(uint32_t index, uint64_t& held) {
 void Pds::unpop_in_order(uint32_t index, uint64_t held) {
   Pdc& p = pdcs_[index];
   --p.rod_pop;
-  p.rod_held[p.rod_pop % window_] = held;
+  p.rod_held[ring_index(p.rod_pop)] = held;
 }
 
 void Pds::refuse_request(PeerIndex peer, const wire::PdsRequest& h, wire::NackCode code) {
@@ -206,7 +206,7 @@ void Pds::queue_ack(uint32_t index) {
 // The receive bits for PSNs base .. base + 63, read a word at a time from the ring
 // (whose size is a multiple of 64). When base is rcv_nxt, bit 0 is missing by definition.
 uint64_t Pds::sack_bitmap(const Pdc& p, uint32_t base) const {
-  const uint32_t start = base % window_;
+  const uint32_t start = ring_index(base);
   const uint32_t word = start / 64, shift = start % 64;
   const size_t words = p.rx_bitmap.size();
   uint64_t bits = p.rx_bitmap[word] >> shift;

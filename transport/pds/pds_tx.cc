@@ -7,10 +7,10 @@
 namespace spray::pds {
 
 void Pds::queue_retransmit(Pdc& p, uint32_t psn) {
-  TxSlot& s = p.tx[psn % window_];
+  TxSlot& s = p.tx[ring_index(psn)];
   if (!s.in_flight || s.sacked || s.rtx_queued) return;
   s.rtx_queued = true;
-  p.rtx[(p.rtx_head + p.rtx_count) % window_] = psn;
+  p.rtx[ring_index(p.rtx_head + p.rtx_count)] = psn;
   ++p.rtx_count;
   mark_ready(p.rto_timer.owner);
 }
@@ -93,7 +93,7 @@ bool Pds::next_tx_now(Pdc& p, uint32_t index, Time now, TxPacket& out) {
   // Takes the next PSN for a control packet of PDS's own.
   auto start_ctrl = [&](uint32_t message) {
     const uint32_t psn = p.snd_nxt++;
-    TxSlot& s = p.tx[psn % window_];
+    TxSlot& s = p.tx[ring_index(psn)];
     s = TxSlot{};
     s.ref = PacketRef{message, 0};
     s.in_flight = true;
@@ -109,9 +109,9 @@ bool Pds::next_tx_now(Pdc& p, uint32_t index, Time now, TxPacket& out) {
   // 1. Retransmissions first: they hold the window's left edge.
   while (p.rtx_count > 0) {
     const uint32_t psn = p.rtx[p.rtx_head];
-    p.rtx_head = (p.rtx_head + 1) % window_;
+    p.rtx_head = ring_index(p.rtx_head + 1);
     --p.rtx_count;
-    TxSlot& s = p.tx[psn % window_];
+    TxSlot& s = p.tx[ring_index(psn)];
     const bool live = s.rtx_queued && s.in_flight && !s.sacked && psn_diff(psn, p.snd_una) >= 0;
     s.rtx_queued = false;
     if (!live) continue;
@@ -171,7 +171,7 @@ bool Pds::next_tx_now(Pdc& p, uint32_t index, Time now, TxPacket& out) {
     return false;
   }
   const uint32_t psn = p.snd_nxt++;
-  TxSlot& s = p.tx[psn % window_];
+  TxSlot& s = p.tx[ring_index(psn)];
   s = TxSlot{};
   s.ref = PacketRef{run->message, run->next_packet};
   s.bytes = run->packet_bytes;
@@ -212,7 +212,7 @@ uint32_t Pds::backlog_bytes(const Pdc& p) const {
 // the gap is filled the target never delivers it, so its send must fail (fail_pdc), not
 // have completed. (Chaos seed 145 showed a ROD send completed OK that never arrived.)
 void Pds::ack_psn(Pdc& p, uint32_t psn, bool cumulative, paths::Feedback feedback) {
-  TxSlot& s = p.tx[psn % window_];
+  TxSlot& s = p.tx[ring_index(psn)];
   if (!s.in_flight) return;
   const bool delivered = cumulative || p.mode != Mode::kRod;
   if (!s.sacked) {
@@ -240,7 +240,7 @@ void Pds::detect_losses(Pdc& p) {
   // whenever queues grow.
   const Duration reorder = std::max(cfg_.reorder_window, p.rtt.srtt() / 4);
   for (uint32_t psn = p.snd_una; psn != p.snd_nxt; ++psn) {
-    const TxSlot& s = p.tx[psn % window_];
+    const TxSlot& s = p.tx[ring_index(psn)];
     if (!s.in_flight || s.sacked || s.rtx_queued) continue;
     if (s.refused) continue;  // not lost: the RTO resends it once the target has had time
     if (s.sent + reorder >= p.latest_acked_sent) {
@@ -289,7 +289,7 @@ void Pds::on_ack(PeerIndex peer, const wire::PdsAck& ack, Time now) {
   if (ecn) ++stats_.ecn_acks_received;
   Duration rtt{};
   if (psn_diff(trigger, p.snd_una) >= 0 && psn_diff(p.snd_nxt, trigger) > 0) {
-    const TxSlot& t = p.tx[trigger % window_];
+    const TxSlot& t = p.tx[ring_index(trigger)];
     if (t.in_flight && !t.sacked && !t.retransmitted) rtt = now - t.sent;
   }
   // The mark belongs to the trigger alone: its EV is reported congested (never first
@@ -302,8 +302,8 @@ void Pds::on_ack(PeerIndex peer, const wire::PdsAck& ack, Time now) {
   const uint32_t una_before = p.snd_una;
   bool close_acked = false;
   while (p.snd_una != next_expected) {
-    if (p.tx[p.snd_una % window_].ref.message == kCloseMessage &&
-        p.tx[p.snd_una % window_].in_flight) {
+    if (p.tx[ring_index(p.snd_una)].ref.message == kCloseMessage &&
+        p.tx[ring_index(p.snd_una)].in_flight) {
       close_acked = true;
     }
     ack_psn(p, p.snd_una, true, feedback(p.snd_una));
@@ -363,7 +363,7 @@ void Pds::on_nack(PeerIndex peer, const wire::PdsNack& nack, Time now) {
   Pdc& p = *pp;
   const uint32_t index = p.rto_timer.owner;
   const bool in_window = psn_diff(nack.psn, p.snd_una) >= 0 && psn_diff(p.snd_nxt, nack.psn) > 0;
-  TxSlot* s = in_window ? &p.tx[nack.psn % window_] : nullptr;
+  TxSlot* s = in_window ? &p.tx[ring_index(nack.psn)] : nullptr;
   switch (nack.code) {
     case wire::NackCode::kTrimmed:
     case wire::NackCode::kTrimmedLastHop:
@@ -443,7 +443,7 @@ void Pds::on_rto(uint32_t index, Time now) {
   const Time overdue = now - current_rto(p);
   bool lost = false;  // a packet overdue, not only refused ones
   for (uint32_t psn = p.snd_una; psn != p.snd_nxt; ++psn) {
-    const TxSlot& s = p.tx[psn % window_];
+    const TxSlot& s = p.tx[ring_index(psn)];
     if (!s.in_flight || s.sacked || s.rtx_queued || s.refused) continue;  // refused: below
     if (s.sent > overdue) {
       if (!s.retransmitted) break;  // as in detect_losses: later first sends are later still
@@ -458,7 +458,7 @@ void Pds::on_rto(uint32_t index, Time now) {
   // Packets refused for room are not in the network, so resending them all at once
   // duplicates nothing; one per timeout would take a backed-off RTO each.
   for (uint32_t psn = p.snd_una; psn != p.snd_nxt; ++psn) {
-    const TxSlot& s = p.tx[psn % window_];
+    const TxSlot& s = p.tx[ring_index(psn)];
     if (s.refused && s.in_flight && !s.sacked && !s.rtx_queued) queue_retransmit(p, psn);
   }
   // Back off, unless all this timeout does is send again a SYN the target refused for

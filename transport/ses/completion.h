@@ -2,6 +2,8 @@
 // holds those reports until the user polls them.
 #pragma once
 
+#include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -37,29 +39,37 @@ struct Completion {
 };
 
 // A FIFO of completions. Grows by doubling when full, so a slow consumer never loses a
-// completion; the steady state allocates nothing.
+// completion; the steady state allocates nothing. The ring's size is a power of two so
+// that wrapping is a mask, not a division (one push and one pop per message).
 class CompletionQueue {
  public:
-  explicit CompletionQueue(size_t initial = 1024) : ring_(initial) {}
+  explicit CompletionQueue(size_t initial = 1024)
+      : ring_(std::bit_ceil(std::max<size_t>(initial, 1))) {}
 
-  void push(const Completion& c) {
+  // Appends a fresh completion and returns it for the caller to fill. Built in its slot
+  // rather than copied in: a Completion assembled on the stack and then copied was read
+  // back before its byte-wide stores had landed, a stall on every message.
+  Completion& emplace() {
     if (count_ == ring_.size()) grow();
-    ring_[(head_ + count_) % ring_.size()] = c;
+    Completion& c = ring_[(head_ + count_) & mask()];
+    c = {};
     ++count_;
+    return c;
   }
   bool pop(Completion& out) {
     if (count_ == 0) return false;
     out = ring_[head_];
-    head_ = (head_ + 1) % ring_.size();
+    head_ = (head_ + 1) & mask();
     --count_;
     return true;
   }
   size_t size() const { return count_; }
 
  private:
+  size_t mask() const { return ring_.size() - 1; }
   void grow() {
     std::vector<Completion> bigger(ring_.size() * 2);
-    for (size_t i = 0; i < count_; ++i) bigger[i] = ring_[(head_ + i) % ring_.size()];
+    for (size_t i = 0; i < count_; ++i) bigger[i] = ring_[(head_ + i) & mask()];
     ring_.swap(bigger);
     head_ = 0;
   }

@@ -361,7 +361,10 @@ class Ses {
 
   // ses_tx.cc
   Status start(uint32_t slot, pds::Mode mode, Time now);
-  std::optional<uint32_t> new_tx(TxKind kind, PeerIndex peer, uint64_t len);
+  // A fresh tx slot for a message of `len` bytes to `peer`, or kNone when all are taken.
+  // A plain index, not an optional: returning the optional went through the stack as
+  // two narrow stores read back by one wide load, a stall on every message sent.
+  uint32_t new_tx(TxKind kind, PeerIndex peer, uint64_t len);
   Status check_operation(PeerIndex peer, const void* buf, uint64_t len) const;
   std::optional<uint32_t> new_write(PeerIndex peer, const void* local, uint64_t len,
                                     uint64_t remote_addr, uint64_t key, UserContext ctx);

@@ -231,7 +231,7 @@ void Ses::push_receive_completion(const RecvSpec& recv, PeerIndex peer, uint64_t
                                   uint64_t placed, Status status, uint64_t tag, bool has_data,
                                   uint64_t data) {
   if (recv.discard) return;  // dropped by a probe: the probe already reported it
-  Completion c;
+  Completion& c = completions_.emplace();
   c.context = recv.context;
   c.op = recv.tagged ? OpKind::kTaggedRecv : OpKind::kRecv;
   c.status =
@@ -241,7 +241,6 @@ void Ses::push_receive_completion(const RecvSpec& recv, PeerIndex peer, uint64_t
   c.data = data;
   c.has_data = has_data;
   c.peer = peer;
-  completions_.push(c);
   ++stats_.messages_received;
 }
 
@@ -326,7 +325,7 @@ Status Ses::probe(const RecvSpec& spec, ProbeAction action, uint64_t claim_key) 
                   [&](const auto& c) { return c.first == claim_key; })) {
     return Status::kInvalidArgument;  // the key already holds a claimed message
   }
-  Completion c;
+  Completion c;  // queued last: delivering a discarded message may queue others first
   c.context = spec.context;
   c.op = spec.tagged ? OpKind::kTaggedRecv : OpKind::kRecv;
   c.status = Status::kNoMessage;
@@ -355,7 +354,7 @@ Status Ses::probe(const RecvSpec& spec, ProbeAction action, uint64_t claim_key) 
     }
     break;
   }
-  completions_.push(c);
+  completions_.emplace() = c;
   return Status::kOk;
 }
 
@@ -367,11 +366,10 @@ Status Ses::recv_claimed(const RecvSpec& spec, uint64_t claim_key) {
   const uint32_t slot = it->second;
   claimed_.erase(it);
   if (slot == kNone) {  // its sender gave up on it after the probe
-    Completion c;
+    Completion& c = completions_.emplace();
     c.context = spec.context;
     c.op = spec.tagged ? OpKind::kTaggedRecv : OpKind::kRecv;
     c.status = Status::kPeerUnreachable;
-    completions_.push(c);
     return Status::kOk;
   }
   RxMessage& m = rx_[slot];
@@ -390,11 +388,10 @@ Status Ses::recv_claimed(const RecvSpec& spec, uint64_t claim_key) {
 Status Ses::cancel_recv(UserContext ctx) {
   const auto r = posted_.cancel(ctx);
   if (!r) return Status::kInvalidArgument;
-  Completion c;
+  Completion& c = completions_.emplace();
   c.context = r->context;
   c.op = r->tagged ? OpKind::kTaggedRecv : OpKind::kRecv;
   c.status = Status::kCanceled;
-  completions_.push(c);
   return Status::kOk;
 }
 

@@ -58,13 +58,12 @@ RxResult Ses::on_write(PeerIndex peer, const wire::SesStandardRequest& h,
   }
   if (m.received == m.total && m.som_seen) {
     if (m.status == Status::kOk && m.has_data) {
-      Completion c;
+      Completion& c = completions_.emplace();
       c.op = OpKind::kRemoteWrite;
       c.length = m.total;
       c.data = m.data;
       c.has_data = true;
       c.peer = peer;
-      completions_.push(c);
     }
     answer_write(slot, now);
   }
@@ -119,8 +118,8 @@ void Ses::serve_read(PeerIndex peer, uint16_t id, uint64_t key, uint64_t offset,
     (void)queue_response(peer, id, return_code_from_status(s), 0, now);
     return;
   }
-  const auto slot = new_tx(TxKind::kReadResponse, peer, length);
-  TxMessage& m = tx_[*slot];
+  const uint32_t slot = new_tx(TxKind::kReadResponse, peer, length);
+  TxMessage& m = tx_[slot];
   m.src = src;
   if (const auto send = tx_by_rendezvous_key_.find(key)) {
     m.rendezvous_tx = *send;  // the send's buffer must outlive this response
@@ -129,7 +128,7 @@ void Ses::serve_read(PeerIndex peer, uint16_t id, uint64_t key, uint64_t offset,
   m.msg_id = id;
   m.run.packet_count = packets_for(length);
   m.run.packet_bytes = cfg_.mtu_bytes;
-  (void)start(*slot, pds::Mode::kRud, now);
+  (void)start(slot, pds::Mode::kRud, now);
 }
 
 // A RUDI packet is a self-contained write: full addressing in every packet, checked

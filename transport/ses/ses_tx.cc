@@ -88,15 +88,15 @@ uint32_t Ses::packets_for(uint64_t len) const {
                   : static_cast<uint32_t>((len + payload_per_packet_ - 1) / payload_per_packet_);
 }
 
-std::optional<uint32_t> Ses::new_tx(TxKind kind, PeerIndex peer, uint64_t len) {
+uint32_t Ses::new_tx(TxKind kind, PeerIndex peer, uint64_t len) {
   const auto slot = tx_.acquire();
-  if (!slot) return std::nullopt;
+  if (!slot) return kNone;
   TxMessage& m = tx_[*slot];
   m.kind = kind;
   m.peer = peer;
   m.length = len;
   m.run.message = *slot;
-  return slot;
+  return *slot;
 }
 
 uint16_t Ses::next_rma_id(PeerIndex peer) {
@@ -129,9 +129,9 @@ Status Ses::send(PeerIndex peer, const void* buf, uint64_t len, UserContext ctx,
   if (const Status s = check_operation(peer, buf, len); s != Status::kOk) return s;
   if (!skips_.empty()) queue_skips(peer, now);
   const bool rendezvous = len > cfg_.rendezvous_threshold_bytes;
-  const auto slot = new_tx(rendezvous ? TxKind::kRendezvous : TxKind::kEager, peer, len);
-  if (!slot) return Status::kAgain;
-  TxMessage& m = tx_[*slot];
+  const uint32_t slot = new_tx(rendezvous ? TxKind::kRendezvous : TxKind::kEager, peer, len);
+  if (slot == kNone) return Status::kAgain;
+  TxMessage& m = tx_[slot];
   m.op = spec.tagged ? OpKind::kTaggedSend : OpKind::kSend;
   m.user_op = true;
   m.src = static_cast<const uint8_t*>(buf);
@@ -150,13 +150,13 @@ Status Ses::send(PeerIndex peer, const void* buf, uint64_t len, UserContext ctx,
     MemoryRegion r{const_cast<uint8_t*>(m.src), len, reinterpret_cast<uint64_t>(m.src),
                    m.rendezvous_key, access::kRemoteRead};
     if (regions_.add(r) != Status::kOk) {
-      tx_.release(*slot);
+      tx_.release(slot);
       return Status::kAgain;
     }
-    tx_by_rendezvous_key_.insert(m.rendezvous_key, *slot);
+    tx_by_rendezvous_key_.insert(m.rendezvous_key, slot);
   }
   const uint64_t key = m.rendezvous_key;
-  const Status s = start(*slot, spec.mode, now);
+  const Status s = start(slot, spec.mode, now);
   if (s != Status::kOk) {
     if (rendezvous) {
       regions_.remove(key);
@@ -177,12 +177,12 @@ void Ses::queue_skips(PeerIndex peer, Time now) {
   for (auto it = skips_.begin(); it != skips_.end(); ++it) {
     bool sent = false;
     if (it->first == peer && tx_committed() + 1 < user_tx_limit_) {  // + 1: that send
-      if (const auto slot = new_tx(TxKind::kSkip, peer, 0)) {
-        TxMessage& m = tx_[*slot];
+      if (const uint32_t slot = new_tx(TxKind::kSkip, peer, 0); slot != kNone) {
+        TxMessage& m = tx_[slot];
         m.msg_id = it->second;
         m.run.packet_count = 1;
         m.run.packet_bytes = static_cast<uint32_t>(16 + wire::kSesStandardBytes);
-        sent = start(*slot, pds::Mode::kRud, now) == Status::kOk;
+        sent = start(slot, pds::Mode::kRud, now) == Status::kOk;
       }
     }
     if (!sent) *keep++ = *it;
@@ -206,9 +206,9 @@ Status Ses::check_operation(PeerIndex peer, const void* buf, uint64_t len) const
 // A user's RMA write, over a PDC (write) or RUDI (write_idempotent).
 std::optional<uint32_t> Ses::new_write(PeerIndex peer, const void* local, uint64_t len,
                                        uint64_t remote_addr, uint64_t key, UserContext ctx) {
-  const auto slot = new_tx(TxKind::kWrite, peer, len);
-  if (!slot) return std::nullopt;
-  TxMessage& m = tx_[*slot];
+  const uint32_t slot = new_tx(TxKind::kWrite, peer, len);
+  if (slot == kNone) return std::nullopt;
+  TxMessage& m = tx_[slot];
   m.op = OpKind::kWrite;
   m.user_op = true;
   m.src = static_cast<const uint8_t*>(local);
@@ -244,9 +244,9 @@ Status Ses::read(PeerIndex peer, void* local, uint64_t len, uint64_t remote_addr
 // A read request: one packet out, data (or an error response) back.
 std::optional<uint32_t> Ses::new_read(PeerIndex peer, uint8_t* dst, uint64_t len,
                                       uint64_t remote_addr, uint64_t key) {
-  const auto slot = new_tx(TxKind::kRead, peer, len);
-  if (!slot) return std::nullopt;
-  TxMessage& m = tx_[*slot];
+  const uint32_t slot = new_tx(TxKind::kRead, peer, len);
+  if (slot == kNone) return std::nullopt;
+  TxMessage& m = tx_[slot];
   m.op = OpKind::kRead;
   m.dst = dst;
   m.remote_addr = remote_addr;
@@ -307,9 +307,9 @@ Status Ses::send_datagram(PeerIndex peer, const void* buf, uint64_t len, UserCon
                           const SendSpec& spec) {
   if (const Status s = check_operation(peer, buf, len); s != Status::kOk) return s;
   if (len > payload_per_packet_) return Status::kTooLong;
-  const auto slot = new_tx(TxKind::kDatagram, peer, len);
-  if (!slot) return Status::kAgain;
-  TxMessage& m = tx_[*slot];
+  const uint32_t slot = new_tx(TxKind::kDatagram, peer, len);
+  if (slot == kNone) return Status::kAgain;
+  TxMessage& m = tx_[slot];
   m.op = OpKind::kDatagramSend;
   m.user_op = true;
   m.src = static_cast<const uint8_t*>(buf);
@@ -318,7 +318,7 @@ Status Ses::send_datagram(PeerIndex peer, const void* buf, uint64_t len, UserCon
   m.context = ctx;
   m.msg_id = next_rma_id(peer);  // datagrams are not ordered
   m.packet_count = m.run.packet_count = 1;
-  datagrams_.push_back(*slot);
+  datagrams_.push_back(slot);
   return Status::kOk;
 }
 
@@ -329,14 +329,14 @@ void Ses::datagram_sent(uint32_t message) {
 
 Status Ses::queue_response(PeerIndex peer, uint16_t msg_id, wire::ReturnCode rc, uint64_t length,
                            Time now) {
-  const auto slot = new_tx(TxKind::kResponse, peer, length);
-  if (!slot) return Status::kAgain;
-  TxMessage& m = tx_[*slot];
+  const uint32_t slot = new_tx(TxKind::kResponse, peer, length);
+  if (slot == kNone) return Status::kAgain;
+  TxMessage& m = tx_[slot];
   m.msg_id = msg_id;
   m.return_code = rc;
   m.run.packet_count = 1;
   m.run.packet_bytes = static_cast<uint32_t>(16 + wire::kSesResponseBytes);
-  return start(*slot, pds::Mode::kRud, now);
+  return start(slot, pds::Mode::kRud, now);
 }
 
 // --- packet construction -------------------------------------------------------------
@@ -493,13 +493,12 @@ void Ses::finish_tx(uint32_t slot) {
   const uint32_t rendezvous_rx = m.rendezvous_rx;
   const Status status = m.status;
   if (m.user_op) {
-    Completion c;
+    Completion& c = completions_.emplace();
     c.context = m.context;
     c.op = m.op;
     c.status = status;
     c.length = status == Status::kOk ? m.length : 0;
     c.peer = m.peer;
-    completions_.push(c);
   }
   tx_.release(slot);
   if (rendezvous_rx != kNone) finish_rendezvous_receive(rendezvous_rx, status, now_);

@@ -1,24 +1,12 @@
 #include "transport/wire/pds_header.h"
 
-#include <cstring>
+#include "transport/wire/in_place.h"
 
 namespace spray::wire {
 namespace {
 
 constexpr uint8_t kMaxNextHeader = static_cast<uint8_t>(NextHeader::kSesSmallResponseWithData);
 constexpr uint8_t kMaxCtrlType = static_cast<uint8_t>(CtrlType::kNegotiation);
-
-template <class Layout>
-void store(const Layout& l, ByteSpan out, size_t offset = 0) {
-  std::memcpy(out.data() + offset, &l, sizeof(Layout));
-}
-
-template <class Layout>
-Layout load(ConstByteSpan in, size_t offset = 0) {
-  Layout l;
-  std::memcpy(&l, in.data() + offset, sizeof(Layout));
-  return l;
-}
 
 uint16_t pack_syn(const SynInfo& s) {
   return static_cast<uint16_t>(((s.pdc_info & 0xf) << 12) | (s.psn_offset & kMaxSynPsnOffset));
@@ -32,7 +20,7 @@ SynInfo unpack_syn(uint16_t raw) {
 // within `defined_flags`. Fills `p`.
 DecodeError check_prologue(ConstByteSpan in, size_t need, Prologue& p, uint8_t defined_flags) {
   if (in.size() < kPrologueBytes) return DecodeError::kTruncated;
-  p = Prologue::unpack(load<be16>(in).get());
+  p = Prologue::unpack(view<be16>(in).get());
   if (in.size() < need) return DecodeError::kTruncated;
   if ((p.flags & ~defined_flags) != 0) return DecodeError::kReservedBitsSet;
   return DecodeError::kOk;
@@ -49,19 +37,9 @@ bool is_known_nack_code(uint8_t code) {
   return (code >= 0x01 && code <= 0x0b) || (code >= 0x0d && code <= 0x1a) || code >= 0xfd;
 }
 
-uint16_t Prologue::pack() const {
-  return static_cast<uint16_t>(((static_cast<unsigned>(type) & 0x1f) << 11) |
-                               ((next_or_ctrl & 0xfu) << 7) | (flags & 0x7fu));
-}
-
-Prologue Prologue::unpack(uint16_t raw) {
-  return Prologue{static_cast<PdsType>(raw >> 11), static_cast<uint8_t>((raw >> 7) & 0xf),
-                  static_cast<uint8_t>(raw & 0x7f)};
-}
-
 DecodeError decode_prologue(ConstByteSpan in, Prologue& out) {
   if (in.size() < kPrologueBytes) return DecodeError::kTruncated;
-  out = Prologue::unpack(load<be16>(in).get());
+  out = Prologue::unpack(view<be16>(in).get());
   return DecodeError::kOk;
 }
 
@@ -77,21 +55,20 @@ size_t encode(const PdsRequest& h, ByteSpan out) {
   const PdsType type = h.has_cc_state
                            ? (h.ordered ? PdsType::kRodCcRequest : PdsType::kRudCcRequest)
                            : (h.ordered ? PdsType::kRodRequest : PdsType::kRudRequest);
-  layout::Request l;
+  auto& l = place<layout::Request>(out);
   l.prologue.set(Prologue{type, static_cast<uint8_t>(h.next), h.flags}.pack());
   l.clear_psn_offset.set(static_cast<uint16_t>(h.clear_psn_offset));
   l.psn.set(h.psn);
   l.spdcid.set(h.spdcid);
   l.dpdcid_or_syn.set(h.is_syn() ? pack_syn(h.syn) : h.dpdcid);
-  store(l, out);
-  if (h.has_cc_state) store(be32(h.cc_state), out, kRequestBytes);
+  if (h.has_cc_state) place<be32>(out, kRequestBytes).set(h.cc_state);
   return n;
 }
 
 DecodeError decode(ConstByteSpan in, PdsRequest& out, size_t* consumed) {
   Prologue p;
   if (in.size() < kPrologueBytes) return DecodeError::kTruncated;
-  p = Prologue::unpack(load<be16>(in).get());
+  p = Prologue::unpack(view<be16>(in).get());
   if (!is_request_type(p.type)) return DecodeError::kWrongType;
   const bool cc = p.type == PdsType::kRudCcRequest || p.type == PdsType::kRodCcRequest;
   const size_t need = kRequestBytes + (cc ? kRequestCcStateBytes : 0);
@@ -99,7 +76,7 @@ DecodeError decode(ConstByteSpan in, PdsRequest& out, size_t* consumed) {
     return e;
   }
   if (p.next_or_ctrl > kMaxNextHeader) return DecodeError::kBadNextHeader;
-  const auto l = load<layout::Request>(in);
+  const auto& l = view<layout::Request>(in);
   out = PdsRequest{};
   out.ordered = p.type == PdsType::kRodRequest || p.type == PdsType::kRodCcRequest;
   out.next = static_cast<NextHeader>(p.next_or_ctrl);
@@ -113,7 +90,7 @@ DecodeError decode(ConstByteSpan in, PdsRequest& out, size_t* consumed) {
     out.dpdcid = l.dpdcid_or_syn.get();
   }
   out.has_cc_state = cc;
-  if (cc) out.cc_state = load<be32>(in, kRequestBytes).get();
+  if (cc) out.cc_state = view<be32>(in, kRequestBytes).get();
   if (consumed) *consumed = need;
   return DecodeError::kOk;
 }
@@ -127,34 +104,32 @@ size_t encoded_size(const PdsAck& h) {
 size_t encode(const PdsAck& h, ByteSpan out) {
   const size_t n = encoded_size(h);
   if (out.size() < n) return 0;
-  layout::Ack l;
+  auto& l = place<layout::Ack>(out);
   l.prologue.set(Prologue{h.has_cc ? PdsType::kAckCc : PdsType::kAck, 0, h.flags}.pack());
   l.ack_psn_offset.set(static_cast<uint16_t>(h.ack_psn_offset));
   l.cack_psn.set(h.cack_psn);
   l.spdcid.set(h.spdcid);
   l.dpdcid.set(h.dpdcid);
-  store(l, out);
   if (h.has_cc) {
-    layout::AckCcExtension x;
+    auto& x = place<layout::AckCcExtension>(out, kAckBytes);
     x.cc_type_flags = static_cast<uint8_t>(((h.cc_type & 0xf) << 4) | (h.cc_flags & 0xf));
     x.mpr = h.mpr;
     x.sack_psn_offset.set(static_cast<uint16_t>(h.sack_psn_offset));
     x.sack_bitmap.set(h.sack_bitmap);
     x.cc_state.set(h.cc_state);
-    store(x, out, kAckBytes);
   }
   return n;
 }
 
 DecodeError decode(ConstByteSpan in, PdsAck& out, size_t* consumed) {
   if (in.size() < kPrologueBytes) return DecodeError::kTruncated;
-  Prologue p = Prologue::unpack(load<be16>(in).get());
+  Prologue p = Prologue::unpack(view<be16>(in).get());
   if (p.type != PdsType::kAck && p.type != PdsType::kAckCc) return DecodeError::kWrongType;
   const bool cc = p.type == PdsType::kAckCc;
   const size_t need = cc ? kAckCcBytes : kAckBytes;
   if (auto e = check_prologue(in, need, p, ack_flags::kDefined); e != DecodeError::kOk) return e;
   if (p.next_or_ctrl > kMaxNextHeader) return DecodeError::kBadNextHeader;
-  const auto l = load<layout::Ack>(in);
+  const auto& l = view<layout::Ack>(in);
   out = PdsAck{};
   out.flags = p.flags;
   out.ack_psn_offset = static_cast<int16_t>(l.ack_psn_offset.get());
@@ -163,7 +138,7 @@ DecodeError decode(ConstByteSpan in, PdsAck& out, size_t* consumed) {
   out.dpdcid = l.dpdcid.get();
   out.has_cc = cc;
   if (cc) {
-    const auto x = load<layout::AckCcExtension>(in, kAckBytes);
+    const auto& x = view<layout::AckCcExtension>(in, kAckBytes);
     out.cc_type = static_cast<uint8_t>(x.cc_type_flags >> 4);
     out.cc_flags = static_cast<uint8_t>(x.cc_type_flags & 0xf);
     out.mpr = x.mpr;
@@ -179,7 +154,7 @@ DecodeError decode(ConstByteSpan in, PdsAck& out, size_t* consumed) {
 
 size_t encode(const PdsNack& h, ByteSpan out) {
   if (out.size() < kNackBytes) return 0;
-  layout::Nack l;
+  auto& l = place<layout::Nack>(out);
   l.prologue.set(Prologue{PdsType::kNack, 0, h.flags}.pack());
   l.code = static_cast<uint8_t>(h.code);
   l.vendor_code = h.vendor_code;
@@ -187,7 +162,6 @@ size_t encode(const PdsNack& h, ByteSpan out) {
   l.spdcid.set(h.spdcid);
   l.dpdcid.set(h.dpdcid);
   l.payload.set(h.payload);
-  store(l, out);
   return kNackBytes;
 }
 
@@ -199,7 +173,7 @@ DecodeError decode(ConstByteSpan in, PdsNack& out, size_t* consumed) {
     return e;
   }
   if (p.next_or_ctrl != 0) return DecodeError::kBadNextHeader;
-  const auto l = load<layout::Nack>(in);
+  const auto& l = view<layout::Nack>(in);
   if (!is_known_nack_code(l.code)) return DecodeError::kBadNackCode;
   out = PdsNack{};
   out.code = static_cast<NackCode>(l.code);
@@ -217,14 +191,13 @@ DecodeError decode(ConstByteSpan in, PdsNack& out, size_t* consumed) {
 
 size_t encode(const PdsCtrl& h, ByteSpan out) {
   if (out.size() < kCtrlBytes) return 0;
-  layout::Ctrl l;
+  auto& l = place<layout::Ctrl>(out);
   l.prologue.set(Prologue{PdsType::kCtrl, static_cast<uint8_t>(h.type), h.flags}.pack());
   l.probe_opaque.set(h.probe_opaque);
   l.psn.set(h.psn);
   l.spdcid.set(h.spdcid);
   l.dpdcid_or_syn.set((h.flags & ctrl_flags::kSyn) ? pack_syn(h.syn) : h.dpdcid);
   l.payload.set(h.payload);
-  store(l, out);
   return kCtrlBytes;
 }
 
@@ -236,7 +209,7 @@ DecodeError decode(ConstByteSpan in, PdsCtrl& out, size_t* consumed) {
     return e;
   }
   if (p.next_or_ctrl > kMaxCtrlType) return DecodeError::kBadControlType;
-  const auto l = load<layout::Ctrl>(in);
+  const auto& l = view<layout::Ctrl>(in);
   out = PdsCtrl{};
   out.type = static_cast<CtrlType>(p.next_or_ctrl);
   out.flags = p.flags;
@@ -257,12 +230,11 @@ DecodeError decode(ConstByteSpan in, PdsCtrl& out, size_t* consumed) {
 
 size_t encode(const PdsRudi& h, ByteSpan out) {
   if (out.size() < kRudiBytes) return 0;
-  layout::Rudi l;
+  auto& l = place<layout::Rudi>(out);
   const PdsType type = h.response ? PdsType::kRudiResponse : PdsType::kRudiRequest;
   l.prologue.set(Prologue{type, static_cast<uint8_t>(h.next), h.flags}.pack());
   l.reserved.set(0);
   l.packet_id.set(h.packet_id);
-  store(l, out);
   return kRudiBytes;
 }
 
@@ -276,7 +248,7 @@ DecodeError decode(ConstByteSpan in, PdsRudi& out, size_t* consumed) {
     return e;
   }
   if (p.next_or_ctrl > kMaxNextHeader) return DecodeError::kBadNextHeader;
-  const auto l = load<layout::Rudi>(in);
+  const auto& l = view<layout::Rudi>(in);
   if (l.reserved.get() != 0) return DecodeError::kReservedBitsSet;
   out = PdsRudi{};
   out.response = p.type == PdsType::kRudiResponse;
@@ -289,10 +261,9 @@ DecodeError decode(ConstByteSpan in, PdsRudi& out, size_t* consumed) {
 
 size_t encode(const PdsUud& h, ByteSpan out) {
   if (out.size() < kUudBytes) return 0;
-  layout::Uud l;
+  auto& l = place<layout::Uud>(out);
   l.prologue.set(Prologue{PdsType::kUudRequest, static_cast<uint8_t>(h.next), 0}.pack());
   l.reserved.set(0);
-  store(l, out);
   return kUudBytes;
 }
 
@@ -302,7 +273,7 @@ DecodeError decode(ConstByteSpan in, PdsUud& out, size_t* consumed) {
   if (p.type != PdsType::kUudRequest) return DecodeError::kWrongType;
   if (auto e = check_prologue(in, kUudBytes, p, 0); e != DecodeError::kOk) return e;
   if (p.next_or_ctrl > kMaxNextHeader) return DecodeError::kBadNextHeader;
-  if (load<layout::Uud>(in).reserved.get() != 0) return DecodeError::kReservedBitsSet;
+  if (view<layout::Uud>(in).reserved.get() != 0) return DecodeError::kReservedBitsSet;
   out = PdsUud{static_cast<NextHeader>(p.next_or_ctrl)};
   if (consumed) *consumed = kUudBytes;
   return DecodeError::kOk;

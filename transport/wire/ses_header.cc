@@ -1,6 +1,6 @@
 #include "transport/wire/ses_header.h"
 
-#include <cstring>
+#include "transport/wire/in_place.h"
 
 namespace spray::wire {
 namespace {
@@ -11,32 +11,19 @@ constexpr uint32_t kJobIdMask = 0x00ffffff;
 constexpr uint16_t k12BitMask = 0x0fff;
 constexpr uint64_t kLengthOffsetReserved = 0xffffc00000000000ULL;  // bits 63..46
 
-template <class Layout>
-void store(const Layout& l, ByteSpan out) {
-  std::memcpy(out.data(), &l, sizeof(Layout));
-}
-
-template <class Layout>
-Layout load(ConstByteSpan in) {
-  Layout l;
-  std::memcpy(&l, in.data(), sizeof(Layout));
-  return l;
-}
-
 bool fits_common(const SesRequestCommon& c) {
   return static_cast<uint8_t>(c.opcode) <= kMaxSesOpcode && (c.flags & ~ses_flags::kDefined) == 0 &&
          c.job_id <= kJobIdMask && c.pid_on_fep <= k12BitMask && c.resource_index <= k12BitMask;
 }
 
-layout::SesCommon pack_common(const SesRequestCommon& c) {
-  layout::SesCommon l;
+// Fills `l` where it lies (inside a placed header, see in_place.h).
+void pack_common(const SesRequestCommon& c, layout::SesCommon& l) {
   l.opcode = static_cast<uint8_t>(c.opcode);
   l.version_flags = c.flags;  // version 0
   l.message_id_or_length.set(c.message_id);
   l.ri_generation_job_id.set((static_cast<uint32_t>(c.ri_generation) << 24) | c.job_id);
   l.pid_on_fep.set(c.pid_on_fep);
   l.resource_index.set(c.resource_index);
-  return l;
 }
 
 DecodeError unpack_common(const layout::SesCommon& l, SesRequestCommon& c) {
@@ -62,13 +49,11 @@ bool fits_response_common(const SesResponseCommon& c) {
          static_cast<uint8_t>(c.return_code) <= kMaxReturnCode && c.job_id <= kJobIdMask;
 }
 
-layout::ResponseCommon pack_response_common(const SesResponseCommon& c) {
-  layout::ResponseCommon l;
+void pack_response_common(const SesResponseCommon& c, layout::ResponseCommon& l) {
   l.list_opcode = static_cast<uint8_t>((c.list << 6) | static_cast<uint8_t>(c.opcode));
   l.version_return_code = static_cast<uint8_t>(c.return_code);
   l.message_id.set(c.message_id);
   l.ri_generation_job_id.set((static_cast<uint32_t>(c.ri_generation) << 24) | c.job_id);
-  return l;
 }
 
 DecodeError unpack_response_common(const layout::ResponseCommon& l, SesResponseCommon& c) {
@@ -95,21 +80,20 @@ size_t encode(const SesStandardRequest& h, ByteSpan out) {
   if (out.size() < kSesStandardBytes || !fits_common(h.common)) return 0;
   const bool som = h.common.has(ses_flags::kStartOfMessage);
   if (!som && h.payload_length > kMaxSesPayloadLength) return 0;
-  layout::SesStandard l;
-  l.common = pack_common(h.common);
+  auto& l = place<layout::SesStandard>(out);
+  pack_common(h.common, l.common);
   l.buffer_offset.set(h.buffer_offset);
   l.initiator.set(h.initiator);
   l.match_bits.set(h.match_bits);
   l.header_data_or_length_offset.set(
       som ? h.header_data : (static_cast<uint64_t>(h.payload_length) << 32) | h.message_offset);
   l.request_length.set(h.request_length);
-  store(l, out);
   return kSesStandardBytes;
 }
 
 DecodeError decode(ConstByteSpan in, SesStandardRequest& out) {
   if (in.size() < kSesStandardBytes) return DecodeError::kTruncated;
-  const auto l = load<layout::SesStandard>(in);
+  const auto& l = view<layout::SesStandard>(in);
   out = SesStandardRequest{};
   if (auto e = unpack_common(l.common, out.common); e != DecodeError::kOk) return e;
   out.buffer_offset = l.buffer_offset.get();
@@ -130,16 +114,15 @@ DecodeError decode(ConstByteSpan in, SesStandardRequest& out) {
 size_t encode(const SesSmallRequest& h, ByteSpan out) {
   if (out.size() < kSesSmallBytes || !fits_common(h.common)) return 0;
   if (h.common.message_id > kMaxSesPayloadLength) return 0;
-  layout::SesSmall l;
-  l.common = pack_common(h.common);
+  auto& l = place<layout::SesSmall>(out);
+  pack_common(h.common, l.common);
   l.buffer_offset.set(h.buffer_offset);
-  store(l, out);
   return kSesSmallBytes;
 }
 
 DecodeError decode(ConstByteSpan in, SesSmallRequest& out) {
   if (in.size() < kSesSmallBytes) return DecodeError::kTruncated;
-  const auto l = load<layout::SesSmall>(in);
+  const auto& l = view<layout::SesSmall>(in);
   out = SesSmallRequest{};
   if (auto e = unpack_common(l.common, out.common); e != DecodeError::kOk) return e;
   if (out.common.message_id > kMaxSesPayloadLength) return DecodeError::kReservedBitsSet;
@@ -150,18 +133,17 @@ DecodeError decode(ConstByteSpan in, SesSmallRequest& out) {
 size_t encode(const SesMediumRequest& h, ByteSpan out) {
   if (out.size() < kSesMediumBytes || !fits_common(h.common)) return 0;
   if (h.common.message_id > kMaxSesPayloadLength) return 0;
-  layout::SesMedium l;
-  l.common = pack_common(h.common);
+  auto& l = place<layout::SesMedium>(out);
+  pack_common(h.common, l.common);
   l.header_data_or_buffer_offset.set(h.header_data_or_buffer_offset);
   l.initiator.set(h.initiator);
   l.match_bits.set(h.match_bits);
-  store(l, out);
   return kSesMediumBytes;
 }
 
 DecodeError decode(ConstByteSpan in, SesMediumRequest& out) {
   if (in.size() < kSesMediumBytes) return DecodeError::kTruncated;
-  const auto l = load<layout::SesMedium>(in);
+  const auto& l = view<layout::SesMedium>(in);
   out = SesMediumRequest{};
   if (auto e = unpack_common(l.common, out.common); e != DecodeError::kOk) return e;
   if (out.common.message_id > kMaxSesPayloadLength) return DecodeError::kReservedBitsSet;
@@ -174,19 +156,18 @@ DecodeError decode(ConstByteSpan in, SesMediumRequest& out) {
 size_t encode(const RendezvousExtension& h, ByteSpan out) {
   if (out.size() < kRendezvousExtensionBytes) return 0;
   if (h.pid_on_fep > k12BitMask || h.resource_index > k12BitMask) return 0;
-  layout::Rendezvous l;
+  auto& l = place<layout::Rendezvous>(out);
   l.eager_length.set(h.eager_length);
   l.ri_generation_pid_resource.set((static_cast<uint32_t>(h.ri_generation) << 24) |
                                    (static_cast<uint32_t>(h.pid_on_fep) << 12) | h.resource_index);
   l.read_offset.set(h.read_offset);
   l.read_key.set(h.read_key);
-  store(l, out);
   return kRendezvousExtensionBytes;
 }
 
 DecodeError decode(ConstByteSpan in, RendezvousExtension& out) {
   if (in.size() < kRendezvousExtensionBytes) return DecodeError::kTruncated;
-  const auto l = load<layout::Rendezvous>(in);
+  const auto& l = view<layout::Rendezvous>(in);
   const uint32_t v = l.ri_generation_pid_resource.get();
   out = RendezvousExtension{};
   out.eager_length = l.eager_length.get();
@@ -202,16 +183,15 @@ DecodeError decode(ConstByteSpan in, RendezvousExtension& out) {
 
 size_t encode(const SesResponse& h, ByteSpan out) {
   if (out.size() < kSesResponseBytes || !fits_response_common(h.common)) return 0;
-  layout::Response l;
-  l.common = pack_response_common(h.common);
+  auto& l = place<layout::Response>(out);
+  pack_response_common(h.common, l.common);
   l.modified_length.set(h.modified_length);
-  store(l, out);
   return kSesResponseBytes;
 }
 
 DecodeError decode(ConstByteSpan in, SesResponse& out) {
   if (in.size() < kSesResponseBytes) return DecodeError::kTruncated;
-  const auto l = load<layout::Response>(in);
+  const auto& l = view<layout::Response>(in);
   out = SesResponse{};
   if (auto e = unpack_response_common(l.common, out.common); e != DecodeError::kOk) return e;
   out.modified_length = l.modified_length.get();
@@ -221,19 +201,18 @@ DecodeError decode(ConstByteSpan in, SesResponse& out) {
 size_t encode(const SesResponseWithData& h, ByteSpan out) {
   if (out.size() < kSesResponseWithDataBytes || !fits_response_common(h.common)) return 0;
   if (h.payload_length > kMaxSesPayloadLength) return 0;
-  layout::ResponseWithData l;
-  l.common = pack_response_common(h.common);
+  auto& l = place<layout::ResponseWithData>(out);
+  pack_response_common(h.common, l.common);
   l.read_message_id.set(h.read_message_id);
   l.payload_length.set(h.payload_length);
   l.modified_length.set(h.modified_length);
   l.message_offset.set(h.message_offset);
-  store(l, out);
   return kSesResponseWithDataBytes;
 }
 
 DecodeError decode(ConstByteSpan in, SesResponseWithData& out) {
   if (in.size() < kSesResponseWithDataBytes) return DecodeError::kTruncated;
-  const auto l = load<layout::ResponseWithData>(in);
+  const auto& l = view<layout::ResponseWithData>(in);
   out = SesResponseWithData{};
   if (auto e = unpack_response_common(l.common, out.common); e != DecodeError::kOk) return e;
   out.read_message_id = l.read_message_id.get();
@@ -248,16 +227,15 @@ DecodeError decode(ConstByteSpan in, SesResponseWithData& out) {
 size_t encode(const SesSmallResponseWithData& h, ByteSpan out) {
   if (out.size() < kSesSmallResponseWithDataBytes || !fits_response_common(h.common)) return 0;
   if (h.common.message_id > kMaxSesPayloadLength) return 0;
-  layout::SmallResponseWithData l;
-  l.common = pack_response_common(h.common);
+  auto& l = place<layout::SmallResponseWithData>(out);
+  pack_response_common(h.common, l.common);
   l.original_request_psn.set(h.original_request_psn);
-  store(l, out);
   return kSesSmallResponseWithDataBytes;
 }
 
 DecodeError decode(ConstByteSpan in, SesSmallResponseWithData& out) {
   if (in.size() < kSesSmallResponseWithDataBytes) return DecodeError::kTruncated;
-  const auto l = load<layout::SmallResponseWithData>(in);
+  const auto& l = view<layout::SmallResponseWithData>(in);
   out = SesSmallResponseWithData{};
   if (auto e = unpack_response_common(l.common, out.common); e != DecodeError::kOk) return e;
   if (out.common.message_id > kMaxSesPayloadLength) return DecodeError::kReservedBitsSet;
