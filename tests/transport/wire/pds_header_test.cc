@@ -11,9 +11,11 @@ namespace {
 
 using Bytes = std::vector<uint8_t>;
 
+// Encoded into bytes that are not zero, as a reused packet buffer is: the encoder
+// writes its header in place and must set every byte, reserved ones included.
 template <class H>
 Bytes encoded(const H& h) {
-  Bytes out(encoded_size(h));
+  Bytes out(encoded_size(h), 0xa5);
   EXPECT_EQ(encode(h, out), out.size());
   return out;
 }

@@ -10,9 +10,11 @@ namespace {
 
 using Bytes = std::vector<uint8_t>;
 
+// Encoded into bytes that are not zero, as a reused packet buffer is: the encoder
+// writes its header in place and must set every byte, reserved ones included.
 template <class H>
 Bytes encoded(const H& h, size_t size) {
-  Bytes out(size);
+  Bytes out(size, 0xa5);
   EXPECT_EQ(encode(h, out), size);
   return out;
 }
