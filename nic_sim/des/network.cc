@@ -64,11 +64,12 @@ Network::Network(const Topology& topology, const NetworkConfig& config, std::vec
     host.peers.assign(p.begin(), p.end());  // exact size
     std::vector<uint32_t>().swap(p);
     const auto distinct = static_cast<uint32_t>(host.peers.size());
-    pc.max_pdcs = std::min<uint32_t>(cfg_.pds.max_pdcs, 2 * distinct + 4);
+    const uint32_t pdcs_for_every_peer = 2 * distinct + 4;  // both roles, and spare
+    pc.max_pdcs = std::min<uint32_t>(cfg_.pds.max_pdcs, pdcs_for_every_peer);
     // PDCs close only when a table smaller than the peers fills; the late-SYN guard then
     // remembers as many closes as an engine does by default. A table that holds every
     // peer closes nothing, and 256 remembered closes a host cost 8192 hosts 77 MB.
-    pc.closed_pdcs_remembered = pc.max_pdcs < 2 * distinct + 4 ? 256 : 16;
+    pc.closed_pdcs_remembered = pc.max_pdcs < pdcs_for_every_peer ? 256 : 16;
     pc.seed = cfg_.seed * 1000003 + h;
     host.pds = std::make_unique<pds::Pds>(pc);
     sc.max_peers = std::max<uint32_t>(distinct, 1);

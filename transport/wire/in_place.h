@@ -14,8 +14,6 @@
 #include <span>
 #include <type_traits>
 
-#include "transport/wire/endian.h"
-
 namespace spray::wire {
 
 template <class Layout>
