@@ -134,7 +134,13 @@ std::unique_ptr<Communicator> Communicator::create(int rank, int size, const std
         std::string_view(reinterpret_cast<const char*>(model_text.data()), model_text.size())));
   }
 
-  publish(fmt::format("addr/{}", rank), link->address());
+  // A key written twice with different values means two processes took this rank.
+  if (!client->set(fmt::format("addr/{}", rank), link->address(), error)) {
+    throw CollectiveError(fmt::format("rank {}: {}{}", rank, error,
+                                      error.find("already holds") != std::string::npos
+                                          ? " (is another process using this SPRAY_RANK?)"
+                                          : ""));
+  }
   std::vector<std::vector<uint8_t>> addresses(static_cast<size_t>(size));
   for (int r = 0; r < size; ++r) {
     if (!client->get(fmt::format("addr/{}", r), options.timeout, addresses[static_cast<size_t>(r)],

@@ -6,10 +6,19 @@
 // exists or the timeout passes, so a rank that never shows up becomes a clear error in
 // the others ("timed out after 30 s waiting for key 'addr/3'") rather than a hang.
 //
-// Protocol (one TCP connection per client, requests answered in order):
+// Protocol (one TCP connection per client, one request at a time: the next is sent
+// once the last is answered):
 //   request  := op:u8 ('S' set | 'G' get)  key_len:u32  key  [value_len:u32 value]  (set only)
-//   response := status:u8 (0 ok)  value_len:u32  value                           (get only)
-// Integers are little-endian. Keys are at most 4 KiB, values at most 1 MiB.
+//   response := status:u8  value_len:u32  value
+// Status 0 is ok; the value is the key's for a get and empty for a set. Status 1 refuses
+// the request; the value is the reason in text, and the server then closes the
+// connection. Refused: an unknown op, a key over 4 KiB, a value over 1 MiB, a request
+// sent before the last was answered, and a set of a key that already holds a different
+// value (keys are written once; setting the same value again is allowed). Integers are
+// little-endian.
+//
+// A get of a key not set yet is parked until the key is set; a client that goes away
+// meanwhile is forgotten at once, so clients that time out leave nothing behind.
 //
 // Built on Boost.Asio: the server runs its own event loop on a background thread; the
 // client uses blocking calls bounded by deadlines (io_context::run_for).
@@ -35,6 +44,8 @@ class StoreServer {
   StoreServer& operator=(const StoreServer&) = delete;
 
   uint16_t port() const;
+  // Gets parked now, waiting for their key (for tests and diagnostics).
+  size_t parked_gets() const;
 
  private:
   struct State;
@@ -53,7 +64,8 @@ class StoreClient {
   StoreClient(const StoreClient&) = delete;
   StoreClient& operator=(const StoreClient&) = delete;
 
-  // False and an error if the connection broke or the request was refused.
+  // False and an error if the connection broke or the store refused the request (with
+  // the store's reason).
   bool set(const std::string& key, const Bytes& value, std::string& error);
   // Waits until `key` exists; false and an error on timeout or a broken connection.
   bool get(const std::string& key, std::chrono::milliseconds timeout, Bytes& value,

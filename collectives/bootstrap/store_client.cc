@@ -39,10 +39,11 @@ struct StoreClient::State {
     return false;
   }
 
-  // Sends `request` and reads one response; false with `error` set on failure.
+  // Sends `request` and reads one response; false with `error` set on failure (the
+  // store's reason when it refused the request).
   bool exchange(const Bytes& request, milliseconds timeout, Bytes& value, std::string& error) {
     if (!socket.is_open()) {
-      error = "the connection to the store was closed by an earlier timeout";
+      error = "the connection to the store was closed after an earlier timeout or refusal";
       return false;
     }
     bool done = false;
@@ -55,14 +56,10 @@ struct StoreClient::State {
         return;
       }
       asio::async_read(socket, asio::buffer(head), [&](boost::system::error_code ec2, size_t) {
+        const uint32_t n = store_protocol::load_u32(&head[1]);
+        if (!ec2 && n > store_protocol::kMaxValue) ec2 = asio::error::message_size;
         if (ec2) {
           failure = ec2;
-          done = true;
-          return;
-        }
-        const uint32_t n = store_protocol::load_u32(&head[1]);
-        if (head[0] != 0 || n > store_protocol::kMaxValue) {
-          failure = asio::error::invalid_argument;
           done = true;
           return;
         }
@@ -79,6 +76,15 @@ struct StoreClient::State {
     }
     if (failure) {
       error = failure == asio::error::eof ? "the store closed the connection" : failure.message();
+      return false;
+    }
+    if (head[0] != store_protocol::kOk) {
+      error = head[0] == store_protocol::kRefused
+                  ? "the store refused it: " + std::string(value.begin(), value.end())
+                  : "the store answered with unknown status " + std::to_string(head[0]);
+      value.clear();
+      boost::system::error_code ignored;
+      socket.close(ignored);  // the store closes a refused connection too
       return false;
     }
     return true;
@@ -150,7 +156,8 @@ bool StoreClient::get(const std::string& key, milliseconds timeout, Bytes& value
   if (state_->exchange(store_protocol::request('G', key, nullptr), timeout, value, error)) {
     return true;
   }
-  error = "store get '" + key + "': " + error + " after " + std::to_string(timeout.count()) + " ms";
+  error = "store get '" + key + "': " + error;
+  if (error.ends_with("timed out")) error += " after " + std::to_string(timeout.count()) + " ms";
   return false;
 }
 

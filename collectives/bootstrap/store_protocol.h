@@ -12,6 +12,11 @@ namespace spray::coll::store_protocol {
 inline constexpr uint32_t kMaxKey = 4096;
 inline constexpr uint32_t kMaxValue = 1 << 20;
 
+// Response status: the request was done, or refused (the value is the reason, and the
+// server closes the connection after it).
+inline constexpr uint8_t kOk = 0;
+inline constexpr uint8_t kRefused = 1;
+
 inline uint32_t load_u32(const uint8_t* p) {
   return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
 }

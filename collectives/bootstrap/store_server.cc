@@ -5,8 +5,11 @@
 #include <boost/asio.hpp>
 
 #include <cstring>
+#include <future>
 #include <map>
 #include <thread>
+
+#include <fmt/format.h>
 
 #include "collectives/bootstrap/store.h"
 #include "collectives/bootstrap/store_protocol.h"
@@ -28,7 +31,8 @@ struct Table {
 };
 
 // One client connection: reads a request, answers it (or parks it until its key is
-// set), then reads the next. Lives as long as an asynchronous operation holds it.
+// set), then reads the next. Lives as long as an asynchronous operation (or the table
+// of parked gets) holds it.
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket socket, Table& table) : socket_(std::move(socket)), table_(table) {}
@@ -39,7 +43,14 @@ class Session : public std::enable_shared_from_this<Session> {
       if (ec) return;
       self->op_ = self->head_[0];
       const uint32_t key_len = store_protocol::load_u32(&self->head_[1]);
-      if ((self->op_ != 'S' && self->op_ != 'G') || key_len > store_protocol::kMaxKey) return;
+      if (self->op_ != 'S' && self->op_ != 'G') {
+        return self->refuse(
+            fmt::format("unknown request 0x{:02x} (not 'S' set or 'G' get)", self->op_));
+      }
+      if (key_len > store_protocol::kMaxKey) {
+        return self->refuse(fmt::format("key of {} bytes is over the limit of {}", key_len,
+                                        store_protocol::kMaxKey));
+      }
       self->key_.assign(key_len, '\0');
       asio::async_read(self->socket_, asio::buffer(self->key_),
                        [self](boost::system::error_code ec2, size_t) {
@@ -50,22 +61,45 @@ class Session : public std::enable_shared_from_this<Session> {
     });
   }
 
+  // Answers a parked get with the value just set, then reads the next request.
+  void wake(const Bytes& value) {
+    parked_ = false;
+    boost::system::error_code ignored;
+    socket_.cancel(ignored);  // ends the watch begun by park()
+    reply(value);
+  }
+
+ private:
   // Sends `value` as an ok response, then reads the next request.
   void reply(const Bytes& value) {
-    out_ = store_protocol::response(0, value);
+    out_ = store_protocol::response(store_protocol::kOk, value);
     auto self = shared_from_this();
     asio::async_write(socket_, asio::buffer(out_), [self](boost::system::error_code ec, size_t) {
       if (!ec) self->read_request();
     });
   }
 
- private:
+  // Sends the reason as a refusal, then closes the connection: after a malformed request
+  // the stream cannot be trusted to be where the next request starts.
+  void refuse(const std::string& reason) {
+    out_ = store_protocol::response(store_protocol::kRefused, Bytes(reason.begin(), reason.end()));
+    auto self = shared_from_this();
+    asio::async_write(socket_, asio::buffer(out_), [self](boost::system::error_code, size_t) {
+      boost::system::error_code ignored;
+      self->socket_.shutdown(tcp::socket::shutdown_both, ignored);
+      self->socket_.close(ignored);
+    });
+  }
+
   void read_value() {
     auto self = shared_from_this();
     asio::async_read(socket_, asio::buffer(len_), [self](boost::system::error_code ec, size_t) {
       if (ec) return;
       const uint32_t n = store_protocol::load_u32(self->len_.data());
-      if (n > store_protocol::kMaxValue) return;
+      if (n > store_protocol::kMaxValue) {
+        return self->refuse(fmt::format("value of {} bytes for key '{}' is over the limit of {}", n,
+                                        self->key_, store_protocol::kMaxValue));
+      }
       self->value_.assign(n, 0);
       asio::async_read(self->socket_, asio::buffer(self->value_),
                        [self](boost::system::error_code ec2, size_t) {
@@ -75,26 +109,62 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void store() {
-    table_.values[key_] = value_;
+    const auto [at, inserted] = table_.values.try_emplace(key_, value_);
+    if (!inserted && at->second != value_) {
+      return refuse(
+          fmt::format("key '{}' already holds a different value (keys are written once)", key_));
+    }
     auto [first, last] = table_.waiting.equal_range(key_);
     std::vector<std::shared_ptr<Session>> woken;
     for (auto it = first; it != last; ++it) woken.push_back(it->second);
     table_.waiting.erase(first, last);
-    for (auto& s : woken) s->reply(value_);
+    for (auto& s : woken) s->wake(value_);
     reply({});
   }
 
   void answer_get() {
     auto it = table_.values.find(key_);
     if (it != table_.values.end()) return reply(it->second);
-    table_.waiting.emplace(key_, shared_from_this());  // answered by the set of key_
+    park();
+  }
+
+  // Parks this get until key_ is set, and watches the socket meanwhile: a client that
+  // goes away (a rank that timed out or died) is dropped from the table at once instead
+  // of staying there until the key is set or the server stops.
+  void park() {
+    parked_ = true;
+    table_.waiting.emplace(key_, shared_from_this());
+    auto self = shared_from_this();
+    asio::async_read(socket_, asio::buffer(watch_), [self](boost::system::error_code ec, size_t) {
+      if (ec == asio::error::operation_aborted) return;  // woken: the answer is on its way
+      if (self->parked_) {
+        self->unpark();
+        // Bytes while parked: the client sent a request before this one was answered.
+        if (!ec) return self->refuse("request sent before the pending get was answered");
+      }
+      boost::system::error_code ignored;
+      self->socket_.close(ignored);  // the client is gone, or misbehaved while being woken
+    });
+  }
+
+  void unpark() {
+    parked_ = false;
+    auto [first, last] = table_.waiting.equal_range(key_);
+    for (auto it = first; it != last; ++it) {
+      if (it->second.get() == this) {
+        table_.waiting.erase(it);
+        return;
+      }
+    }
   }
 
   tcp::socket socket_;
   Table& table_;
   std::array<uint8_t, 5> head_{};
   std::array<uint8_t, 4> len_{};
+  std::array<uint8_t, 1> watch_{};  // read by park()'s watch; a byte here is a protocol error
   uint8_t op_ = 0;
+  bool parked_ = false;  // in table_.waiting
   std::string key_;
   Bytes value_;
   Bytes out_;
@@ -161,6 +231,13 @@ StoreServer::~StoreServer() {
 
 uint16_t StoreServer::port() const {
   return state_->acceptor.local_endpoint().port();
+}
+
+size_t StoreServer::parked_gets() const {
+  // The table belongs to the loop's thread: ask it there.
+  std::promise<size_t> count;
+  asio::post(state_->io, [&] { count.set_value(state_->table.waiting.size()); });
+  return count.get_future().get();
 }
 
 bool split_host_port(const std::string& address, std::string& host, uint16_t& port) {
