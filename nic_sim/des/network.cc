@@ -118,7 +118,7 @@ void Network::watch_port(uint32_t port, Duration interval) {
 bool Network::run(Duration limit) {
   const Time end = now_ + limit;
   while (!events_.empty() && flows_done_ < flows_.size()) {
-    if (events_.top().at() > end) {
+    if (events_.top_time() > end) {
       now_ = end;  // nothing before `end`: the clock moves on to it
       break;
     }

@@ -56,8 +56,27 @@ TEST(EventQueue, MillionsOfInterleavedEventsComeOutInOrderExactlyOnce) {
   EXPECT_EQ(popped, pushed);  // every event exactly once
 }
 
-TEST(EventQueue, EventsAreCompact) {
-  EXPECT_EQ(sizeof(Event), 24u);
+TEST(EventQueue, HeapEntriesAreFourToACacheLine) {
+  EXPECT_EQ(sizeof(EventQueue::Entry), 16u);
+}
+
+TEST(EventQueue, TopTimeIsTheNextToPopAndBodiesSurviveSlotReuse) {
+  EventQueue q;
+  for (uint32_t round = 0; round < 3; ++round) {  // later rounds reuse freed body slots
+    q.push(Time{50}, 7, 100 + round, 200 + round);
+    q.push(Time{40}, 8, 300 + round, 400 + round);
+    EXPECT_EQ(q.top_time(), Time{40});
+    const Event first = q.pop();
+    EXPECT_EQ(first.kind, 8);
+    EXPECT_EQ(first.a, 300 + round);
+    EXPECT_EQ(first.b, 400 + round);
+    EXPECT_EQ(q.top_time(), Time{50});
+    const Event second = q.pop();
+    EXPECT_EQ(second.kind, 7);
+    EXPECT_EQ(second.a, 100 + round);
+    EXPECT_EQ(second.b, 200 + round);
+    EXPECT_TRUE(q.empty());
+  }
 }
 
 }  // namespace
