@@ -90,6 +90,7 @@ class EndpointRoles {
             {"rx_ecn_marked", p.rx_ecn_marked},
             {"ecn_acks_received", p.ecn_acks_received},
             {"pdcs_failed", p.pdcs_failed},
+            {"pdcs_forgotten", p.pdcs_forgotten},
             {o_.datapath, datapath_stats_(d_)}};
   }
 

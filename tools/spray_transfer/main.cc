@@ -43,6 +43,10 @@ struct Options {
 int main(int argc, char** argv) {
   Options o;
   CLI::App app{"spray-transfer: Spray engines over an emulated lossy multipath fabric"};
+  app.footer(
+      "Exit status: 0 when every message arrived intact; 1 when every operation ended but some "
+      "with an error (e.g. peer unreachable); 2 when some had not ended after 60 s of virtual "
+      "time.");
   app.add_option("--hosts", o.hosts, "hosts in a ring, each sending to the next")
       ->check(CLI::Range(2, 64));
   app.add_option("--paths", o.paths, "equal-cost paths between hosts")->check(CLI::Range(1, 256));
@@ -153,6 +157,8 @@ int main(int argc, char** argv) {
 
   if (o.json) {
     nlohmann::json j = {{"ok", ok},
+                        {"every_operation_ended", finished},
+                        {"errors", errors},
                         {"messages", total_messages},
                         {"bytes_per_message", o.bytes},
                         {"delivered_bytes", delivered},
@@ -188,7 +194,11 @@ int main(int argc, char** argv) {
         "wall\n",
         goodput_gbps, virtual_s * 1e3, wall);
     fmt::print("  result         {}\n",
-               ok ? "OK: every byte delivered exactly once, intact" : "FAILED");
+               ok         ? "OK: every byte delivered exactly once, intact"
+               : finished ? fmt::format("FAILED: {} operations ended with an error", errors)
+                          : std::string("FAILED: not every operation ended within 60 s of "
+                                        "virtual time"));
   }
-  return ok ? 0 : 1;
+  // 0: all intact; 1: every operation ended, some with an error; 2: some never ended.
+  return ok ? 0 : finished ? 1 : 2;
 }

@@ -96,7 +96,8 @@ struct PdsStats {
   uint64_t pdcs_opened = 0;
   uint64_t pdcs_closed = 0;
   uint64_t pdcs_failed = 0;
-  uint64_t pdcs_refused = 0;  // SYNs NACKed: table full or the peer at its target PDC cap
+  uint64_t pdcs_forgotten = 0;  // target PDCs of a peer we failed a PDC to (fail_pdc)
+  uint64_t pdcs_refused = 0;    // SYNs NACKed: table full or the peer at its target PDC cap
   // Making room in a full table (pds_reclaim.cc).
   uint64_t pdcs_reclaimed = 0;     // idle PDCs of ours closed to make room
   uint64_t close_requests = 0;     // CTRL CLOSE_REQ sent: an initiator asked to close an idle PDC
@@ -188,6 +189,7 @@ class Pds {
   bool open_pdc(PeerIndex peer, Mode mode, bool initiator, uint32_t& index, Time since);
   void free_pdc(uint32_t index);
   void fail_pdc(uint32_t index, Status why);
+  void forget_target_pdcs_of(PeerIndex peer);
   Pdc* pdc_for_ack(PeerIndex peer, uint16_t dpdcid, uint16_t spdcid);
   void push_control(const ControlPacket& c);
   Pdc* pdc_by_local_id(uint16_t id);

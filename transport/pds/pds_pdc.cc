@@ -150,9 +150,31 @@ void Pds::fail_pdc(uint32_t index, Status why) {
   // A peer whose table stayed full is alive: only its PDC's messages fail, not every
   // operation waiting on it (a chaos-free 4-rank all-to-all with two PDCs per endpoint
   // reported "No route to host" for sends on other PDCs).
-  if (why != Status::kNoPdcAvailable) failed_peers_.push_back(p.peer);
+  if (why != Status::kNoPdcAvailable) {
+    failed_peers_.push_back(p.peer);
+    if (p.initiator) forget_target_pdcs_of(p.peer);
+  }
   ++stats_.pdcs_failed;
   free_pdc(index);
+}
+
+// Called when this end gave the peer up: with the failed PDC went the answers we owed it
+// (responses travel on our own PDC to it). The PDCs it opened to us are forgotten too,
+// so that its next packet on them is refused (kInvalidDpdcid) or, if that refusal is
+// lost as well, goes unanswered until its retries run out: either way its operations
+// waiting for those answers fail there, as ours did here. Kept, they answered its
+// liveness probes, and it waited for the lost answers forever (plain ECMP over a
+// black-holed path: `spray-transfer --path-selection ecmp --path-down --seed 1052`
+// ran to its time limit). Its later traffic opens new PDCs, which may take live paths.
+void Pds::forget_target_pdcs_of(PeerIndex peer) {
+  if (!target_pdcs_of_peer_.find(peer)) return;
+  for (uint32_t i = 0; i < pdcs_.capacity(); ++i) {
+    if (!pdcs_.in_use(i)) continue;
+    const Pdc& t = pdcs_[i];
+    if (t.initiator || t.peer != peer || t.state == PdcState::kFree) continue;
+    ++stats_.pdcs_forgotten;
+    free_pdc(i);
+  }
 }
 
 Status Pds::enqueue(PeerIndex peer, Mode mode, TxRun* run, Time now) {

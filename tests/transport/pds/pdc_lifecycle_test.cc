@@ -346,5 +346,45 @@ TEST_F(Pair, pdc_table__one_peer_cannot_hold_more_than_its_share_of_target_pdcs)
   EXPECT_EQ(target.stats().pdcs_opened, 3u);
 }
 
+// A peer that cannot be reached from here (our PDC to it failed) while it still reaches
+// us: the answers we owed it went with our PDC, so its PDC to us must fail too, or its
+// liveness probes, which we would keep acknowledging, let it wait for them forever.
+// (Plain ECMP over a black-holed path: B's own PDC to A hashes onto the dead path, A's
+// to B does not.)
+TEST_F(Pair, failing_our_pdc_to_a_peer__fails_its_pdc_to_us_at_its_next_packet) {
+  // B opens its own PDC to A first (everything B sends is lost from here on), so that
+  // its answer to A below travels on it, not on the PDC A opens to B.
+  b.enqueue(kA, Mode::kRud, run(1, 1), us(0));
+  drain_tx(b, us(0));
+  // A opens a PDC to B and B acknowledges: A's operation now waits for B's answer.
+  a.enqueue(kB, Mode::kRud, run(0, 1), us(0));
+  ASSERT_EQ(deliver(b, kA, drain_tx(a, us(0)).at(0)), RxVerdict::kDeliver);
+  for (const ControlPacket& c : control(b)) {
+    if (const auto* ack = std::get_if<wire::PdsAck>(&c.header)) a.on_ack(kB, *ack, us(1));
+  }
+  ASSERT_EQ(a.acked().size(), 1u);
+  ASSERT_EQ(b.open_pdcs(), 2u);  // B's PDC to A and A's PDC to B
+  int64_t t = 2;
+  for (; t < 100'000 && b.failed_peers().empty(); t += 50) {
+    drain_tx(b, us(t));  // lost
+    b.on_timers(us(t));
+  }
+  ASSERT_EQ(b.failed_peers(), std::vector<PeerIndex>{kA}) << "B's PDC to A never failed";
+  EXPECT_EQ(b.stats().pdcs_forgotten, 1u);
+  EXPECT_EQ(b.open_pdcs(), 0u);  // A's PDC to B went with B's own
+  // A probes B (it waits for an answer and has nothing in flight): B no longer knows
+  // the PDC and says so, and A gives B up.
+  ASSERT_EQ(a.probe(kB, Mode::kRud, us(t)), Status::kOk);
+  const auto probe = drain_tx(a, us(t));
+  ASSERT_EQ(probe.size(), 1u);
+  ASSERT_TRUE(probe[0].is_ctrl);
+  b.on_ctrl(kA, probe[0].ctrl, us(t));
+  const auto nacks = headers_of<wire::PdsNack>(control(b));
+  ASSERT_EQ(nacks.size(), 1u);
+  EXPECT_EQ(nacks[0].code, wire::NackCode::kInvalidDpdcid);
+  a.on_nack(kB, nacks[0], us(t + 1));
+  EXPECT_EQ(a.failed_peers(), std::vector<PeerIndex>{kB});
+}
+
 }  // namespace
 }  // namespace spray::pds
