@@ -458,7 +458,7 @@ void Network::arm_timer(uint32_t host) {
 }
 
 void Network::drain_reports(uint32_t host) {
-  hosts_[host].ses->take_pds_reports();
+  hosts_[host].ses->take_pds_reports(now_);
   hosts_[host].pds->orphaned_buffers().clear();  // ROD only; the simulator's flows are RUD
   drain_completions(host);
 }

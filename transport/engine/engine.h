@@ -162,7 +162,7 @@ class Engine {
   bool handle_packet(dp::PacketBuf* buf, Time now);
   bool handle_request(PeerIndex peer, dp::PacketBuf* buf, std::span<const uint8_t> in, Time now);
   void deliver_in_order(uint32_t pdc, Time now);
-  void drain_reports();
+  void drain_reports(Time now);
   size_t send_control();
   size_t send_data(Time now);
   size_t send_datagrams();

@@ -30,7 +30,7 @@ size_t Engine<D>::progress(Time now) {
     ses_.peers_awaiting_response(probe_peers_);
     for (PeerIndex peer : probe_peers_) (void)pds_.probe(peer, pds::Mode::kRud, now);
   }
-  drain_reports();
+  drain_reports(now);
   ses_.resume_tx_waiters(now);  // tx slots freed by what was just reported
   if constexpr (kDirectReads) copy_direct_reads(now);
   size_t sent = send_control();
@@ -74,8 +74,8 @@ void Engine<D>::copy_direct_reads(Time now) {
 }
 
 template <dp::Datapath D>
-void Engine<D>::drain_reports() {
-  ses_.take_pds_reports();
+void Engine<D>::drain_reports(Time now) {
+  ses_.take_pds_reports(now);
   for (uint64_t handle : pds_.orphaned_buffers()) {
     auto* buf = reinterpret_cast<dp::PacketBuf*>(handle);
     dp_.free(&buf, 1);
@@ -160,7 +160,7 @@ bool Engine<D>::handle_packet(dp::PacketBuf* buf, Time now) {
       break;
   }
   if (!ok) ++stats_.rx_malformed;
-  drain_reports();
+  drain_reports(now);
   return kept;
 }
 

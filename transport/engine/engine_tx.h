@@ -98,7 +98,7 @@ size_t Engine<D>::send_data(Time now) {
     }
     if (budget == 0) pds_.mark_ready(pdc);
   }
-  drain_reports();  // next_tx may have failed a PDC (retries exhausted)
+  drain_reports(now);  // next_tx may have failed a PDC (retries exhausted)
   return sent;
 }
 

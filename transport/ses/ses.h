@@ -20,8 +20,9 @@
 // - SES responses travel as reliable PDS requests on the PDC back to the initiator
 //   rather than piggybacked on ACKs as UET allows; it keeps ACKs stateless and lost
 //   responses are retransmitted by PDS like any packet.
-// - A send that fails (the PDC gave up) still consumed its id. Before the next send to
-//   that peer, SES sends a MSG_ERR carrying the id, and the target skips it.
+// - A send that fails (the PDC gave up) still consumed its id. SES sends a MSG_ERR
+//   carrying the id at once, and the target skips it; a MSG_ERR that fails too is sent
+//   again at once up to kSkipTriesAtOnce times, then ahead of the next send to that peer.
 // - Unexpected eager messages are buffered on the heap, sized by the request length and
 //   bounded by the rendezvous threshold; this is the slow path of a mismatch.
 #pragma once
@@ -173,9 +174,10 @@ class Ses {
   RxResult on_packet(PeerIndex peer, wire::NextHeader next, std::span<const uint8_t> bytes,
                      bool datagram, Time now);
   // Takes what PDS reported since the last call (packets acknowledged, messages and
-  // peers given up on; RUDI adds to the failures) and clears those lists. The engine
-  // calls it after feeding PDS packets and timers.
-  void take_pds_reports();
+  // peers given up on; RUDI adds to the failures) and clears those lists, then sends
+  // the MSG_ERRs for sends that just failed (see skips_). The engine calls it after
+  // feeding PDS packets and timers.
+  void take_pds_reports(Time now);
   void on_acked(std::span<const pds::PacketRef> refs);
   void on_failed(std::span<const pds::FailedMessage> failed);
   void on_peer_failed(std::span<const PeerIndex> peers);
@@ -268,8 +270,9 @@ class Ses {
     bool user_op = false;  // report a completion to the user
     PeerIndex peer = pds::kNoPeer;
     uint16_t msg_id = 0;
-    const uint8_t* src = nullptr;  // payload source (sends, writes, read responses)
-    uint8_t* dst = nullptr;        // read destination
+    uint8_t skip_failed_tries = 0;  // kSkip: MSG_ERRs for this id that failed before it
+    const uint8_t* src = nullptr;   // payload source (sends, writes, read responses)
+    uint8_t* dst = nullptr;         // read destination
     uint64_t length = 0;
     uint64_t remote_addr = 0;
     uint64_t key_or_tag = 0;
@@ -394,7 +397,18 @@ class Ses {
   RxResult on_skip(PeerIndex peer, uint16_t id);
   void unlink_unexpected(uint32_t slot);
   void take_unexpected(uint32_t slot, uint32_t prev);
-  void queue_skips(PeerIndex peer, Time now);
+  // A send id whose message failed, and how many MSG_ERRs for it failed too.
+  struct Skip {
+    PeerIndex peer;
+    uint16_t id;
+    uint8_t failed_tries;
+  };
+  // MSG_ERRs that fail are sent again at once this many times; after that only ahead of
+  // the next send to that peer, so a dead peer is not sent them forever.
+  static constexpr uint8_t kSkipTriesAtOnce = 3;
+  bool send_skip(const Skip& skip, Time now);  // false: no room now
+  void queue_skips(PeerIndex peer, Time now);  // every skip owed to `peer`
+  void send_recent_skips(Time now);            // those under kSkipTriesAtOnce
   void match_or_queue(uint32_t slot, Time now);
   void bind(uint32_t slot, const RecvSpec& recv, Time now);
   void try_deliver(uint32_t slot);
@@ -447,10 +461,14 @@ class Ses {
   size_t rudi_head_ = 0;
   size_t rudi_count_ = 0;
   std::vector<uint32_t> finishing_;  // scratch for two-phase failure handling
-  // Send ids whose message failed (peer, id): the target must be told to skip them, or
-  // it would wait for them forever before matching anything newer from us. Sent as
-  // MSG_ERR ahead of the next send to that peer. Slow path: empty in normal operation.
-  std::vector<std::pair<PeerIndex, uint16_t>> skips_;
+  // Send ids whose message failed: the target must be told to skip them, or it would
+  // wait for them forever before matching anything newer from us. Sent as MSG_ERR as
+  // soon as the failure is reported (take_pds_reports), not only ahead of the next send
+  // to that peer: sends on other PDCs (the other mode, or a new PDC opened after the
+  // failure) may have completed at our end and wait at the target behind the failed id,
+  // and no later send may come (chaos runs with 4 retries per PSN left such messages
+  // undelivered for good). Slow path: empty in normal operation.
+  std::vector<Skip> skips_;
   // Messages whose packets are all acknowledged while their response is still due:
   // (slot, peer, message id), checked against the slot when read. Bounded by the pool.
   struct Awaiting {

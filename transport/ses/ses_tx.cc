@@ -170,22 +170,34 @@ Status Ses::send(PeerIndex peer, const void* buf, uint64_t len, UserContext ctx,
   return Status::kOk;
 }
 
-// Sends MSG_ERR for this peer's failed send ids (those that fit in the user's share of
-// the pool now, as the send they precede must; the rest wait for the next send).
+// Sends one MSG_ERR if it fits in the user's share of the pool now, as the send it may
+// precede must (+ 1: that send).
+bool Ses::send_skip(const Skip& skip, Time now) {
+  if (tx_committed() + 1 >= user_tx_limit_) return false;
+  const uint32_t slot = new_tx(TxKind::kSkip, skip.peer, 0);
+  if (slot == kNone) return false;
+  TxMessage& m = tx_[slot];
+  m.msg_id = skip.id;
+  m.skip_failed_tries = skip.failed_tries;
+  m.run.packet_count = 1;
+  m.run.packet_bytes = static_cast<uint32_t>(16 + wire::kSesStandardBytes);
+  return start(slot, pds::Mode::kRud, now) == Status::kOk;
+}
+
+// Sends MSG_ERR for this peer's failed send ids (those that fit; the rest wait for the
+// next send).
 void Ses::queue_skips(PeerIndex peer, Time now) {
   auto keep = skips_.begin();
   for (auto it = skips_.begin(); it != skips_.end(); ++it) {
-    bool sent = false;
-    if (it->first == peer && tx_committed() + 1 < user_tx_limit_) {  // + 1: that send
-      if (const uint32_t slot = new_tx(TxKind::kSkip, peer, 0); slot != kNone) {
-        TxMessage& m = tx_[slot];
-        m.msg_id = it->second;
-        m.run.packet_count = 1;
-        m.run.packet_bytes = static_cast<uint32_t>(16 + wire::kSesStandardBytes);
-        sent = start(slot, pds::Mode::kRud, now) == Status::kOk;
-      }
-    }
-    if (!sent) *keep++ = *it;
+    if (it->peer != peer || !send_skip(*it, now)) *keep++ = *it;
+  }
+  skips_.erase(keep, skips_.end());
+}
+
+void Ses::send_recent_skips(Time now) {
+  auto keep = skips_.begin();
+  for (auto it = skips_.begin(); it != skips_.end(); ++it) {
+    if (it->failed_tries >= kSkipTriesAtOnce || !send_skip(*it, now)) *keep++ = *it;
   }
   skips_.erase(keep, skips_.end());
 }
@@ -519,7 +531,7 @@ void Ses::detach_read_responses(uint32_t send) {
   }
 }
 
-void Ses::take_pds_reports() {
+void Ses::take_pds_reports(Time now) {
   if (!pds_.acked().empty()) {
     on_acked(pds_.acked());
     pds_.acked().clear();
@@ -532,6 +544,7 @@ void Ses::take_pds_reports() {
     on_peer_failed(pds_.failed_peers());
     pds_.failed_peers().clear();
   }
+  if (!skips_.empty()) send_recent_skips(now);
 }
 
 void Ses::on_acked(std::span<const pds::PacketRef> refs) {
@@ -554,9 +567,11 @@ void Ses::on_failed(std::span<const pds::FailedMessage> failed) {
     m.failing = true;
     m.status = f.status;
     finishing_.push_back(f.message);
-    const bool send_id =
-        m.kind == TxKind::kEager || m.kind == TxKind::kRendezvous || m.kind == TxKind::kSkip;
-    if (send_id) skips_.emplace_back(m.peer, m.msg_id);
+    if (m.kind == TxKind::kEager || m.kind == TxKind::kRendezvous) {
+      skips_.push_back({m.peer, m.msg_id, 0});
+    } else if (m.kind == TxKind::kSkip) {
+      skips_.push_back({m.peer, m.msg_id, static_cast<uint8_t>(m.skip_failed_tries + 1)});
+    }
   }
   for (uint32_t slot : finishing_) {
     if (!tx_[slot].rudi_queued) finish_tx(slot);  // else peek_rudi finishes it

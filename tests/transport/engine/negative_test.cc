@@ -211,6 +211,13 @@ TEST_F(Negative, dead_peer__operations_fail_with_peer_unreachable_not_hang) {
     ASSERT_TRUE(c) << ctx;
     EXPECT_EQ(c->status, Status::kPeerUnreachable) << ctx;
   }
+  // The failed sends' MSG_ERRs go out at once and fail in turn, a bounded number of
+  // times (Ses::kSkipTriesAtOnce); then nothing is left in flight or held.
+  cluster.run_until(
+      [&] {
+        return cluster.engine(0).pds().open_pdcs() == 0 && cluster.engine(0).ses().tx_in_use() == 0;
+      },
+      Duration::seconds(5));
   EXPECT_EQ(cluster.engine(0).pds().open_pdcs(), 0u);
   EXPECT_EQ(cluster.engine(0).ses().tx_in_use(), 0u);  // nothing leaked
 }
