@@ -171,7 +171,7 @@ void Pds::forget_target_pdcs_of(PeerIndex peer) {
   for (uint32_t i = 0; i < pdcs_.capacity(); ++i) {
     if (!pdcs_.in_use(i)) continue;
     const Pdc& t = pdcs_[i];
-    if (t.initiator || t.peer != peer || t.state == PdcState::kFree) continue;
+    if (t.initiator || t.peer != peer) continue;
     ++stats_.pdcs_forgotten;
     free_pdc(i);
   }

@@ -406,9 +406,10 @@ class Ses {
   // MSG_ERRs that fail are sent again at once this many times; after that only ahead of
   // the next send to that peer, so a dead peer is not sent them forever.
   static constexpr uint8_t kSkipTriesAtOnce = 3;
-  bool send_skip(const Skip& skip, Time now);  // false: no room now
-  void queue_skips(PeerIndex peer, Time now);  // every skip owed to `peer`
-  void send_recent_skips(Time now);            // those under kSkipTriesAtOnce
+  // Sends MSG_ERR for the queued skips `due` picks, those that fit in the user's share
+  // of the pool now (as the send they may precede must); the rest stay queued.
+  template <class Due>
+  void send_skips(Due due, Time now);
   void match_or_queue(uint32_t slot, Time now);
   void bind(uint32_t slot, const RecvSpec& recv, Time now);
   void try_deliver(uint32_t slot);

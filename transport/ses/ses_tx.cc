@@ -127,7 +127,7 @@ Status Ses::start(uint32_t slot, pds::Mode mode, Time now) {
 Status Ses::send(PeerIndex peer, const void* buf, uint64_t len, UserContext ctx,
                  const SendSpec& spec, Time now) {
   if (const Status s = check_operation(peer, buf, len); s != Status::kOk) return s;
-  if (!skips_.empty()) queue_skips(peer, now);
+  if (!skips_.empty()) send_skips([peer](const Skip& k) { return k.peer == peer; }, now);
   const bool rendezvous = len > cfg_.rendezvous_threshold_bytes;
   const uint32_t slot = new_tx(rendezvous ? TxKind::kRendezvous : TxKind::kEager, peer, len);
   if (slot == kNone) return Status::kAgain;
@@ -170,34 +170,22 @@ Status Ses::send(PeerIndex peer, const void* buf, uint64_t len, UserContext ctx,
   return Status::kOk;
 }
 
-// Sends one MSG_ERR if it fits in the user's share of the pool now, as the send it may
-// precede must (+ 1: that send).
-bool Ses::send_skip(const Skip& skip, Time now) {
-  if (tx_committed() + 1 >= user_tx_limit_) return false;
-  const uint32_t slot = new_tx(TxKind::kSkip, skip.peer, 0);
-  if (slot == kNone) return false;
-  TxMessage& m = tx_[slot];
-  m.msg_id = skip.id;
-  m.skip_failed_tries = skip.failed_tries;
-  m.run.packet_count = 1;
-  m.run.packet_bytes = static_cast<uint32_t>(16 + wire::kSesStandardBytes);
-  return start(slot, pds::Mode::kRud, now) == Status::kOk;
-}
-
-// Sends MSG_ERR for this peer's failed send ids (those that fit; the rest wait for the
-// next send).
-void Ses::queue_skips(PeerIndex peer, Time now) {
+template <class Due>
+void Ses::send_skips(Due due, Time now) {
   auto keep = skips_.begin();
   for (auto it = skips_.begin(); it != skips_.end(); ++it) {
-    if (it->peer != peer || !send_skip(*it, now)) *keep++ = *it;
-  }
-  skips_.erase(keep, skips_.end());
-}
-
-void Ses::send_recent_skips(Time now) {
-  auto keep = skips_.begin();
-  for (auto it = skips_.begin(); it != skips_.end(); ++it) {
-    if (it->failed_tries >= kSkipTriesAtOnce || !send_skip(*it, now)) *keep++ = *it;
+    bool sent = false;
+    if (due(*it) && tx_committed() + 1 < user_tx_limit_) {  // + 1: the send it may precede
+      if (const uint32_t slot = new_tx(TxKind::kSkip, it->peer, 0); slot != kNone) {
+        TxMessage& m = tx_[slot];
+        m.msg_id = it->id;
+        m.skip_failed_tries = it->failed_tries;
+        m.run.packet_count = 1;
+        m.run.packet_bytes = static_cast<uint32_t>(16 + wire::kSesStandardBytes);
+        sent = start(slot, pds::Mode::kRud, now) == Status::kOk;
+      }
+    }
+    if (!sent) *keep++ = *it;
   }
   skips_.erase(keep, skips_.end());
 }
@@ -544,7 +532,9 @@ void Ses::take_pds_reports(Time now) {
     on_peer_failed(pds_.failed_peers());
     pds_.failed_peers().clear();
   }
-  if (!skips_.empty()) send_recent_skips(now);
+  if (!skips_.empty()) {
+    send_skips([](const Skip& k) { return k.failed_tries < kSkipTriesAtOnce; }, now);
+  }
 }
 
 void Ses::on_acked(std::span<const pds::PacketRef> refs) {
