@@ -8,24 +8,24 @@
 # Usage: spray_transfer_ends.sh SPRAY_TRANSFER
 set -uo pipefail
 transfer=$1
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 common=(--hosts 4 --paths 4 --messages 20 --reorder 0.1 --duplicate 0.02 --corrupt 0.01
         --trim 0.02 --path-down)
 "$transfer" "${common[@]}" --bytes 230789 --loss 0.07 --path-selection reps --seed 1052 \
-  >/tmp/spray_transfer_ends.$$ 2>&1
+  >"$out" 2>&1
 rc=$?
-[[ $rc == 0 ]] || { cat /tmp/spray_transfer_ends.$$; fail "reps over a dying path: exit $rc, not 0"; }
+[[ $rc == 0 ]] || { cat "$out"; fail "reps over a dying path: exit $rc, not 0"; }
 for seed in 1012 1032 1052; do
   "$transfer" "${common[@]}" --bytes $(( (seed * 7919) % 300000 + 1 )) --loss 0.0$((seed % 9)) \
-    --path-selection ecmp --seed "$seed" >/tmp/spray_transfer_ends.$$ 2>&1
+    --path-selection ecmp --seed "$seed" >"$out" 2>&1
   rc=$?
   if [[ $rc != 1 ]]; then
-    tail -n 8 /tmp/spray_transfer_ends.$$
-    rm -f /tmp/spray_transfer_ends.$$
+    tail -n 8 "$out"
     fail "ecmp over a dying path, seed $seed: exit $rc, not 1 (ended with errors)"
   fi
-  grep -q "peer unreachable" /tmp/spray_transfer_ends.$$ ||
+  grep -q "peer unreachable" "$out" ||
     fail "ecmp seed $seed: no operation reported 'peer unreachable'"
 done
-rm -f /tmp/spray_transfer_ends.$$
 echo "PASS: spray-transfer ends every operation"
