@@ -8,25 +8,28 @@ namespace spray::sim {
 namespace {
 
 // Sends `n` packets of `bytes` from host 0 to host 1 with the given entropy values.
-void send(Fabric& f, uint32_t n, uint32_t bytes, uint16_t ev_base, uint16_t ev_step) {
+// Sends n packets from host `from` to host `to` (0 to 1 unless told).
+void send(Fabric& f, uint32_t n, uint32_t bytes, uint16_t ev_base, uint16_t ev_step,
+          uint32_t from = 0, uint32_t to = 1) {
   for (uint32_t i = 0; i < n; ++i) {
     dp::PacketBuf* b = nullptr;
-    ASSERT_EQ(f.nic(0).alloc(&b, 1), 1u);
+    ASSERT_EQ(f.nic(from).alloc(&b, 1), 1u);
     b->len = bytes;
     for (uint32_t k = 0; k < bytes; ++k) b->data[k] = static_cast<uint8_t>(k + i);
-    b->peer = dp::NetAddr::sim_host(1);
+    b->peer = dp::NetAddr::sim_host(to);
     b->entropy = static_cast<uint16_t>(ev_base + i * ev_step);
-    f.nic(0).tx_burst(&b, 1);
+    f.nic(from).tx_burst(&b, 1);
   }
 }
 
-uint32_t receive_all(Fabric& f, Time until) {
+// Packets host `to` has received from host `from` by `until`.
+uint32_t receive_all(Fabric& f, Time until, uint32_t from = 0, uint32_t to = 1) {
   f.advance_to(until);
   uint32_t n = 0;
   dp::PacketBuf* b[64];
-  while (size_t got = f.nic(1).rx_burst(b, 64)) {
-    for (size_t i = 0; i < got; ++i) EXPECT_EQ(b[i]->peer, dp::NetAddr::sim_host(0));
-    f.nic(1).free(b, got);
+  while (size_t got = f.nic(to).rx_burst(b, 64)) {
+    for (size_t i = 0; i < got; ++i) EXPECT_EQ(b[i]->peer, dp::NetAddr::sim_host(from));
+    f.nic(to).free(b, got);
     n += static_cast<uint32_t>(got);
   }
   return n;
@@ -113,6 +116,22 @@ TEST(Fabric, host_down__drops_both_directions) {
   send(f, 5, 100, 0, 1);
   EXPECT_EQ(receive_all(f, Time{Duration::milliseconds(1).ps}), 0u);
   EXPECT_EQ(f.stats().dropped_host_down, 5u);
+}
+
+TEST(Fabric, direction_down__drops_one_way_only) {
+  FabricConfig c;
+  c.hosts = 2;
+  Fabric f(c);
+  f.set_direction_up(0, 1, false);
+  send(f, 5, 100, 0, 1);
+  EXPECT_EQ(receive_all(f, Time{Duration::milliseconds(1).ps}), 0u);
+  EXPECT_EQ(f.stats().dropped_direction_down, 5u);
+  send(f, 4, 100, 0, 1, /*from=*/1, /*to=*/0);
+  EXPECT_EQ(receive_all(f, Time{Duration::milliseconds(2).ps}, 1, 0), 4u);
+  f.set_direction_up(0, 1, true);
+  send(f, 3, 100, 0, 1);
+  EXPECT_EQ(receive_all(f, Time{Duration::milliseconds(3).ps}), 3u);
+  EXPECT_EQ(f.stats().dropped_direction_down, 5u);
 }
 
 }  // namespace

@@ -35,6 +35,7 @@ struct Options {
   std::string path_selection = "reps";
   uint64_t seed = 1;
   double link_gbps = 100;
+  uint32_t max_pdcs = 1024;  // per engine; a few force idle PDCs to close for room
   bool json = false;
 };
 
@@ -72,6 +73,10 @@ int main(int argc, char** argv) {
                  "reps | oblivious | ecmp | ecmp_repath | bitmap");
   app.add_option("--seed", o.seed, "seed for faults, PSNs and path choices");
   app.add_option("--link-gbps", o.link_gbps, "rate of every link");
+  app.add_option("--max-pdcs", o.max_pdcs,
+                 "PDCs each engine may hold (each host needs 4 at once in the ring; fewer make "
+                 "it close idle ones for room)")
+      ->check(CLI::Range(1, 65535));
   app.add_flag("--json", o.json, "print the result as JSON");
   CLI11_PARSE(app, argc, argv);
 
@@ -90,6 +95,7 @@ int main(int argc, char** argv) {
   e.pds.cc_name = o.cc;
   e.pds.path_name = o.path_selection;
   e.pds.cc.line_rate_gbps = o.link_gbps;
+  e.pds.max_pdcs = o.max_pdcs;
   if (!cc::make_congestion_control(o.cc, {}) || !paths::make_path_selector(o.path_selection, {})) {
     fmt::print(stderr, "unknown --cc or --path-selection\n");
     return 2;

@@ -78,6 +78,7 @@ struct TxSlot {
   // The target refused it for want of room (NACK): not in the network, so its bytes are
   // out of inflight_bytes until it is resent (see Pds::on_nack).
   bool refused : 1 = false;
+  bool answer : 1 = false;  // a packet of an answer to the peer (TxRun::answer)
 };
 static_assert(sizeof(TxSlot) == 24);
 

@@ -97,7 +97,10 @@ struct PdsStats {
   uint64_t pdcs_closed = 0;
   uint64_t pdcs_failed = 0;
   uint64_t pdcs_forgotten = 0;  // target PDCs of a peer we failed a PDC to (fail_pdc)
-  uint64_t pdcs_refused = 0;    // SYNs NACKed: table full or the peer at its target PDC cap
+  // SYNs NACKed INVALID_SYN because we had given up answers owed to that peer while it
+  // held no PDC to us (see Pds::lost_answers_).
+  uint64_t syns_refused_after_lost_answers = 0;
+  uint64_t pdcs_refused = 0;  // SYNs NACKed: table full or the peer at its target PDC cap
   // Making room in a full table (pds_reclaim.cc).
   uint64_t pdcs_reclaimed = 0;     // idle PDCs of ours closed to make room
   uint64_t close_requests = 0;     // CTRL CLOSE_REQ sent: an initiator asked to close an idle PDC
@@ -189,7 +192,10 @@ class Pds {
   bool open_pdc(PeerIndex peer, Mode mode, bool initiator, uint32_t& index, Time since);
   void free_pdc(uint32_t index);
   void fail_pdc(uint32_t index, Status why);
-  void forget_target_pdcs_of(PeerIndex peer);
+  bool forget_target_pdcs_of(PeerIndex peer);
+  // A SYN from a peer whose answers we gave up on while it held no PDC to us: true when
+  // it is refused (INVALID_SYN) for that reason (see lost_answers_).
+  bool refuse_syn_for_lost_answers(PeerIndex peer, uint16_t spdcid);
   Pdc* pdc_for_ack(PeerIndex peer, uint16_t dpdcid, uint16_t spdcid);
   void push_control(const ControlPacket& c);
   Pdc* pdc_by_local_id(uint16_t id);
@@ -279,6 +285,13 @@ class Pds {
   FlatMap by_syn_;               // syn_key -> target PDC index, for SYN lookups
   FlatMap closed_syn_;           // syn_key of recently closed target PDCs -> 1 (late SYN guard)
   FlatMap target_pdcs_of_peer_;  // peer -> target PDCs it holds open (only peers with some)
+  // Peers we gave up answers to (fail_pdc) while they held no PDC to us, so that nothing
+  // could be forgotten to tell them: peer -> the id of the PDC of theirs whose SYN we
+  // refused, or kNoSynRefusedYet. Their next new PDC is refused; a later one, under
+  // another id, means they failed it and the entry goes. At most cfg.max_pdcs entries
+  // (beyond that a peer is not marked, as before this existed).
+  FlatMap lost_answers_;
+  static constexpr uint32_t kNoSynRefusedYet = 0x10000;  // above every 16-bit PDC id
   std::vector<uint64_t> closed_ring_;
   size_t closed_next_ = 0;
   uint16_t next_local_id_ = 1;  // rolls over 1..65535, skipping ids in use, so a

@@ -45,6 +45,11 @@ RxClass Pds::classify_request(PeerIndex peer, const wire::PdsRequest& h, bool tr
         send_nack(peer, wire::NackCode::kTrimmed, h.psn, 0, h.spdcid);
         return c;
       }
+      if (lost_answers_.size() != 0 && refuse_syn_for_lost_answers(peer, h.spdcid)) {
+        ++stats_.syns_refused_after_lost_answers;
+        send_nack(peer, wire::NackCode::kInvalidSyn, h.psn, 0, h.spdcid);
+        return c;
+      }
       const bool full = pdcs_.used() >= pdcs_.capacity() || !syn_may_open(key, now);
       if (full || target_pdcs_of_peer_.find(peer).value_or(0) >= cfg_.max_target_pdcs_per_peer) {
         ++stats_.pdcs_refused;

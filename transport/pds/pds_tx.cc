@@ -176,6 +176,7 @@ bool Pds::next_tx_now(Pdc& p, uint32_t index, Time now, TxPacket& out) {
   s.ref = PacketRef{run->message, run->next_packet};
   s.bytes = run->packet_bytes;
   s.in_flight = true;
+  s.answer = run->answer;
   s.sent = now;
   s.entropy = p.paths->next_entropy();
   p.inflight_bytes += s.bytes;

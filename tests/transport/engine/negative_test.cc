@@ -267,6 +267,56 @@ TEST_F(Negative, dead_peer__after_acking_but_before_responding_is_detected) {
   EXPECT_EQ(cluster.engine(0).ses().tx_in_use(), 0u);
 }
 
+// The peer has given up on an answer it owed us while we held no PDC to it (ours had
+// closed, as one does to make room in a full table). Our next PDC to it, opened by
+// the liveness probe, must not pass for proof that the answer is still coming: the
+// peer refuses it, and the operation fails instead of waiting forever.
+class LostAnswer : public Negative {
+ protected:
+  static engine::EngineConfig slow_probes() {
+    engine::EngineConfig e;
+    // No probe while the peer gives up (about 125 ms of retries): the first comes after.
+    e.probe_interval = Duration::milliseconds(500);
+    return e;
+  }
+  LostAnswer() : Negative(sim::FabricConfig{}, slow_probes()) {}
+};
+
+TEST_F(LostAnswer, operation_fails_when_the_peer_lost_its_answer_while_no_pdc_was_open) {
+  // Host 0 sends a rendezvous message to host 1, which has no receive posted: host 0's
+  // one packet is acknowledged and its send waits for host 1 to read the data.
+  std::vector<uint8_t> src(200000, 3), dst(200000, 0);
+  ASSERT_EQ(cluster.engine(0).send(1, src.data(), src.size(), 1), Status::kOk);
+  ASSERT_TRUE(cluster.run_until([&] { return cluster.engine(0).pds().stats().acks_received > 0; },
+                                Duration::milliseconds(1)));
+  ASSERT_EQ(cluster.engine(0).pds().close(1, pds::Mode::kRud, cluster.now()), Status::kOk);
+  ASSERT_TRUE(cluster.run_until(
+      [&] {
+        return cluster.engine(0).pds().open_pdcs() == 0 && cluster.engine(1).pds().open_pdcs() == 0;
+      },
+      Duration::milliseconds(10)));
+
+  // Host 1's packets to host 0 vanish: its read requests fail, and so does the error
+  // response that tells host 0 its send failed. Host 0 holds no PDC to host 1 meanwhile.
+  cluster.fabric().set_direction_up(1, 0, false);
+  ASSERT_EQ(cluster.engine(1).post_recv({dst.data(), dst.size(), 2}), Status::kOk);
+  auto rx = waiter.wait(1, 2, Duration::milliseconds(200));
+  ASSERT_TRUE(rx);
+  EXPECT_EQ(rx->status, Status::kPeerUnreachable);
+  ASSERT_TRUE(cluster.run_until([&] { return cluster.engine(1).pds().stats().pdcs_failed == 2; },
+                                Duration::milliseconds(200)));
+  EXPECT_EQ(cluster.engine(0).pds().open_pdcs(), 0u);  // no probe yet
+  EXPECT_FALSE(waiter.take(0, 1));
+  cluster.fabric().set_direction_up(1, 0, true);
+
+  auto tx = waiter.wait(0, 1, Duration::seconds(3));
+  ASSERT_TRUE(tx) << "the send waits for an answer its peer gave up";
+  EXPECT_EQ(tx->status, Status::kPeerUnreachable);
+  EXPECT_EQ(cluster.engine(0).ses().tx_in_use(), 0u);
+  EXPECT_EQ(cluster.engine(1).pds().stats().syns_refused_after_lost_answers, 1u);
+  expect_still_working(3);  // the refusal was for one PDC, not for the peer for good
+}
+
 TEST_F(Negative, misuse__is_rejected_with_invalid_argument) {
   std::vector<uint8_t> buf(16);
   EXPECT_EQ(cluster.engine(0).send(99, buf.data(), buf.size(), 1), Status::kInvalidArgument);

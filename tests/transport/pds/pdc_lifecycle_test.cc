@@ -351,10 +351,10 @@ TEST_F(Pair, pdc_table__one_peer_cannot_hold_more_than_its_share_of_target_pdcs)
 // liveness probes, which we would keep acknowledging, let it wait for them forever.
 // (Plain ECMP over a black-holed path: B's own PDC to A hashes onto the dead path, A's
 // to B does not.)
-TEST_F(Pair, failing_our_pdc_to_a_peer__fails_its_pdc_to_us_at_its_next_packet) {
+TEST_F(Pair, losing_answers_to_a_peer__fails_its_pdc_to_us_at_its_next_packet) {
   // B opens its own PDC to A first (everything B sends is lost from here on), so that
   // its answer to A below travels on it, not on the PDC A opens to B.
-  b.enqueue(kA, Mode::kRud, run(1, 1), us(0));
+  b.enqueue(kA, Mode::kRud, answer(1, 1), us(0));
   drain_tx(b, us(0));
   // A opens a PDC to B and B acknowledges: A's operation now waits for B's answer.
   a.enqueue(kB, Mode::kRud, run(0, 1), us(0));
@@ -384,6 +384,52 @@ TEST_F(Pair, failing_our_pdc_to_a_peer__fails_its_pdc_to_us_at_its_next_packet) 
   EXPECT_EQ(nacks[0].code, wire::NackCode::kInvalidDpdcid);
   a.on_nack(kB, nacks[0], us(t + 1));
   EXPECT_EQ(a.failed_peers(), std::vector<PeerIndex>{kB});
+}
+
+// As above, but A held no PDC to B when B gave up (A's had closed, as one does to make
+// room): nothing to forget, so B refuses A's next SYN instead. Else the PDC A's probe
+// opens would be acknowledged, and A would wait for B's lost answer forever.
+TEST_F(Pair, losing_answers_to_a_peer_with_no_pdc_to_us__refuses_its_next_syn_once) {
+  b.enqueue(kA, Mode::kRud, answer(1, 1), us(0));
+  fail_b_to_a();
+  EXPECT_EQ(b.stats().pdcs_forgotten, 0u);
+
+  ASSERT_EQ(a.probe(kB, Mode::kRud, us(200'000)), Status::kOk);
+  const auto syn = drain_tx(a, us(200'000));
+  ASSERT_EQ(syn.size(), 1u);
+  ASSERT_TRUE(syn[0].is_ctrl);
+  for (int copy = 1; copy <= 2; ++copy) {  // the second: our NACK was lost, A sent it again
+    b.on_ctrl(kA, syn[0].ctrl, us(200'001));
+    const auto nacks = headers_of<wire::PdsNack>(control(b));
+    ASSERT_EQ(nacks.size(), 1u) << copy;
+    EXPECT_EQ(nacks[0].code, wire::NackCode::kInvalidSyn);
+    EXPECT_EQ(b.stats().syns_refused_after_lost_answers, static_cast<uint64_t>(copy));
+    if (copy == 2) a.on_nack(kB, nacks[0], us(200'002));
+  }
+  EXPECT_EQ(a.failed_peers(), std::vector<PeerIndex>{kB});  // A's waiting operations fail
+  EXPECT_EQ(b.open_pdcs(), 0u);
+
+  // A's next PDC, under a new id, is welcome: B dropped A's state once, not A for good.
+  a.enqueue(kB, Mode::kRud, run(2, 1), us(200'010));
+  const auto next = drain_tx(a, us(200'010));
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(deliver(b, kA, next[0]), RxVerdict::kDeliver);
+  EXPECT_EQ(b.stats().syns_refused_after_lost_answers, 2u);
+}
+
+// Only lost answers leave the peer waiting. User sends that fail are reported here, and
+// the peer's PDCs to us, and its next ones, are left alone.
+TEST_F(Pair, losing_only_user_sends_to_a_peer__leaves_its_pdcs_alone) {
+  b.enqueue(kA, Mode::kRud, run(1, 1), us(0));
+  drain_tx(b, us(0));
+  a.enqueue(kB, Mode::kRud, run(0, 1), us(0));
+  ASSERT_EQ(deliver(b, kA, drain_tx(a, us(0)).at(0)), RxVerdict::kDeliver);
+  fail_b_to_a();
+  EXPECT_EQ(b.stats().pdcs_forgotten, 0u);
+  EXPECT_EQ(b.open_pdcs(), 1u);  // A's PDC to B
+  a.enqueue(kB, Mode::kRud, run(2, 1), us(200'000));
+  EXPECT_EQ(deliver(b, kA, drain_tx(a, us(200'000)).at(0)), RxVerdict::kDeliver);
+  EXPECT_EQ(b.stats().syns_refused_after_lost_answers, 0u);
 }
 
 }  // namespace

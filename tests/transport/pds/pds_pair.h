@@ -52,6 +52,20 @@ struct Pair : ::testing::Test {
     r->packet_bytes = 1000;
     return r;
   }
+  // A run that answers the peer (a response, read request or read data).
+  TxRun* answer(uint32_t message, uint32_t packets) {
+    TxRun* r = run(message, packets);
+    r->answer = true;
+    return r;
+  }
+  // Everything B sends A is lost until B's PDC to A gives up (its retries run out).
+  void fail_b_to_a() {
+    for (int64_t t = 0; t < 100'000 && b.failed_peers().empty(); t += 50) {
+      drain_tx(b, us(t));
+      b.on_timers(us(t));
+    }
+    ASSERT_EQ(b.failed_peers(), std::vector<PeerIndex>{kA}) << "B's PDC to A never failed";
+  }
   std::vector<TxPacket> drain_tx(Pds& p, Time now) {
     std::vector<TxPacket> out;
     uint32_t pdc = 0;
