@@ -38,18 +38,6 @@ Time Fabric::next_event() const {
   return events_.empty() ? Time{INT64_MAX} : events_.top().at;
 }
 
-namespace {
-uint64_t direction_key(uint32_t src, uint32_t dst) {
-  return uint64_t{src} << 32 | dst;
-}
-}  // namespace
-
-void Fabric::set_direction_up(uint32_t src, uint32_t dst, bool up) {
-  const uint64_t key = direction_key(src, dst);
-  std::erase(directions_down_, key);
-  if (!up) directions_down_.push_back(key);
-}
-
 void Fabric::schedule(Time at, dp::PacketBuf* buf, uint32_t src, uint32_t dst, Hop hop) {
   events_.push(Event{at, seq_++, buf, src, dst, hop});
 }
@@ -68,9 +56,8 @@ void Fabric::inject(uint32_t src, dp::PacketBuf** bufs, size_t n) {
       drop(b);
       continue;
     }
-    if (!directions_down_.empty() && std::find(directions_down_.begin(), directions_down_.end(),
-                                               direction_key(src, dst)) != directions_down_.end()) {
-      ++stats_.dropped_direction_down;
+    if (drop_filter_ && drop_filter_(src, dst, *b)) {
+      ++stats_.dropped_by_filter;
       drop(b);
       continue;
     }

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <queue>
 #include <vector>
@@ -59,7 +60,7 @@ struct FabricStats {
   uint64_t lost = 0;  // random loss
   uint64_t dropped_path_down = 0;
   uint64_t dropped_host_down = 0;
-  uint64_t dropped_direction_down = 0;  // sent from a host to one it cannot reach
+  uint64_t dropped_by_filter = 0;  // the test's drop filter took them (set_drop_filter)
   uint64_t dropped_queue_full = 0;
   uint64_t dropped_rx_ring = 0;
   uint64_t dropped_fcs = 0;  // corrupted, caught by the receiving NIC
@@ -88,9 +89,11 @@ class Fabric {
   void set_path_up(uint32_t path, bool up) { path_up_[path] = up; }
   // A host that is down neither sends nor receives: a dead peer.
   void set_host_up(uint32_t host, bool up) { host_up_[host] = up; }
-  // One direction only: packets from `src` to `dst` vanish, those from `dst` to `src`
-  // still arrive (an asymmetric failure: one side's sends are lost, its ACKs are not).
-  void set_direction_up(uint32_t src, uint32_t dst, bool up);
+  // Packets for which the filter returns true vanish as they are sent: a failure no
+  // random fault gives, such as one direction between two hosts only (one side's sends
+  // are lost, its ACKs are not) or one PDC's packets only. Empty: none. For tests.
+  using DropFilter = std::function<bool(uint32_t src, uint32_t dst, const dp::PacketBuf& packet)>;
+  void set_drop_filter(DropFilter filter) { drop_filter_ = std::move(filter); }
   bool path_up(uint32_t path) const { return path_up_[path]; }
   void set_faults(const FaultConfig& f) { cfg_.faults = f; }
 
@@ -133,8 +136,8 @@ class Fabric {
   std::vector<Queue> uplinks_, downlinks_, paths_;
   std::vector<bool> path_up_;
   std::vector<bool> host_up_;
-  std::vector<uint64_t> directions_down_;  // (src << 32 | dst) of each direction set down
-  std::vector<uint32_t> fcs_;              // per buffer: the checksum its sender's NIC computed
+  DropFilter drop_filter_;
+  std::vector<uint32_t> fcs_;  // per buffer: the checksum its sender's NIC computed
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events_;
   uint64_t seq_ = 0;
   Time now_{};

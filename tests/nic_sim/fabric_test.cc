@@ -118,20 +118,20 @@ TEST(Fabric, host_down__drops_both_directions) {
   EXPECT_EQ(f.stats().dropped_host_down, 5u);
 }
 
-TEST(Fabric, direction_down__drops_one_way_only) {
-  FabricConfig c;
-  c.hosts = 2;
-  Fabric f(c);
-  f.set_direction_up(0, 1, false);
-  send(f, 5, 100, 0, 1);
-  EXPECT_EQ(receive_all(f, Time{Duration::milliseconds(1).ps}), 0u);
-  EXPECT_EQ(f.stats().dropped_direction_down, 5u);
+TEST(Fabric, drop_filter__drops_what_it_picks_until_cleared) {
+  Fabric f(FabricConfig{});
+  f.set_drop_filter([](uint32_t src, uint32_t, const dp::PacketBuf& b) {
+    return src == 0 && b.entropy % 2 == 0;  // one direction, half the entropy values
+  });
+  send(f, 6, 100, 0, 1);
+  EXPECT_EQ(receive_all(f, Time{Duration::milliseconds(1).ps}), 3u);
+  EXPECT_EQ(f.stats().dropped_by_filter, 3u);
   send(f, 4, 100, 0, 1, /*from=*/1, /*to=*/0);
   EXPECT_EQ(receive_all(f, Time{Duration::milliseconds(2).ps}, 1, 0), 4u);
-  f.set_direction_up(0, 1, true);
-  send(f, 3, 100, 0, 1);
-  EXPECT_EQ(receive_all(f, Time{Duration::milliseconds(3).ps}), 3u);
-  EXPECT_EQ(f.stats().dropped_direction_down, 5u);
+  f.set_drop_filter({});
+  send(f, 6, 100, 0, 1);
+  EXPECT_EQ(receive_all(f, Time{Duration::milliseconds(3).ps}), 6u);
+  EXPECT_EQ(f.stats().dropped_by_filter, 3u);
 }
 
 }  // namespace

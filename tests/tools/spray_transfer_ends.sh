@@ -11,14 +11,22 @@ transfer=$1
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-common=(--hosts 4 --paths 4 --messages 20 --reorder 0.1 --duplicate 0.02 --corrupt 0.01
+common=(--paths 4 --messages 20 --reorder 0.1 --duplicate 0.02 --corrupt 0.01
         --trim 0.02 --path-down)
-"$transfer" "${common[@]}" --bytes 230789 --loss 0.07 --path-selection reps --seed 1052 \
+"$transfer" "${common[@]}" --hosts 4 --bytes 230789 --loss 0.07 --path-selection reps --seed 1052 \
   >"$out" 2>&1
 rc=$?
 [[ $rc == 0 ]] || { cat "$out"; fail "reps over a dying path: exit $rc, not 0"; }
+# All-to-all among 5 hosts with three PDCs per engine, where each talks to 4 peers:
+# idle PDCs close for room all the time, and still every byte arrives.
+"$transfer" "${common[@]}" --hosts 5 --bytes 150001 --loss 0.05 --path-selection reps \
+  --max-pdcs 3 --all-to-all --seed 3 >"$out" 2>&1
+rc=$?
+[[ $rc == 0 ]] || { cat "$out"; fail "all-to-all with three PDCs per engine: exit $rc, not 0"; }
+grep -Eq "PDCs .* [1-9][0-9]* closed for room" "$out" ||
+  { cat "$out"; fail "three PDCs per engine: no PDC was closed for room"; }
 for seed in 1012 1032 1052; do
-  "$transfer" "${common[@]}" --bytes $(( (seed * 7919) % 300000 + 1 )) --loss 0.0$((seed % 9)) \
+  "$transfer" "${common[@]}" --hosts 4 --bytes $(( (seed * 7919) % 300000 + 1 )) --loss 0.0$((seed % 9)) \
     --path-selection ecmp --seed "$seed" >"$out" 2>&1
   rc=$?
   if [[ $rc != 1 ]]; then
@@ -28,4 +36,12 @@ for seed in 1012 1032 1052; do
   grep -q "peer unreachable" "$out" ||
     fail "ecmp seed $seed: no operation reported 'peer unreachable'"
 done
+# All-to-all with four PDCs per engine over two paths, one dying, and a selector that
+# keeps using it: a peer closed its PDC for room while our answers on it failed, and
+# waited for them forever through the PDC its probe opened next (before the PDS told a
+# peer whose answers it gave up, pds_lost_answers.cc).
+"$transfer" --hosts 6 --max-pdcs 4 --path-selection bitmap --loss 0 --bytes 1048576 \
+  --messages 17 --path-down --paths 2 --trim 0.01 --seed 9 --all-to-all >"$out" 2>&1
+rc=$?
+[[ $rc == 1 || $rc == 0 ]] || { tail -n 12 "$out"; fail "all-to-all, bitmap, seed 9: exit $rc"; }
 echo "PASS: spray-transfer ends every operation"

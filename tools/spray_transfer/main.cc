@@ -1,6 +1,7 @@
 // spray-transfer: runs engines over the emulated fabric and reports what happened.
 //
-// Every host sends `--messages` messages of `--bytes` to the next host (a ring), over
+// Every host sends `--messages` messages of `--bytes` to the next host (a ring), or to
+// every other host in turn (`--all-to-all`), over
 // a fabric with the chosen faults, in virtual time. It checks every received byte and
 // prints delivered bytes, retransmissions, fabric events and throughput (virtual-time
 // goodput, and wall-clock rate of the simulation itself). Exit status 0 only if every
@@ -36,6 +37,7 @@ struct Options {
   uint64_t seed = 1;
   double link_gbps = 100;
   uint32_t max_pdcs = 1024;  // per engine; a few force idle PDCs to close for room
+  bool all_to_all = false;
   bool json = false;
 };
 
@@ -53,7 +55,7 @@ int main(int argc, char** argv) {
       "with an error (e.g. peer unreachable); 2 when some had not ended after {} s of virtual "
       "time.",
       kTimeLimitSeconds));
-  app.add_option("--hosts", o.hosts, "hosts in a ring, each sending to the next")
+  app.add_option("--hosts", o.hosts, "hosts, each sending to the next (a ring)")
       ->check(CLI::Range(2, 64));
   app.add_option("--paths", o.paths, "equal-cost paths between hosts")->check(CLI::Range(1, 256));
   app.add_option("--bytes", o.bytes, "bytes per message")
@@ -74,9 +76,11 @@ int main(int argc, char** argv) {
   app.add_option("--seed", o.seed, "seed for faults, PSNs and path choices");
   app.add_option("--link-gbps", o.link_gbps, "rate of every link");
   app.add_option("--max-pdcs", o.max_pdcs,
-                 "PDCs each engine may hold (each host needs 4 at once in the ring; fewer make "
-                 "it close idle ones for room)")
-      ->check(CLI::Range(1, 65535));
+                 "PDCs each engine may hold (a host talks to 2 peers in the ring, to all in "
+                 "--all-to-all; fewer PDCs than that make it close idle ones for room)")
+      ->check(CLI::Range(2, 32768));
+  app.add_flag("--all-to-all", o.all_to_all,
+               "each host sends its messages to every other host in turn, not to the next");
   app.add_flag("--json", o.json, "print the result as JSON");
   CLI11_PARSE(app, argc, argv);
 
@@ -103,20 +107,33 @@ int main(int argc, char** argv) {
   sim::Cluster cluster(f, e);
 
   const uint64_t total_messages = uint64_t{o.hosts} * o.messages;
+  // Where message m goes: host m / messages sends it to the next host, or in
+  // --all-to-all to the others in turn.
+  const auto sender_of = [&](uint64_t m) { return static_cast<uint32_t>(m / o.messages); };
+  const auto receiver_of = [&](uint64_t m) {
+    const uint64_t step = o.all_to_all ? 1 + (m % o.messages) % (o.hosts - 1) : 1;
+    return static_cast<uint32_t>((sender_of(m) + step) % o.hosts);
+  };
   std::vector<std::vector<uint8_t>> src(total_messages), dst(total_messages);
   for (uint64_t m = 0; m < total_messages; ++m) {
     src[m].resize(o.bytes);
     spray::tools::fill_pattern(src[m], m);
     dst[m].assign(o.bytes, 0);
-    const auto host = static_cast<uint32_t>(m / o.messages);
-    const uint32_t to = (host + 1) % o.hosts;
-    ses::RecvSpec r{dst[m].data(), o.bytes, m, true, m, 0, host};
-    if (cluster.engine(to).post_recv(r) != Status::kOk) {
+    ses::RecvSpec r{dst[m].data(), o.bytes, m, true, m, 0, sender_of(m)};
+    if (cluster.engine(receiver_of(m)).post_recv(r) != Status::kOk) {
       fmt::print(stderr, "could not post receive {}\n", m);
       return 1;
     }
   }
-  uint64_t next = 0, sent_ok = 0, received_ok = 0, errors = 0;
+  // What became of each message's send and receive. A receive whose send failed never
+  // completes (nothing comes for it; posted receives wait, as in MPI), so a message has
+  // ended once its send ended and, if that succeeded, its receive too.
+  enum class End : uint8_t { kOpen, kOk, kError };
+  std::vector<End> send_end(total_messages, End::kOpen), recv_end(total_messages, End::kOpen);
+  const auto ended = [&](uint64_t m) {
+    return send_end[m] == End::kError || (send_end[m] == End::kOk && recv_end[m] != End::kOpen);
+  };
+  uint64_t next = 0, received_ok = 0, errors = 0, ended_messages = 0;
   const auto wall_start = std::chrono::steady_clock::now();
   const bool finished = cluster.run_until(
       [&] {
@@ -124,10 +141,9 @@ int main(int argc, char** argv) {
           cluster.fabric().set_path_up(0, false);
         }
         while (next < total_messages) {
-          const auto host = static_cast<uint32_t>(next / o.messages);
           ses::SendSpec s{.tagged = true, .tag = next};
-          if (cluster.engine(host).send((host + 1) % o.hosts, src[next].data(), o.bytes, next, s) !=
-              Status::kOk) {
+          if (cluster.engine(sender_of(next))
+                  .send(receiver_of(next), src[next].data(), o.bytes, next, s) != Status::kOk) {
             break;
           }
           ++next;
@@ -135,29 +151,45 @@ int main(int argc, char** argv) {
         for (uint32_t h = 0; h < o.hosts; ++h) {
           ses::Completion c;
           while (cluster.engine(h).poll_completion(c)) {
+            const uint64_t m = c.context;
+            const bool was_ended = ended(m);
+            const bool is_recv = c.op == ses::OpKind::kTaggedRecv;
             if (c.status != Status::kOk) {
               ++errors;
-              fmt::print(stderr, "host {}: operation {} failed: {}\n", h, c.context,
+              fmt::print(stderr, "host {}: {} {} failed: {}\n", h, is_recv ? "receive" : "send", m,
                          to_string(c.status));
-            } else if (c.op == ses::OpKind::kTaggedRecv) {
-              received_ok += c.length == o.bytes && dst[c.context] == src[c.context];
-            } else {
-              ++sent_ok;
+            } else if (is_recv) {
+              received_ok += c.length == o.bytes && dst[m] == src[m];
             }
+            (is_recv ? recv_end : send_end)[m] = c.status == Status::kOk ? End::kOk : End::kError;
+            ended_messages += !was_ended && ended(m);
           }
         }
-        return sent_ok + errors >= total_messages && received_ok + errors >= total_messages;
+        return ended_messages == total_messages;
       },
       Duration::seconds(kTimeLimitSeconds));
+  if (!finished) {
+    uint32_t named = 0;
+    for (uint64_t m = 0; m < total_messages && named < 10; ++m) {
+      if (ended(m)) continue;
+      ++named;
+      fmt::print(stderr, "message {} (host {} to {}) never ended: send {}, receive {}\n", m,
+                 sender_of(m), receiver_of(m), send_end[m] == End::kOpen ? "open" : "ended",
+                 recv_end[m] == End::kOpen ? "open" : "ended");
+    }
+  }
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
 
-  uint64_t tx = 0, rtx = 0, timeouts = 0;
+  uint64_t tx = 0, rtx = 0, timeouts = 0, pdcs_opened = 0, pdcs_reclaimed = 0, pdcs_failed = 0;
   for (uint32_t h = 0; h < o.hosts; ++h) {
     const auto& s = cluster.engine(h).pds().stats();
     tx += s.tx_packets;
     rtx += s.retransmits;
     timeouts += s.timeouts;
+    pdcs_opened += s.pdcs_opened;
+    pdcs_reclaimed += s.pdcs_reclaimed + s.close_requests;
+    pdcs_failed += s.pdcs_failed;
   }
   const auto& fs = cluster.fabric().stats();
   const uint64_t delivered = received_ok * o.bytes;
@@ -167,26 +199,29 @@ int main(int argc, char** argv) {
   const bool ok = finished && errors == 0 && received_ok == total_messages;
 
   if (o.json) {
-    nlohmann::json j = {{"ok", ok},
-                        {"every_operation_ended", finished},
-                        {"errors", errors},
-                        {"messages", total_messages},
-                        {"bytes_per_message", o.bytes},
-                        {"delivered_bytes", delivered},
-                        {"data_packets_sent", tx},
-                        {"retransmissions", rtx},
-                        {"timeouts", timeouts},
-                        {"fabric",
-                         {{"lost", fs.lost},
-                          {"duplicated", fs.duplicated},
-                          {"fcs_drops", fs.dropped_fcs},
-                          {"trimmed", fs.trimmed},
-                          {"ecn_marked", fs.ecn_marked},
-                          {"path_down_drops", fs.dropped_path_down},
-                          {"path_packets", fs.path_packets}}},
-                        {"virtual_seconds", virtual_s},
-                        {"goodput_gbps", goodput_gbps},
-                        {"wall_seconds", wall}};
+    nlohmann::json j = {
+        {"ok", ok},
+        {"every_operation_ended", finished},
+        {"errors", errors},
+        {"messages", total_messages},
+        {"bytes_per_message", o.bytes},
+        {"delivered_bytes", delivered},
+        {"data_packets_sent", tx},
+        {"retransmissions", rtx},
+        {"timeouts", timeouts},
+        {"pdcs",
+         {{"opened", pdcs_opened}, {"closed_for_room", pdcs_reclaimed}, {"failed", pdcs_failed}}},
+        {"fabric",
+         {{"lost", fs.lost},
+          {"duplicated", fs.duplicated},
+          {"fcs_drops", fs.dropped_fcs},
+          {"trimmed", fs.trimmed},
+          {"ecn_marked", fs.ecn_marked},
+          {"path_down_drops", fs.dropped_path_down},
+          {"path_packets", fs.path_packets}}},
+        {"virtual_seconds", virtual_s},
+        {"goodput_gbps", goodput_gbps},
+        {"wall_seconds", wall}};
     fmt::print("{}\n", j.dump(2));
   } else {
     fmt::print("spray-transfer: {} hosts, {} paths, {} x {} B per host, cc={} paths={} seed={}\n",
@@ -195,6 +230,8 @@ int main(int argc, char** argv) {
                delivered);
     fmt::print("  data packets   {} sent, {} retransmitted ({:.2f}%), {} timeouts\n", tx, rtx,
                tx ? 100.0 * static_cast<double>(rtx) / static_cast<double>(tx) : 0.0, timeouts);
+    fmt::print("  PDCs           {} opened, {} closed for room, {} failed\n", pdcs_opened,
+               pdcs_reclaimed, pdcs_failed);
     fmt::print(
         "  fabric         lost {}, duplicated {}, corrupted(FCS) {}, trimmed {}, ECN {}, path-down "
         "{}\n",

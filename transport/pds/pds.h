@@ -97,8 +97,8 @@ struct PdsStats {
   uint64_t pdcs_closed = 0;
   uint64_t pdcs_failed = 0;
   uint64_t pdcs_forgotten = 0;  // target PDCs of a peer we failed a PDC to (fail_pdc)
-  // SYNs NACKed INVALID_SYN because we had given up answers owed to that peer while it
-  // held no PDC to us (see Pds::lost_answers_).
+  // SYNs NACKed INVALID_SYN because we had just given up answers owed to that peer
+  // (pds_lost_answers.cc).
   uint64_t syns_refused_after_lost_answers = 0;
   uint64_t pdcs_refused = 0;  // SYNs NACKed: table full or the peer at its target PDC cap
   // Making room in a full table (pds_reclaim.cc).
@@ -116,6 +116,13 @@ class Pds {
 
   const PdsConfig& config() const { return cfg_; }
   const PdsStats& stats() const { return stats_; }
+  // After a PDC fails with answers to its peer aboard, how long that peer's new PDCs
+  // are refused (pds_lost_answers.cc): enough for its retries on any PDC to run out
+  // (each try waits at most max_rto), so it has failed one whether our NACKs got there
+  // or not.
+  Duration lost_answers_notice() const {
+    return Duration{cfg_.max_rto.ps * (int64_t{cfg_.max_retries} + 2)};
+  }
 
   // --- sending ----------------------------------------------------------------------
 
@@ -191,11 +198,16 @@ class Pds {
   // (syns_refused_before). A target open ignores `since`.
   bool open_pdc(PeerIndex peer, Mode mode, bool initiator, uint32_t& index, Time since);
   void free_pdc(uint32_t index);
-  void fail_pdc(uint32_t index, Status why);
-  bool forget_target_pdcs_of(PeerIndex peer);
-  // A SYN from a peer whose answers we gave up on while it held no PDC to us: true when
-  // it is refused (INVALID_SYN) for that reason (see lost_answers_).
-  bool refuse_syn_for_lost_answers(PeerIndex peer, uint16_t spdcid);
+  void fail_pdc(uint32_t index, Status why, Time now);
+
+  // pds_lost_answers.cc: telling a peer that answers we owed it were given up.
+  void lost_answers_to(PeerIndex peer);
+  // Whether the peer is still being told: its new PDCs are refused, a CLOSE for a PDC
+  // we no longer know is NACKed. Expired entries go as they are met.
+  bool telling_of_lost_answers(PeerIndex peer) {
+    return !lost_answers_.empty() && still_telling(peer);
+  }
+  bool still_telling(PeerIndex peer);
   Pdc* pdc_for_ack(PeerIndex peer, uint16_t dpdcid, uint16_t spdcid);
   void push_control(const ControlPacket& c);
   Pdc* pdc_by_local_id(uint16_t id);
@@ -285,13 +297,13 @@ class Pds {
   FlatMap by_syn_;               // syn_key -> target PDC index, for SYN lookups
   FlatMap closed_syn_;           // syn_key of recently closed target PDCs -> 1 (late SYN guard)
   FlatMap target_pdcs_of_peer_;  // peer -> target PDCs it holds open (only peers with some)
-  // Peers we gave up answers to (fail_pdc) while they held no PDC to us, so that nothing
-  // could be forgotten to tell them: peer -> the id of the PDC of theirs whose SYN we
-  // refused, or kNoSynRefusedYet. Their next new PDC is refused; a later one, under
-  // another id, means they failed it and the entry goes. At most cfg.max_pdcs entries
-  // (beyond that a peer is not marked, as before this existed).
-  FlatMap lost_answers_;
-  static constexpr uint32_t kNoSynRefusedYet = 0x10000;  // above every 16-bit PDC id
+  // Peers we gave up answers to, and until when they are told (pds_lost_answers.cc).
+  // Slow path: empty unless a PDC failed with answers aboard lately; one entry a peer.
+  struct LostAnswers {
+    PeerIndex peer;
+    Time until;
+  };
+  std::vector<LostAnswers> lost_answers_;
   std::vector<uint64_t> closed_ring_;
   size_t closed_next_ = 0;
   uint16_t next_local_id_ = 1;  // rolls over 1..65535, skipping ids in use, so a

@@ -18,7 +18,6 @@ Pds::Pds(const PdsConfig& config)
       by_syn_(config.max_pdcs),
       closed_syn_(std::max<uint32_t>(config.closed_pdcs_remembered, 1)),
       target_pdcs_of_peer_(config.max_pdcs),
-      lost_answers_(config.max_pdcs),
       closed_ring_(std::max<uint32_t>(config.closed_pdcs_remembered, 1), 0),
       timers_(Duration::microseconds(1), std::max<uint32_t>(config.timer_slots, 1)),
       rng_(config.seed) {
@@ -136,7 +135,8 @@ void Pds::free_pdc(uint32_t index) {
   if (!waiting_.empty()) open_for_waiting();
 }
 
-void Pds::fail_pdc(uint32_t index, Status why) {
+void Pds::fail_pdc(uint32_t index, Status why, Time now) {
+  now_ = now;
   Pdc& p = pdcs_[index];
   bool answers_lost = false;  // an answer we owed the peer goes with this PDC
   for (uint32_t psn = p.snd_una; psn != p.snd_nxt; ++psn) {
@@ -156,52 +156,11 @@ void Pds::fail_pdc(uint32_t index, Status why) {
   // A peer whose table stayed full is alive: only its PDC's messages fail, not every
   // operation waiting on it (a chaos-free 4-rank all-to-all with two PDCs per endpoint
   // reported "No route to host" for sends on other PDCs).
-  if (why != Status::kNoPdcAvailable) {
-    failed_peers_.push_back(p.peer);
-    if (p.initiator && answers_lost && !forget_target_pdcs_of(p.peer)) {
-      lost_answers_.insert(p.peer, kNoSynRefusedYet);
-    }
-  }
+  const PeerIndex peer = p.peer;
+  if (why != Status::kNoPdcAvailable) failed_peers_.push_back(peer);
   ++stats_.pdcs_failed;
   free_pdc(index);
-}
-
-// Called when this end gave up answers it owed the peer (responses, read requests and
-// read data travel on our own PDC to it, and went with it). The peer has operations
-// waiting for them and only learns they are lost if its PDC to us fails too: kept, that
-// PDC answered its liveness probes and it waited forever (plain ECMP over a
-// black-holed path: `spray-transfer --path-selection ecmp --path-down --seed 1052` ran
-// to its time limit). So the PDCs it opened to us are forgotten: its next packet on
-// them is refused (kInvalidDpdcid) or, if that refusal is lost as well, goes unanswered
-// until its retries run out. False when it held none: then its next SYN is refused
-// instead (lost_answers_), or the PDC its probe opens would pass for the same proof.
-// Its later traffic opens new PDCs, which may take live paths.
-bool Pds::forget_target_pdcs_of(PeerIndex peer) {
-  if (!target_pdcs_of_peer_.find(peer)) return false;
-  for (uint32_t i = 0; i < pdcs_.capacity(); ++i) {
-    if (!pdcs_.in_use(i)) continue;
-    const Pdc& t = pdcs_[i];
-    if (t.initiator || t.peer != peer) continue;
-    ++stats_.pdcs_forgotten;
-    free_pdc(i);
-  }
-  return true;
-}
-
-// The first SYN from the peer after the loss is refused, and so are its retransmissions
-// (same id: our NACK was lost). A SYN under another id means the peer failed that PDC
-// and opened a new one, or opened one in the other mode at the same time; either way the
-// mark goes. Refusing the peer's next PDC may also fail user operations it carries: the
-// cost of telling the peer, once, that we dropped its state.
-bool Pds::refuse_syn_for_lost_answers(PeerIndex peer, uint16_t spdcid) {
-  const auto refused = lost_answers_.find(peer);
-  if (!refused) return false;
-  if (*refused != kNoSynRefusedYet && *refused != spdcid) {
-    lost_answers_.erase(peer);
-    return false;
-  }
-  lost_answers_.insert(peer, spdcid);
-  return true;
+  if (why != Status::kNoPdcAvailable && answers_lost) lost_answers_to(peer);
 }
 
 Status Pds::enqueue(PeerIndex peer, Mode mode, TxRun* run, Time now) {

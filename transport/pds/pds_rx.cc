@@ -45,7 +45,7 @@ RxClass Pds::classify_request(PeerIndex peer, const wire::PdsRequest& h, bool tr
         send_nack(peer, wire::NackCode::kTrimmed, h.psn, 0, h.spdcid);
         return c;
       }
-      if (lost_answers_.size() != 0 && refuse_syn_for_lost_answers(peer, h.spdcid)) {
+      if (telling_of_lost_answers(peer)) {
         ++stats_.syns_refused_after_lost_answers;
         send_nack(peer, wire::NackCode::kInvalidSyn, h.psn, 0, h.spdcid);
         return c;
@@ -294,6 +294,10 @@ void Pds::on_ctrl(PeerIndex peer, const wire::PdsCtrl& ctrl, Time now) {
     case wire::CtrlType::kClose: {
       ++stats_.rx_packets;
       if (!ours) {
+        if (telling_of_lost_answers(peer)) {  // we failed it, answers aboard: say so
+          send_nack(peer, wire::NackCode::kInvalidDpdcid, ctrl.psn, ctrl.dpdcid, ctrl.spdcid);
+          return;
+        }
         // Already closed (our ACK was lost) or never ours: a stateless ACK lets a
         // retransmitted CLOSE finish; the initiator checks the ids.
         wire::PdsAck a;

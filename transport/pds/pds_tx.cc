@@ -116,7 +116,7 @@ bool Pds::next_tx_now(Pdc& p, uint32_t index, Time now, TxPacket& out) {
     s.rtx_queued = false;
     if (!live) continue;
     if (++s.retries > cfg_.max_retries) {
-      fail_pdc(index, Status::kPeerUnreachable);
+      fail_pdc(index, Status::kPeerUnreachable, now);
       return false;
     }
     if (s.refused) {  // back in the network
@@ -399,7 +399,7 @@ void Pds::on_nack(PeerIndex peer, const wire::PdsNack& nack, Time now) {
     case wire::NackCode::kInvalidDpdcid:
     case wire::NackCode::kInvalidSyn:
     case wire::NackCode::kPdcModeMismatch:
-      if (s != nullptr) fail_pdc(index, Status::kPeerUnreachable);
+      if (s != nullptr) fail_pdc(index, Status::kPeerUnreachable, now);
       return;
     case wire::NackCode::kClosing:
       if (s != nullptr) s->retries = 0;  // the target is busy; the RTO retries the CLOSE
@@ -437,7 +437,7 @@ void Pds::on_rto(uint32_t index, Time now) {
   if (p.snd_una == p.snd_nxt) return;
   const bool syn_refused = p.state == PdcState::kSynSent && p.syn_refused;
   if (syn_refused && now - p.syn_refused_at >= cfg_.pdc_wait && !p.carries_answer) {
-    fail_pdc(index, Status::kNoPdcAvailable);  // the target stayed full
+    fail_pdc(index, Status::kNoPdcAvailable, now);  // the target stayed full
     return;
   }
   ++stats_.timeouts;

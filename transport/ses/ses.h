@@ -22,7 +22,9 @@
 //   responses are retransmitted by PDS like any packet.
 // - A send that fails (the PDC gave up) still consumed its id. SES sends a MSG_ERR
 //   carrying the id at once, and the target skips it; a MSG_ERR that fails too is sent
-//   again at once up to kSkipTriesAtOnce times, then ahead of the next send to that peer.
+//   again at once up to kSkipTriesAtOnce times, then kSkipLateTries more times at
+//   growing intervals (a peer cut off for a few seconds), and always ahead of the next
+//   send to that peer.
 // - Unexpected eager messages are buffered on the heap, sized by the request length and
 //   bounded by the rendezvous threshold; this is the slow path of a mismatch.
 #pragma once
@@ -179,7 +181,7 @@ class Ses {
   // feeding PDS packets and timers.
   void take_pds_reports(Time now);
   void on_acked(std::span<const pds::PacketRef> refs);
-  void on_failed(std::span<const pds::FailedMessage> failed);
+  void on_failed(std::span<const pds::FailedMessage> failed, Time now);
   void on_peer_failed(std::span<const PeerIndex> peers);
   // Peers that owe us a response for an operation whose packets are all acknowledged.
   // Nothing of ours is in flight to them, so only a probe can tell if they died.
@@ -397,15 +399,25 @@ class Ses {
   RxResult on_skip(PeerIndex peer, uint16_t id);
   void unlink_unexpected(uint32_t slot);
   void take_unexpected(uint32_t slot, uint32_t prev);
-  // A send id whose message failed, and how many MSG_ERRs for it failed too.
+  // A send id whose message failed, how many MSG_ERRs for it failed too, and when the
+  // next may go (the next send to the peer takes it along sooner).
   struct Skip {
     PeerIndex peer;
     uint16_t id;
     uint8_t failed_tries;
+    Time not_before;
   };
-  // MSG_ERRs that fail are sent again at once this many times; after that only ahead of
-  // the next send to that peer, so a dead peer is not sent them forever.
+  // MSG_ERRs that fail are sent again at once this many times (a lossy moment), then
+  // kSkipLateTries more times, the first kSkipFirstLateGap after the last failure and
+  // each gap twice the one before up to kSkipMaxLateGap: with a PDC's own retries, about
+  // 8 s in all, so a peer cut off for that long still learns the id is skipped and
+  // delivers what we sent after it (its sends completed here). After that only ahead of
+  // the next send to the peer, so a dead peer is not sent them forever.
   static constexpr uint8_t kSkipTriesAtOnce = 3;
+  static constexpr uint8_t kSkipLateTries = 12;
+  static constexpr Duration kSkipFirstLateGap = Duration::milliseconds(10);
+  static constexpr Duration kSkipMaxLateGap = Duration::seconds(1);
+  static Time skip_due(uint8_t failed_tries, Time now);
   // Sends MSG_ERR for the queued skips `due` picks, those that fit in the user's share
   // of the pool now (as the send they may precede must); the rest stay queued.
   template <class Due>

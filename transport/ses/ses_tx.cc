@@ -525,7 +525,7 @@ void Ses::take_pds_reports(Time now) {
     pds_.acked().clear();
   }
   if (!pds_.failed().empty()) {
-    on_failed(pds_.failed());
+    on_failed(pds_.failed(), now);
     pds_.failed().clear();
   }
   if (!pds_.failed_peers().empty()) {
@@ -533,8 +533,18 @@ void Ses::take_pds_reports(Time now) {
     pds_.failed_peers().clear();
   }
   if (!skips_.empty()) {
-    send_skips([](const Skip& k) { return k.failed_tries < kSkipTriesAtOnce; }, now);
+    send_skips(
+        [now](const Skip& k) {
+          return k.failed_tries < kSkipTriesAtOnce + kSkipLateTries && k.not_before <= now;
+        },
+        now);
   }
+}
+
+Time Ses::skip_due(uint8_t failed_tries, Time now) {
+  if (failed_tries < kSkipTriesAtOnce) return now;
+  const uint32_t doublings = std::min<uint32_t>(failed_tries - kSkipTriesAtOnce, 16);
+  return now + std::min(Duration{kSkipFirstLateGap.ps << doublings}, kSkipMaxLateGap);
 }
 
 void Ses::on_acked(std::span<const pds::PacketRef> refs) {
@@ -549,7 +559,7 @@ void Ses::on_acked(std::span<const pds::PacketRef> refs) {
 
 // Two phases: mark every failed message first, then finish them, so a slot released
 // (and perhaps reused by a response) in phase two cannot be hit by a later report.
-void Ses::on_failed(std::span<const pds::FailedMessage> failed) {
+void Ses::on_failed(std::span<const pds::FailedMessage> failed, Time now) {
   finishing_.clear();
   for (const pds::FailedMessage& f : failed) {
     if (!tx_.in_use(f.message) || tx_[f.message].failing) continue;
@@ -558,9 +568,10 @@ void Ses::on_failed(std::span<const pds::FailedMessage> failed) {
     m.status = f.status;
     finishing_.push_back(f.message);
     if (m.kind == TxKind::kEager || m.kind == TxKind::kRendezvous) {
-      skips_.push_back({m.peer, m.msg_id, 0});
+      skips_.push_back({m.peer, m.msg_id, 0, now});
     } else if (m.kind == TxKind::kSkip) {
-      skips_.push_back({m.peer, m.msg_id, static_cast<uint8_t>(m.skip_failed_tries + 1)});
+      const auto tries = static_cast<uint8_t>(m.skip_failed_tries + 1);
+      skips_.push_back({m.peer, m.msg_id, tries, skip_due(tries, now)});
     }
   }
   for (uint32_t slot : finishing_) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tests/support/engine_harness.h"
+#include "transport/wire/pds_header.h"
 
 namespace spray {
 namespace {
@@ -267,6 +268,48 @@ TEST_F(Negative, dead_peer__after_acking_but_before_responding_is_detected) {
   EXPECT_EQ(cluster.engine(0).ses().tx_in_use(), 0u);
 }
 
+// A send fails while a later one, on another PDC, arrives: the later one waits at the
+// target behind the failed one's id until our MSG_ERR says to skip it. If the MSG_ERRs
+// sent at once fail too (the peer is cut off for a while) and no send follows, they must
+// still be sent again once the peer can be reached, or the later message, whose send
+// completed OK here, is never delivered.
+TEST_F(Negative, failed_send__its_msg_err_goes_again_after_a_partition_so_later_sends_arrive) {
+  std::vector<uint8_t> a(3000, 0xa), b(3000, 0xb), ra(3000, 0), rb(3000, 0);
+  ASSERT_EQ(cluster.engine(1).post_recv({ra.data(), ra.size(), 1, true, 1, 0, 0}), Status::kOk);
+  ASSERT_EQ(cluster.engine(1).post_recv({rb.data(), rb.size(), 2, true, 2, 0, 0}), Status::kOk);
+  // The ROD PDC from 0 to 1 is cut: message a (sent first, on it) is lost, b is not.
+  cluster.fabric().set_drop_filter([](uint32_t from, uint32_t, const dp::PacketBuf& p) {
+    wire::PdsRequest h;
+    return from == 0 && wire::decode({p.data, p.len}, h) == wire::DecodeError::kOk && h.ordered;
+  });
+  ASSERT_EQ(cluster.engine(0).send(1, a.data(), a.size(), 1,
+                                   {.tagged = true, .tag = 1, .mode = pds::Mode::kRod}),
+            Status::kOk);
+  ASSERT_EQ(cluster.engine(0).send(1, b.data(), b.size(), 2, {.tagged = true, .tag = 2}),
+            Status::kOk);
+  auto sent_b = waiter.wait(0, 2);
+  ASSERT_TRUE(sent_b);
+  EXPECT_EQ(sent_b->status, Status::kOk);
+  EXPECT_FALSE(waiter.take(1, 2));  // arrived, held behind a's id
+
+  // Now nothing from 0 reaches 1: a fails, and so do the MSG_ERRs sent at once for it.
+  cluster.fabric().set_drop_filter(
+      [](uint32_t from, uint32_t, const dp::PacketBuf&) { return from == 0; });
+  auto sent_a = waiter.wait(0, 1, Duration::seconds(1));
+  ASSERT_TRUE(sent_a);
+  EXPECT_EQ(sent_a->status, Status::kPeerUnreachable);
+  cluster.run_until([] { return false; }, Duration::seconds(1));
+  EXPECT_FALSE(waiter.take(1, 2));
+  cluster.fabric().set_drop_filter({});
+
+  auto got_b = waiter.wait(1, 2, Duration::seconds(10));
+  ASSERT_TRUE(got_b) << "b's send completed, yet it waits behind a's id for good";
+  EXPECT_EQ(got_b->status, Status::kOk);
+  EXPECT_EQ(rb, b);
+  EXPECT_FALSE(waiter.take(1, 1));  // a's receive still waits: nothing came for it
+  EXPECT_EQ(ra, std::vector<uint8_t>(3000, 0));
+}
+
 // The peer has given up on an answer it owed us while we held no PDC to it (ours had
 // closed, as one does to make room in a full table). Our next PDC to it, opened by
 // the liveness probe, must not pass for proof that the answer is still coming: the
@@ -298,7 +341,8 @@ TEST_F(LostAnswer, operation_fails_when_the_peer_lost_its_answer_while_no_pdc_wa
 
   // Host 1's packets to host 0 vanish: its read requests fail, and so does the error
   // response that tells host 0 its send failed. Host 0 holds no PDC to host 1 meanwhile.
-  cluster.fabric().set_direction_up(1, 0, false);
+  cluster.fabric().set_drop_filter(
+      [](uint32_t from, uint32_t, const dp::PacketBuf&) { return from == 1; });
   ASSERT_EQ(cluster.engine(1).post_recv({dst.data(), dst.size(), 2}), Status::kOk);
   auto rx = waiter.wait(1, 2, Duration::milliseconds(200));
   ASSERT_TRUE(rx);
@@ -307,14 +351,17 @@ TEST_F(LostAnswer, operation_fails_when_the_peer_lost_its_answer_while_no_pdc_wa
                                 Duration::milliseconds(200)));
   EXPECT_EQ(cluster.engine(0).pds().open_pdcs(), 0u);  // no probe yet
   EXPECT_FALSE(waiter.take(0, 1));
-  cluster.fabric().set_direction_up(1, 0, true);
+  cluster.fabric().set_drop_filter({});
 
   auto tx = waiter.wait(0, 1, Duration::seconds(3));
   ASSERT_TRUE(tx) << "the send waits for an answer its peer gave up";
   EXPECT_EQ(tx->status, Status::kPeerUnreachable);
   EXPECT_EQ(cluster.engine(0).ses().tx_in_use(), 0u);
   EXPECT_EQ(cluster.engine(1).pds().stats().syns_refused_after_lost_answers, 1u);
-  expect_still_working(3);  // the refusal was for one PDC, not for the peer for good
+  // Host 1 refuses host 0's new PDCs only until host 0's retries would have run out
+  // anyway (Pds::lost_answers_notice); after that the two talk again.
+  cluster.run_until([] { return false; }, cluster.engine(1).pds().lost_answers_notice());
+  expect_still_working(3);
 }
 
 TEST_F(Negative, misuse__is_rejected_with_invalid_argument) {

@@ -387,34 +387,81 @@ TEST_F(Pair, losing_answers_to_a_peer__fails_its_pdc_to_us_at_its_next_packet) {
 }
 
 // As above, but A held no PDC to B when B gave up (A's had closed, as one does to make
-// room): nothing to forget, so B refuses A's next SYN instead. Else the PDC A's probe
-// opens would be acknowledged, and A would wait for B's lost answer forever.
-TEST_F(Pair, losing_answers_to_a_peer_with_no_pdc_to_us__refuses_its_next_syn_once) {
+// room): nothing to forget, so B refuses A's SYNs for a while instead. Else the PDC A's
+// probe opens would be acknowledged, and A would wait for B's lost answer forever.
+TEST_F(Pair, losing_answers_to_a_peer_with_no_pdc_to_us__refuses_its_syns_for_a_while) {
   b.enqueue(kA, Mode::kRud, answer(1, 1), us(0));
-  fail_b_to_a();
+  const int64_t failed_at = fail_b_to_a();
   EXPECT_EQ(b.stats().pdcs_forgotten, 0u);
 
-  ASSERT_EQ(a.probe(kB, Mode::kRud, us(200'000)), Status::kOk);
-  const auto syn = drain_tx(a, us(200'000));
+  const int64_t t = failed_at + 10;
+  ASSERT_EQ(a.probe(kB, Mode::kRud, us(t)), Status::kOk);
+  const auto syn = drain_tx(a, us(t));
   ASSERT_EQ(syn.size(), 1u);
   ASSERT_TRUE(syn[0].is_ctrl);
   for (int copy = 1; copy <= 2; ++copy) {  // the second: our NACK was lost, A sent it again
-    b.on_ctrl(kA, syn[0].ctrl, us(200'001));
+    b.on_ctrl(kA, syn[0].ctrl, us(t + copy));
     const auto nacks = headers_of<wire::PdsNack>(control(b));
     ASSERT_EQ(nacks.size(), 1u) << copy;
     EXPECT_EQ(nacks[0].code, wire::NackCode::kInvalidSyn);
     EXPECT_EQ(b.stats().syns_refused_after_lost_answers, static_cast<uint64_t>(copy));
-    if (copy == 2) a.on_nack(kB, nacks[0], us(200'002));
+    if (copy == 2) a.on_nack(kB, nacks[0], us(t + 3));
   }
   EXPECT_EQ(a.failed_peers(), std::vector<PeerIndex>{kB});  // A's waiting operations fail
   EXPECT_EQ(b.open_pdcs(), 0u);
 
-  // A's next PDC, under a new id, is welcome: B dropped A's state once, not A for good.
-  a.enqueue(kB, Mode::kRud, run(2, 1), us(200'010));
-  const auto next = drain_tx(a, us(200'010));
+  // Any PDC A opens while B is still telling it is refused: B cannot know whether A got
+  // the word (the NACKs may all be lost)...
+  a.enqueue(kB, Mode::kRud, run(2, 1), us(t + 10));
+  const auto next = drain_tx(a, us(t + 10));
   ASSERT_EQ(next.size(), 1u);
-  EXPECT_EQ(deliver(b, kA, next[0]), RxVerdict::kDeliver);
-  EXPECT_EQ(b.stats().syns_refused_after_lost_answers, 2u);
+  EXPECT_EQ(deliver(b, kA, next[0], 0, us(t + 11)), RxVerdict::kReject);
+  EXPECT_EQ(b.stats().syns_refused_after_lost_answers, 3u);
+  // ...until A's retries would have run out anyway: then B dropped A's state once, not
+  // A for good.
+  const Duration notice{config().max_rto.ps * (config().max_retries + 2)};
+  const Time later = us(failed_at) + notice;
+  EXPECT_EQ(deliver(b, kA, next[0], 0, later), RxVerdict::kDeliver);
+  EXPECT_EQ(b.stats().syns_refused_after_lost_answers, 3u);
+}
+
+// B's answer travels on the PDC A opened, and A closes that PDC (for room) while B's
+// answer is still failing: B refuses the CLOSE while busy; once B has given the answer
+// up, A's retransmitted CLOSE must not be acknowledged as if the PDC had closed
+// normally, or A never learns and waits for the answer through its next PDC for good.
+TEST_F(Pair, losing_answers_on_a_pdc_its_initiator_is_closing__fails_the_close) {
+  a.enqueue(kB, Mode::kRud, run(0, 1), us(0));
+  ASSERT_EQ(deliver(b, kA, drain_tx(a, us(0)).at(0)), RxVerdict::kDeliver);
+  for (const auto& ack : headers_of<wire::PdsAck>(control(b))) a.on_ack(kB, ack, us(1));
+  b.enqueue(kA, Mode::kRud, answer(1, 1), us(2));  // on A's PDC, the one B has to A
+  ASSERT_EQ(b.open_pdcs(), 1u);
+  drain_tx(b, us(2));  // lost
+
+  ASSERT_EQ(a.close(kB, Mode::kRud, us(3)), Status::kOk);
+  const auto close = drain_tx(a, us(3));
+  ASSERT_EQ(close.size(), 1u);
+  b.on_ctrl(kA, close[0].ctrl, us(4));
+  auto nacks = headers_of<wire::PdsNack>(control(b));
+  ASSERT_EQ(nacks.size(), 1u);
+  EXPECT_EQ(nacks[0].code, wire::NackCode::kClosing);  // busy with the answer
+  a.on_nack(kB, nacks[0], us(5));
+
+  const int64_t failed_at = fail_b_to_a();
+  EXPECT_EQ(b.open_pdcs(), 0u);
+  // A's RTO sends the CLOSE again.
+  std::vector<TxPacket> again;
+  int64_t t = failed_at;
+  for (; t < failed_at + 50'000 && again.empty(); t += 50) {
+    a.on_timers(us(t));
+    again = drain_tx(a, us(t));
+  }
+  ASSERT_EQ(again.size(), 1u);
+  b.on_ctrl(kA, again[0].ctrl, us(t));
+  nacks = headers_of<wire::PdsNack>(control(b));
+  ASSERT_EQ(nacks.size(), 1u) << "the CLOSE was acknowledged as if the PDC closed normally";
+  EXPECT_EQ(nacks[0].code, wire::NackCode::kInvalidDpdcid);
+  a.on_nack(kB, nacks[0], us(t + 1));
+  EXPECT_EQ(a.failed_peers(), std::vector<PeerIndex>{kB});  // A's waiting operations fail
 }
 
 // Only lost answers leave the peer waiting. User sends that fail are reported here, and

@@ -59,12 +59,15 @@ struct Pair : ::testing::Test {
     return r;
   }
   // Everything B sends A is lost until B's PDC to A gives up (its retries run out).
-  void fail_b_to_a() {
-    for (int64_t t = 0; t < 100'000 && b.failed_peers().empty(); t += 50) {
+  // Returns when, in microseconds.
+  int64_t fail_b_to_a() {
+    int64_t t = 0;
+    for (; t < 100'000 && b.failed_peers().empty(); t += 50) {
       drain_tx(b, us(t));
       b.on_timers(us(t));
     }
-    ASSERT_EQ(b.failed_peers(), std::vector<PeerIndex>{kA}) << "B's PDC to A never failed";
+    EXPECT_EQ(b.failed_peers(), std::vector<PeerIndex>{kA}) << "B's PDC to A never failed";
+    return t;
   }
   std::vector<TxPacket> drain_tx(Pds& p, Time now) {
     std::vector<TxPacket> out;
@@ -76,8 +79,9 @@ struct Pair : ::testing::Test {
     return out;
   }
   // Delivers a request to `to`; returns the verdict after committing new packets.
-  RxVerdict deliver(Pds& to, PeerIndex from, const TxPacket& pkt, uint64_t held = 0) {
-    RxClass c = to.classify_request(from, pkt.request, false, us(0));
+  RxVerdict deliver(Pds& to, PeerIndex from, const TxPacket& pkt, uint64_t held = 0,
+                    Time now = us(0)) {
+    RxClass c = to.classify_request(from, pkt.request, false, now);
     if (c.verdict == RxVerdict::kDeliver || c.verdict == RxVerdict::kHold) {
       to.commit_request(c, false, c.verdict == RxVerdict::kHold ? held : 0);
     }
