@@ -7,8 +7,10 @@
 // about.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string_view>
 
 namespace spray::paths {
@@ -35,6 +37,14 @@ class PathSelector {
   // so a selector that knows good paths should use one of those rather than explore.
   virtual uint16_t retransmit_entropy() { return next_entropy(); }
   virtual void on_feedback(uint16_t entropy, Feedback f) = 0;
+  // The EVs that most recently came back good, newest first, at most out.size(); how
+  // many were written. PDS keeps them when a PDC closes and reports them good to the
+  // next PDC to that peer, which then starts on paths known to deliver instead of
+  // exploring blind. A selector that learns nothing writes none.
+  virtual size_t good_entropies(std::span<uint16_t> out) const {
+    (void)out;
+    return 0;
+  }
   virtual std::string_view name() const = 0;
 };
 

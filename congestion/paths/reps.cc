@@ -71,6 +71,12 @@ uint16_t RepsSelector::fresh_entropy(size_t& cursor) {
   return recent_[(recent_next_ + kCacheSize - 1 - newest_first) % kCacheSize];
 }
 
+size_t RepsSelector::good_entropies(std::span<uint16_t> out) const {
+  const size_t n = std::min(out.size(), recent_count_);
+  for (size_t i = 0; i < n; ++i) out[i] = recent_[(recent_next_ + kCacheSize - 1 - i) % kCacheSize];
+  return n;
+}
+
 void RepsSelector::evict(uint16_t entropy) {
   size_t kept = 0;
   for (size_t i = 0; i < count_; ++i) {

@@ -58,6 +58,7 @@ class RepsSelector final : public PathSelector {
   // path delivers now, where the recycling ring may hold EVs that were good a while ago.
   uint16_t retransmit_entropy() override;
   void on_feedback(uint16_t entropy, Feedback f) override;
+  size_t good_entropies(std::span<uint16_t> out) const override;
   std::string_view name() const override { return "reps"; }
 
   size_t cached() const { return count_; }

@@ -21,13 +21,7 @@ for size in $sizes; do
   port=$(free_oob_port)  # not fi_pingpong's default: tests run in parallel
   timeout 60 fi_pingpong -p spray -e "$ep" -I "$iters" -S "$size" -c -B "$port" > server.log 2>&1 &
   server=$!
-  # The client connects once; a server slow to start under load (parallel tests) made it
-  # fail with "connection refused", so wait (at most 10 s) until the server listens.
-  for _ in $(seq 100); do
-    [[ -n $(ss -Htln "sport = :$port" 2>/dev/null) ]] && break
-    kill -0 "$server" 2>/dev/null || break
-    sleep 0.1
-  done
+  wait_oob_listen "$port" "$server"
   if ! timeout 60 fi_pingpong -p spray -e "$ep" -I "$iters" -S "$size" -c -P "$port" 127.0.0.1 \
       > client.log 2>&1; then
     echo "FAIL: client, $size bytes"; cat client.log; cat server.log; kill "$server" 2>/dev/null; exit 1

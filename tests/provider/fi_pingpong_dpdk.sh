@@ -38,7 +38,7 @@ run_size() {
   as_server timeout 60 fi_pingpong -p spray -e "$ep" -I "$iters" -S "$size" -c -B "$port" \
     > "$workdir/server.log" 2>&1 &
   server=$!
-  sleep 1  # the memif server must listen before the client starts
+  wait_oob_listen "$port" "$server"
   local ok=0
   if ! as_client timeout 60 fi_pingpong -p spray -e "$ep" -I "$iters" -S "$size" -c \
       -P "$port" 127.0.0.1 > "$workdir/client.log" 2>&1; then

@@ -1,4 +1,5 @@
-# Sourced by the fi_pingpong tests: an out-of-band TCP port for fi_pingpong's -B/-P.
+# Sourced by the fi_pingpong tests: an out-of-band TCP port for fi_pingpong's -B/-P,
+# and waiting for the server to listen on it.
 #
 # free_oob_port prints a random port below the kernel's ephemeral range that no TCP
 # socket uses now, in any state. Tests run in parallel (ctest -j), so:
@@ -21,4 +22,16 @@ free_oob_port() {
   done
   echo "no free out-of-band port found" >&2
   return 1
+}
+
+# wait_oob_listen PORT PID: returns once a socket listens on PORT, PID has exited, or
+# 10 s have passed. The client connects once and fails with "connection refused" if
+# the server is not listening yet; a server slow to start under load (parallel tests)
+# did that after a fixed sleep.
+wait_oob_listen() {
+  for _ in $(seq 100); do
+    [[ -n $(ss -Htln "sport = :$1" 2>/dev/null) ]] && return 0
+    kill -0 "$2" 2>/dev/null || return 0
+    sleep 0.1
+  done
 }

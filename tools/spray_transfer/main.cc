@@ -181,7 +181,8 @@ int main(int argc, char** argv) {
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
 
-  uint64_t tx = 0, rtx = 0, timeouts = 0, pdcs_opened = 0, pdcs_reclaimed = 0, pdcs_failed = 0;
+  uint64_t tx = 0, rtx = 0, timeouts = 0, pdcs_opened = 0, pdcs_reclaimed = 0, pdcs_failed = 0,
+           pdcs_remembering = 0;
   for (uint32_t h = 0; h < o.hosts; ++h) {
     const auto& s = cluster.engine(h).pds().stats();
     tx += s.tx_packets;
@@ -190,6 +191,7 @@ int main(int argc, char** argv) {
     pdcs_opened += s.pdcs_opened;
     pdcs_reclaimed += s.pdcs_reclaimed + s.close_requests;
     pdcs_failed += s.pdcs_failed;
+    pdcs_remembering += s.pdcs_with_remembered_paths;
   }
   const auto& fs = cluster.fabric().stats();
   const uint64_t delivered = received_ok * o.bytes;
@@ -230,8 +232,10 @@ int main(int argc, char** argv) {
                delivered);
     fmt::print("  data packets   {} sent, {} retransmitted ({:.2f}%), {} timeouts\n", tx, rtx,
                tx ? 100.0 * static_cast<double>(rtx) / static_cast<double>(tx) : 0.0, timeouts);
-    fmt::print("  PDCs           {} opened, {} closed for room, {} failed\n", pdcs_opened,
-               pdcs_reclaimed, pdcs_failed);
+    fmt::print(
+        "  PDCs           {} opened ({} on paths a closed one found good), {} closed for room, {} "
+        "failed\n",
+        pdcs_opened, pdcs_remembering, pdcs_reclaimed, pdcs_failed);
     fmt::print(
         "  fabric         lost {}, duplicated {}, corrupted(FCS) {}, trimmed {}, ECN {}, path-down "
         "{}\n",

@@ -15,6 +15,7 @@
 //   control packets (ACK, NACK, CTRL): drained from control_out()
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <variant>
 #include <vector>
@@ -97,6 +98,8 @@ struct PdsStats {
   uint64_t pdcs_closed = 0;
   uint64_t pdcs_failed = 0;
   uint64_t pdcs_forgotten = 0;  // target PDCs of a peer we failed a PDC to (fail_pdc)
+  // PDCs that started from EVs a closed PDC to the same peer had found good.
+  uint64_t pdcs_with_remembered_paths = 0;
   // SYNs NACKed INVALID_SYN because we had just given up answers owed to that peer
   // (pds_lost_answers.cc).
   uint64_t syns_refused_after_lost_answers = 0;
@@ -116,6 +119,15 @@ class Pds {
 
   const PdsConfig& config() const { return cfg_; }
   const PdsStats& stats() const { return stats_; }
+  // Copies of a control packet that must not be lost to a dead path, each on its own EV
+  // (the engine sends every control packet on the next EV in turn): the ACK that answers
+  // a duplicate (an earlier ACK was lost) or a retransmission (the sender heard nothing
+  // for its first copy), the ACK of a CLOSE, and NACKs about a PDC's life (send_nack).
+  // With half the return paths dead, all three are lost one time in eight, against one
+  // in two; a CLOSE whose single ACK drew a dead path on every try failed its PDC (an
+  // all-to-all over two paths, one down, with 3 PDCs per engine: 58 of 100 runs failed
+  // an operation, most through CLOSEs and refused SYNs).
+  static constexpr uint32_t kLifecycleCopies = 3;
   // After a PDC fails with answers to its peer aboard, how long that peer's new PDCs
   // are refused (pds_lost_answers.cc): enough for its retries on any PDC to run out
   // (each try waits at most max_rto), so it has failed one whether our NACKs got there
@@ -198,6 +210,10 @@ class Pds {
   // (syns_refused_before). A target open ignores `since`.
   bool open_pdc(PeerIndex peer, Mode mode, bool initiator, uint32_t& index, Time since);
   void free_pdc(uint32_t index);
+  // A PDC that closes normally leaves its freshest good EVs (RememberedPaths); the next
+  // PDC to that peer reports them good to its selector before its first packet.
+  void remember_paths(const Pdc& p);
+  void start_from_remembered_paths(Pdc& p);
   void fail_pdc(uint32_t index, Status why, Time now);
 
   // pds_lost_answers.cc: telling a peer that answers we owed it were given up.
@@ -305,6 +321,20 @@ class Pds {
   };
   std::vector<LostAnswers> lost_answers_;
   std::vector<uint64_t> closed_ring_;
+  // Good EVs of recently closed PDCs, one entry a peer, the oldest overwritten first:
+  // at most kRememberedPeers entries, allocated when the first PDC closes (a simulator
+  // host that never closes one pays nothing), searched linearly when a PDC opens.
+  // Without them every PDC opened after one closed for room explores blind: with half
+  // the paths dead each try of its SYN was a coin toss, and all-to-all runs with small
+  // PDC tables failed PDCs that REPS keeps alive otherwise.
+  struct RememberedPaths {
+    PeerIndex peer = kNoPeer;
+    uint8_t count = 0;
+    std::array<uint16_t, 4> evs{};  // newest first
+  };
+  static constexpr size_t kRememberedPeers = 256;
+  std::vector<RememberedPaths> remembered_;
+  size_t remembered_next_ = 0;
   size_t closed_next_ = 0;
   uint16_t next_local_id_ = 1;  // rolls over 1..65535, skipping ids in use, so a
                                 // late packet for a closed PDC does not hit a new one

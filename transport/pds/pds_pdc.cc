@@ -83,6 +83,7 @@ bool Pds::open_pdc(PeerIndex peer, Mode mode, bool initiator, uint32_t& index, T
   const paths::PathConfig path_config{cfg_.entropy_count, rng_.next(), cfg_.reps_cache};
   p.paths = paths::make_path_selector(cfg_.path_name, path_config);
   if (!p.paths) p.paths = paths::make_path_selector("reps", path_config);
+  start_from_remembered_paths(p);
   if (initiator) {
     p.start_psn = static_cast<uint32_t>(rng_.next());
     p.snd_una = p.snd_nxt = p.rcv_nxt = p.rod_pop = p.start_psn;
@@ -95,6 +96,35 @@ bool Pds::open_pdc(PeerIndex peer, Mode mode, bool initiator, uint32_t& index, T
     if (!waiting_.empty()) adopt_waiting_runs(index);
   }
   return true;
+}
+
+void Pds::remember_paths(const Pdc& p) {
+  RememberedPaths r;
+  r.peer = p.peer;
+  r.count = static_cast<uint8_t>(p.paths->good_entropies(r.evs));
+  if (r.count == 0) return;
+  for (RememberedPaths& known : remembered_) {
+    if (known.peer == p.peer) {
+      known = r;
+      return;
+    }
+  }
+  if (remembered_.size() < kRememberedPeers) {
+    remembered_.push_back(r);
+    return;
+  }
+  remembered_[remembered_next_] = r;
+  remembered_next_ = (remembered_next_ + 1) % kRememberedPeers;
+}
+
+void Pds::start_from_remembered_paths(Pdc& p) {
+  for (const RememberedPaths& r : remembered_) {
+    if (r.peer != p.peer) continue;
+    // Oldest first, so that the newest ends up the freshest in the selector too.
+    for (size_t i = r.count; i-- > 0;) p.paths->on_feedback(r.evs[i], paths::Feedback::kGood);
+    ++stats_.pdcs_with_remembered_paths;
+    return;
+  }
 }
 
 void Pds::free_pdc(uint32_t index) {
@@ -255,7 +285,14 @@ void Pds::send_nack(PeerIndex peer, wire::NackCode code, uint32_t psn, uint16_t 
   n.psn = psn;
   n.spdcid = spdcid;
   n.dpdcid = dpdcid;
-  push_control({peer, n});
+  // A NACK about the PDC itself decides whether the peer keeps trying, waits for room
+  // or gives up, and comes once, not with every packet: it goes as several copies.
+  // Trims and refusals for room are per packet, and come again with the next.
+  const bool lifecycle =
+      code == wire::NackCode::kNoPdcAvailable || code == wire::NackCode::kInvalidDpdcid ||
+      code == wire::NackCode::kInvalidSyn || code == wire::NackCode::kPdcModeMismatch ||
+      code == wire::NackCode::kClosing;
+  for (uint32_t i = 0; i < (lifecycle ? kLifecycleCopies : 1); ++i) push_control({peer, n});
   ++stats_.nacks_sent;
 }
 

@@ -5,15 +5,6 @@
 #include "transport/pds/pds.h"
 
 namespace spray::pds {
-namespace {
-
-// Copies of the ACK that answers a duplicate (an earlier ACK was lost) or a
-// retransmission (the sender heard nothing for its first copy: the data or our ACK was
-// lost). With half the return paths dead, all three are lost one time in eight, against
-// one in two.
-constexpr uint32_t kLostAckCopies = 3;
-
-}  // namespace
 
 bool Pds::rx_received(const Pdc& p, uint32_t psn) const {
   const uint32_t bit = ring_index(psn);
@@ -174,6 +165,7 @@ bool Pds::pop_in_order(uint32_t index, uint64_t& held) {
   }
   if (p.free_when_drained) {  // closed while these waited (see on_ack)
     ++stats_.pdcs_closed;
+    remember_paths(p);
     free_pdc(index);
   } else if (p.state == PdcState::kClosing && !p.close_sent) {
     mark_ready(index);  // its CLOSE waited for the line to drain (next_tx_now)
@@ -247,7 +239,7 @@ void Pds::emit_ack(Pdc& p) {
   // for max_retries tries failed its PDC. Copies cost little: duplicates and
   // retransmissions are rare next to first transmissions (a 2 GiB loopback transfer
   // with 1472-byte packets: 369 retransmissions in 1.5 million packets).
-  for (uint32_t i = 0; i < (p.ack_lost ? kLostAckCopies : 1); ++i) push_control({p.peer, a});
+  for (uint32_t i = 0; i < (p.ack_lost ? kLifecycleCopies : 1); ++i) push_control({p.peer, a});
   p.ack_lost = false;
   ++stats_.acks_sent;
   p.rx_since_ack = 0;
@@ -304,7 +296,7 @@ void Pds::on_ctrl(PeerIndex peer, const wire::PdsCtrl& ctrl, Time now) {
         a.cack_psn = ctrl.psn;
         a.spdcid = ctrl.dpdcid;
         a.dpdcid = ctrl.spdcid;
-        push_control({peer, a});
+        for (uint32_t i = 0; i < kLifecycleCopies; ++i) push_control({peer, a});
         return;
       }
       if (ctrl.psn != p->rcv_nxt) return;  // data before it still missing; it comes again
@@ -315,8 +307,10 @@ void Pds::on_ctrl(PeerIndex peer, const wire::PdsCtrl& ctrl, Time now) {
       }
       p->last_rx_psn = ctrl.psn;
       ++p->rcv_nxt;
+      p->ack_lost = true;  // its last word on this PDC: kLifecycleCopies copies
       emit_ack(*p);
       ++stats_.pdcs_closed;
+      remember_paths(*p);
       free_pdc(p->rto_timer.owner);
       return;
     }

@@ -335,6 +335,7 @@ void Pds::on_ack(PeerIndex peer, const wire::PdsAck& ack, Time now) {
       return;
     }
     ++stats_.pdcs_closed;
+    remember_paths(p);
     free_pdc(p.rto_timer.owner);
     return;
   }

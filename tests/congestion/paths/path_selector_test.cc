@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <array>
 #include <map>
 #include <set>
 
@@ -157,6 +158,25 @@ TEST(Reps, freeze_and_retransmit__use_only_the_freshest_good_evs) {
   EXPECT_EQ(used, (std::set<uint16_t>{16, 17, 18, 19}));
   EXPECT_EQ(retransmitted, used);
   static_assert(RepsSelector::kFreshEvs == 4);
+}
+
+TEST(Reps, good_entropies__are_the_newest_good_evs_and_seed_a_new_selector) {
+  RepsSelector r({256, 3});
+  std::array<uint16_t, 4> out{};
+  EXPECT_EQ(r.good_entropies(out), 0u);  // nothing learned yet
+  for (const uint16_t ev : std::array<uint16_t, 5>{10, 11, 12, 13, 14}) {
+    r.on_feedback(ev, Feedback::kGood);
+  }
+  r.on_feedback(13, Feedback::kEcn);  // marked: no longer fresh evidence
+  ASSERT_EQ(r.good_entropies(out), 4u);
+  EXPECT_EQ(out, (std::array<uint16_t, 4>{14, 12, 11, 10}));
+  // Reported good to a fresh selector, oldest first, they are what it sends on first.
+  RepsSelector fresh({256, 4});
+  for (size_t i = out.size(); i-- > 0;) fresh.on_feedback(out[i], Feedback::kGood);
+  std::set<uint16_t> first;
+  for (int i = 0; i < 4; ++i) first.insert(fresh.next_entropy());
+  EXPECT_EQ(first, (std::set<uint16_t>{10, 11, 12, 14}));
+  EXPECT_EQ(fresh.retransmit_entropy(), 14);
 }
 
 TEST(PenaltyBitmap, round_robin_skips_penalised_evs_for_one_pass) {

@@ -3,6 +3,8 @@
 // PDCs.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "tests/transport/pds/pds_pair.h"
 
 namespace spray::pds {
@@ -142,7 +144,7 @@ TEST_F(FullTable, target__asks_an_idle_initiator_to_close_and_then_takes_the_ref
   // The refusal, and a CLOSE_REQ to A, whose PDC is the least recently active idle one.
   const auto out = control(target);
   const auto nacks = headers_of<wire::PdsNack>(out);
-  ASSERT_EQ(nacks.size(), 1u);
+  ASSERT_EQ(nacks.size(), size_t{Pds::kLifecycleCopies});  // copies of one NACK
   EXPECT_EQ(nacks[0].code, wire::NackCode::kNoPdcAvailable);
   const auto asks = headers_of<wire::PdsCtrl>(out);
   ASSERT_EQ(asks.size(), 1u);
@@ -380,7 +382,7 @@ TEST_F(Pair, losing_answers_to_a_peer__fails_its_pdc_to_us_at_its_next_packet) {
   ASSERT_TRUE(probe[0].is_ctrl);
   b.on_ctrl(kA, probe[0].ctrl, us(t));
   const auto nacks = headers_of<wire::PdsNack>(control(b));
-  ASSERT_EQ(nacks.size(), 1u);
+  ASSERT_EQ(nacks.size(), size_t{Pds::kLifecycleCopies});  // copies of one NACK
   EXPECT_EQ(nacks[0].code, wire::NackCode::kInvalidDpdcid);
   a.on_nack(kB, nacks[0], us(t + 1));
   EXPECT_EQ(a.failed_peers(), std::vector<PeerIndex>{kB});
@@ -402,7 +404,7 @@ TEST_F(Pair, losing_answers_to_a_peer_with_no_pdc_to_us__refuses_its_syns_for_a_
   for (int copy = 1; copy <= 2; ++copy) {  // the second: our NACK was lost, A sent it again
     b.on_ctrl(kA, syn[0].ctrl, us(t + copy));
     const auto nacks = headers_of<wire::PdsNack>(control(b));
-    ASSERT_EQ(nacks.size(), 1u) << copy;
+    ASSERT_EQ(nacks.size(), size_t{Pds::kLifecycleCopies}) << copy;
     EXPECT_EQ(nacks[0].code, wire::NackCode::kInvalidSyn);
     EXPECT_EQ(b.stats().syns_refused_after_lost_answers, static_cast<uint64_t>(copy));
     if (copy == 2) a.on_nack(kB, nacks[0], us(t + 3));
@@ -442,7 +444,7 @@ TEST_F(Pair, losing_answers_on_a_pdc_its_initiator_is_closing__fails_the_close) 
   ASSERT_EQ(close.size(), 1u);
   b.on_ctrl(kA, close[0].ctrl, us(4));
   auto nacks = headers_of<wire::PdsNack>(control(b));
-  ASSERT_EQ(nacks.size(), 1u);
+  ASSERT_EQ(nacks.size(), size_t{Pds::kLifecycleCopies});
   EXPECT_EQ(nacks[0].code, wire::NackCode::kClosing);  // busy with the answer
   a.on_nack(kB, nacks[0], us(5));
 
@@ -458,10 +460,48 @@ TEST_F(Pair, losing_answers_on_a_pdc_its_initiator_is_closing__fails_the_close) 
   ASSERT_EQ(again.size(), 1u);
   b.on_ctrl(kA, again[0].ctrl, us(t));
   nacks = headers_of<wire::PdsNack>(control(b));
-  ASSERT_EQ(nacks.size(), 1u) << "the CLOSE was acknowledged as if the PDC closed normally";
+  ASSERT_EQ(nacks.size(), size_t{Pds::kLifecycleCopies})
+      << "the CLOSE was acknowledged as if the PDC closed normally";
   EXPECT_EQ(nacks[0].code, wire::NackCode::kInvalidDpdcid);
   a.on_nack(kB, nacks[0], us(t + 1));
   EXPECT_EQ(a.failed_peers(), std::vector<PeerIndex>{kB});  // A's waiting operations fail
+}
+
+PdsConfig reps_config() {
+  PdsConfig c = config();
+  c.path_name = "reps";
+  return c;
+}
+using RepsPair = PairWith<reps_config>;
+
+// A PDC closed (for room, say) leaves the EVs it found good; the next PDC to that peer
+// sends on them first instead of exploring blind, which over half-dead paths cost each
+// new PDC's SYN a coin toss per try.
+TEST_F(RepsPair, a_new_pdc_starts_on_the_evs_the_closed_one_found_good) {
+  a.enqueue(kB, Mode::kRud, run(0, 4), us(0));
+  std::set<uint16_t> good;
+  for (const TxPacket& pkt : drain_tx(a, us(0))) {
+    ASSERT_EQ(deliver(b, kA, pkt), RxVerdict::kDeliver);
+    good.insert(pkt.entropy);
+  }
+  for (const auto& ack : headers_of<wire::PdsAck>(control(b))) a.on_ack(kB, ack, us(10));
+  ASSERT_EQ(a.acked().size(), 4u);
+
+  ASSERT_EQ(a.close(kB, Mode::kRud, us(20)), Status::kOk);
+  const auto close = drain_tx(a, us(20));
+  ASSERT_EQ(close.size(), 1u);
+  b.on_ctrl(kA, close[0].ctrl, us(21));
+  const auto close_acks = headers_of<wire::PdsAck>(control(b));
+  ASSERT_EQ(close_acks.size(), static_cast<size_t>(Pds::kLifecycleCopies));
+  for (const auto& ack : close_acks) a.on_ack(kB, ack, us(22));
+  ASSERT_EQ(a.open_pdcs(), 0u);
+  ASSERT_EQ(b.open_pdcs(), 0u);
+
+  a.enqueue(kB, Mode::kRud, run(1, 3), us(30));
+  const auto fresh = drain_tx(a, us(30));
+  ASSERT_EQ(fresh.size(), 3u);
+  for (const TxPacket& pkt : fresh) EXPECT_TRUE(good.count(pkt.entropy)) << pkt.entropy;
+  EXPECT_EQ(a.stats().pdcs_with_remembered_paths, 1u);
 }
 
 // Only lost answers leave the peer waiting. User sends that fail are reported here, and

@@ -40,8 +40,9 @@ std::vector<Header> headers_of(const std::vector<ControlPacket>& out) {
   return found;
 }
 
-struct Pair : ::testing::Test {
-  Pds a{config()}, b{config()};
+template <PdsConfig (*Config)()>
+struct PairWith : ::testing::Test {
+  Pds a{Config()}, b{Config()};
   std::vector<TxRun> runs = std::vector<TxRun>(8);
 
   TxRun* run(uint32_t message, uint32_t packets) {
@@ -94,5 +95,6 @@ struct Pair : ::testing::Test {
     return out;
   }
 };
+using Pair = PairWith<config>;
 
 }  // namespace spray::pds::test
