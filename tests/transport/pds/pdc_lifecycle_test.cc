@@ -354,13 +354,9 @@ TEST_F(Pair, pdc_table__one_peer_cannot_hold_more_than_its_share_of_target_pdcs)
 // (Plain ECMP over a black-holed path: B's own PDC to A hashes onto the dead path, A's
 // to B does not.)
 TEST_F(Pair, losing_answers_to_a_peer__fails_its_pdc_to_us_at_its_next_packet) {
-  // B opens its own PDC to A first (everything B sends is lost from here on), so that
-  // its answer to A below travels on it, not on the PDC A opens to B.
-  b.enqueue(kA, Mode::kRud, answer(1, 1), us(0));
-  drain_tx(b, us(0));
-  // A opens a PDC to B and B acknowledges: A's operation now waits for B's answer.
-  a.enqueue(kB, Mode::kRud, run(0, 1), us(0));
-  ASSERT_EQ(deliver(b, kA, drain_tx(a, us(0)).at(0)), RxVerdict::kDeliver);
+  // B opens its own PDC to A first, so that its answer to A travels on it, not on the
+  // PDC A opens to B; B acknowledges A's request, which now waits for that answer.
+  open_both_ways(answer(1, 1));
   for (const ControlPacket& c : control(b)) {
     if (const auto* ack = std::get_if<wire::PdsAck>(&c.header)) a.on_ack(kB, *ack, us(1));
   }
@@ -507,10 +503,7 @@ TEST_F(RepsPair, a_new_pdc_starts_on_the_evs_the_closed_one_found_good) {
 // Only lost answers leave the peer waiting. User sends that fail are reported here, and
 // the peer's PDCs to us, and its next ones, are left alone.
 TEST_F(Pair, losing_only_user_sends_to_a_peer__leaves_its_pdcs_alone) {
-  b.enqueue(kA, Mode::kRud, run(1, 1), us(0));
-  drain_tx(b, us(0));
-  a.enqueue(kB, Mode::kRud, run(0, 1), us(0));
-  ASSERT_EQ(deliver(b, kA, drain_tx(a, us(0)).at(0)), RxVerdict::kDeliver);
+  open_both_ways(run(1, 1));
   fail_b_to_a();
   EXPECT_EQ(b.stats().pdcs_forgotten, 0u);
   EXPECT_EQ(b.open_pdcs(), 1u);  // A's PDC to B

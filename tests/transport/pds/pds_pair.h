@@ -59,6 +59,14 @@ struct PairWith : ::testing::Test {
     r->answer = true;
     return r;
   }
+  // B opens its own PDC to A with `b_run` (lost, like everything B sends A in the tests
+  // that use this), then A opens one to B, which B accepts: A's operation now waits on B.
+  void open_both_ways(TxRun* b_run) {
+    b.enqueue(kA, Mode::kRud, b_run, us(0));
+    drain_tx(b, us(0));
+    a.enqueue(kB, Mode::kRud, run(0, 1), us(0));
+    ASSERT_EQ(deliver(b, kA, drain_tx(a, us(0)).at(0)), RxVerdict::kDeliver);
+  }
   // Everything B sends A is lost until B's PDC to A gives up (its retries run out).
   // Returns when, in microseconds.
   int64_t fail_b_to_a() {
