@@ -129,7 +129,7 @@ struct Pdc {
   bool ack_pending = false;
   // A duplicate arrived (an ACK of ours was lost on a dead or lossy return path) or a
   // retransmission did (the sender heard no answer to its first copy), so the next ACK
-  // goes out as Pds::kLifecycleCopies copies, each on its own EV (see emit_ack).
+  // goes out as Pds::kControlCopies copies, each on its own EV (see emit_ack).
   bool ack_lost = false;
   // RCCC, receiving side: the sender asks for credit; it has a backlog (counted in the
   // engine's credit_senders_).

@@ -127,7 +127,7 @@ class Pds {
   // in two; a CLOSE whose single ACK drew a dead path on every try failed its PDC (an
   // all-to-all over two paths, one down, with 3 PDCs per engine: 58 of 100 runs failed
   // an operation, most through CLOSEs and refused SYNs).
-  static constexpr uint32_t kLifecycleCopies = 3;
+  static constexpr uint32_t kControlCopies = 3;
   // After a PDC fails with answers to its peer aboard, how long that peer's new PDCs
   // are refused (pds_lost_answers.cc): enough for its retries on any PDC to run out
   // (each try waits at most max_rto), so it has failed one whether our NACKs got there
@@ -210,6 +210,9 @@ class Pds {
   // (syns_refused_before). A target open ignores `since`.
   bool open_pdc(PeerIndex peer, Mode mode, bool initiator, uint32_t& index, Time since);
   void free_pdc(uint32_t index);
+  // A PDC closed normally (its CLOSE acknowledged, at either end): counted, its good
+  // EVs remembered, freed.
+  void finish_close(uint32_t index);
   // A PDC that closes normally leaves its freshest good EVs (RememberedPaths); the next
   // PDC to that peer reports them good to its selector before its first packet.
   void remember_paths(const Pdc& p);

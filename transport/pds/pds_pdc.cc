@@ -127,6 +127,12 @@ void Pds::start_from_remembered_paths(Pdc& p) {
   }
 }
 
+void Pds::finish_close(uint32_t index) {
+  ++stats_.pdcs_closed;
+  remember_paths(pdcs_[index]);
+  free_pdc(index);
+}
+
 void Pds::free_pdc(uint32_t index) {
   Pdc& p = pdcs_[index];
   if (p.credit_active) --credit_senders_;
@@ -187,10 +193,11 @@ void Pds::fail_pdc(uint32_t index, Status why, Time now) {
   // operation waiting on it (a chaos-free 4-rank all-to-all with two PDCs per endpoint
   // reported "No route to host" for sends on other PDCs).
   const PeerIndex peer = p.peer;
-  if (why != Status::kNoPdcAvailable) failed_peers_.push_back(peer);
+  const bool unreachable = why != Status::kNoPdcAvailable;
+  if (unreachable) failed_peers_.push_back(peer);
   ++stats_.pdcs_failed;
   free_pdc(index);
-  if (why != Status::kNoPdcAvailable && answers_lost) lost_answers_to(peer);
+  if (unreachable && answers_lost) lost_answers_to(peer);
 }
 
 Status Pds::enqueue(PeerIndex peer, Mode mode, TxRun* run, Time now) {
@@ -292,7 +299,7 @@ void Pds::send_nack(PeerIndex peer, wire::NackCode code, uint32_t psn, uint16_t 
       code == wire::NackCode::kNoPdcAvailable || code == wire::NackCode::kInvalidDpdcid ||
       code == wire::NackCode::kInvalidSyn || code == wire::NackCode::kPdcModeMismatch ||
       code == wire::NackCode::kClosing;
-  for (uint32_t i = 0; i < (lifecycle ? kLifecycleCopies : 1); ++i) push_control({peer, n});
+  for (uint32_t i = 0; i < (lifecycle ? kControlCopies : 1); ++i) push_control({peer, n});
   ++stats_.nacks_sent;
 }
 

@@ -164,9 +164,7 @@ bool Pds::pop_in_order(uint32_t index, uint64_t& held) {
     }
   }
   if (p.free_when_drained) {  // closed while these waited (see on_ack)
-    ++stats_.pdcs_closed;
-    remember_paths(p);
-    free_pdc(index);
+    finish_close(index);
   } else if (p.state == PdcState::kClosing && !p.close_sent) {
     mark_ready(index);  // its CLOSE waited for the line to drain (next_tx_now)
   }
@@ -239,7 +237,7 @@ void Pds::emit_ack(Pdc& p) {
   // for max_retries tries failed its PDC. Copies cost little: duplicates and
   // retransmissions are rare next to first transmissions (a 2 GiB loopback transfer
   // with 1472-byte packets: 369 retransmissions in 1.5 million packets).
-  for (uint32_t i = 0; i < (p.ack_lost ? kLifecycleCopies : 1); ++i) push_control({p.peer, a});
+  for (uint32_t i = 0; i < (p.ack_lost ? kControlCopies : 1); ++i) push_control({p.peer, a});
   p.ack_lost = false;
   ++stats_.acks_sent;
   p.rx_since_ack = 0;
@@ -296,7 +294,7 @@ void Pds::on_ctrl(PeerIndex peer, const wire::PdsCtrl& ctrl, Time now) {
         a.cack_psn = ctrl.psn;
         a.spdcid = ctrl.dpdcid;
         a.dpdcid = ctrl.spdcid;
-        for (uint32_t i = 0; i < kLifecycleCopies; ++i) push_control({peer, a});
+        for (uint32_t i = 0; i < kControlCopies; ++i) push_control({peer, a});
         return;
       }
       if (ctrl.psn != p->rcv_nxt) return;  // data before it still missing; it comes again
@@ -307,11 +305,9 @@ void Pds::on_ctrl(PeerIndex peer, const wire::PdsCtrl& ctrl, Time now) {
       }
       p->last_rx_psn = ctrl.psn;
       ++p->rcv_nxt;
-      p->ack_lost = true;  // its last word on this PDC: kLifecycleCopies copies
+      p->ack_lost = true;  // its last word on this PDC: kControlCopies copies
       emit_ack(*p);
-      ++stats_.pdcs_closed;
-      remember_paths(*p);
-      free_pdc(p->rto_timer.owner);
+      finish_close(p->rto_timer.owner);
       return;
     }
     case wire::CtrlType::kAckRequest: {

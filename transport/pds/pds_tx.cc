@@ -334,9 +334,7 @@ void Pds::on_ack(PeerIndex peer, const wire::PdsAck& ack, Time now) {
       p.free_when_drained = true;
       return;
     }
-    ++stats_.pdcs_closed;
-    remember_paths(p);
-    free_pdc(p.rto_timer.owner);
+    finish_close(p.rto_timer.owner);
     return;
   }
   // Progress (the left edge moved or new PSNs were SACKed) resets the backoff and

@@ -144,7 +144,7 @@ TEST_F(FullTable, target__asks_an_idle_initiator_to_close_and_then_takes_the_ref
   // The refusal, and a CLOSE_REQ to A, whose PDC is the least recently active idle one.
   const auto out = control(target);
   const auto nacks = headers_of<wire::PdsNack>(out);
-  ASSERT_EQ(nacks.size(), size_t{Pds::kLifecycleCopies});  // copies of one NACK
+  ASSERT_EQ(nacks.size(), size_t{Pds::kControlCopies});  // copies of one NACK
   EXPECT_EQ(nacks[0].code, wire::NackCode::kNoPdcAvailable);
   const auto asks = headers_of<wire::PdsCtrl>(out);
   ASSERT_EQ(asks.size(), 1u);
@@ -378,7 +378,7 @@ TEST_F(Pair, losing_answers_to_a_peer__fails_its_pdc_to_us_at_its_next_packet) {
   ASSERT_TRUE(probe[0].is_ctrl);
   b.on_ctrl(kA, probe[0].ctrl, us(t));
   const auto nacks = headers_of<wire::PdsNack>(control(b));
-  ASSERT_EQ(nacks.size(), size_t{Pds::kLifecycleCopies});  // copies of one NACK
+  ASSERT_EQ(nacks.size(), size_t{Pds::kControlCopies});  // copies of one NACK
   EXPECT_EQ(nacks[0].code, wire::NackCode::kInvalidDpdcid);
   a.on_nack(kB, nacks[0], us(t + 1));
   EXPECT_EQ(a.failed_peers(), std::vector<PeerIndex>{kB});
@@ -400,7 +400,7 @@ TEST_F(Pair, losing_answers_to_a_peer_with_no_pdc_to_us__refuses_its_syns_for_a_
   for (int copy = 1; copy <= 2; ++copy) {  // the second: our NACK was lost, A sent it again
     b.on_ctrl(kA, syn[0].ctrl, us(t + copy));
     const auto nacks = headers_of<wire::PdsNack>(control(b));
-    ASSERT_EQ(nacks.size(), size_t{Pds::kLifecycleCopies}) << copy;
+    ASSERT_EQ(nacks.size(), size_t{Pds::kControlCopies}) << copy;
     EXPECT_EQ(nacks[0].code, wire::NackCode::kInvalidSyn);
     EXPECT_EQ(b.stats().syns_refused_after_lost_answers, static_cast<uint64_t>(copy));
     if (copy == 2) a.on_nack(kB, nacks[0], us(t + 3));
@@ -440,7 +440,7 @@ TEST_F(Pair, losing_answers_on_a_pdc_its_initiator_is_closing__fails_the_close) 
   ASSERT_EQ(close.size(), 1u);
   b.on_ctrl(kA, close[0].ctrl, us(4));
   auto nacks = headers_of<wire::PdsNack>(control(b));
-  ASSERT_EQ(nacks.size(), size_t{Pds::kLifecycleCopies});
+  ASSERT_EQ(nacks.size(), size_t{Pds::kControlCopies});
   EXPECT_EQ(nacks[0].code, wire::NackCode::kClosing);  // busy with the answer
   a.on_nack(kB, nacks[0], us(5));
 
@@ -456,7 +456,7 @@ TEST_F(Pair, losing_answers_on_a_pdc_its_initiator_is_closing__fails_the_close) 
   ASSERT_EQ(again.size(), 1u);
   b.on_ctrl(kA, again[0].ctrl, us(t));
   nacks = headers_of<wire::PdsNack>(control(b));
-  ASSERT_EQ(nacks.size(), size_t{Pds::kLifecycleCopies})
+  ASSERT_EQ(nacks.size(), size_t{Pds::kControlCopies})
       << "the CLOSE was acknowledged as if the PDC closed normally";
   EXPECT_EQ(nacks[0].code, wire::NackCode::kInvalidDpdcid);
   a.on_nack(kB, nacks[0], us(t + 1));
@@ -488,7 +488,7 @@ TEST_F(RepsPair, a_new_pdc_starts_on_the_evs_the_closed_one_found_good) {
   ASSERT_EQ(close.size(), 1u);
   b.on_ctrl(kA, close[0].ctrl, us(21));
   const auto close_acks = headers_of<wire::PdsAck>(control(b));
-  ASSERT_EQ(close_acks.size(), static_cast<size_t>(Pds::kLifecycleCopies));
+  ASSERT_EQ(close_acks.size(), static_cast<size_t>(Pds::kControlCopies));
   for (const auto& ack : close_acks) a.on_ack(kB, ack, us(22));
   ASSERT_EQ(a.open_pdcs(), 0u);
   ASSERT_EQ(b.open_pdcs(), 0u);
