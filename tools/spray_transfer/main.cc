@@ -189,7 +189,7 @@ int main(int argc, char** argv) {
     rtx += s.retransmits;
     timeouts += s.timeouts;
     pdcs_opened += s.pdcs_opened;
-    pdcs_reclaimed += s.pdcs_reclaimed + s.close_requests;
+    pdcs_reclaimed += s.pdcs_reclaimed;  // ours closed for room, or at a full peer's request
     pdcs_failed += s.pdcs_failed;
     pdcs_remembering += s.pdcs_with_remembered_paths;
   }
@@ -201,29 +201,31 @@ int main(int argc, char** argv) {
   const bool ok = finished && errors == 0 && received_ok == total_messages;
 
   if (o.json) {
-    nlohmann::json j = {
-        {"ok", ok},
-        {"every_operation_ended", finished},
-        {"errors", errors},
-        {"messages", total_messages},
-        {"bytes_per_message", o.bytes},
-        {"delivered_bytes", delivered},
-        {"data_packets_sent", tx},
-        {"retransmissions", rtx},
-        {"timeouts", timeouts},
-        {"pdcs",
-         {{"opened", pdcs_opened}, {"closed_for_room", pdcs_reclaimed}, {"failed", pdcs_failed}}},
-        {"fabric",
-         {{"lost", fs.lost},
-          {"duplicated", fs.duplicated},
-          {"fcs_drops", fs.dropped_fcs},
-          {"trimmed", fs.trimmed},
-          {"ecn_marked", fs.ecn_marked},
-          {"path_down_drops", fs.dropped_path_down},
-          {"path_packets", fs.path_packets}}},
-        {"virtual_seconds", virtual_s},
-        {"goodput_gbps", goodput_gbps},
-        {"wall_seconds", wall}};
+    nlohmann::json j = {{"ok", ok},
+                        {"every_operation_ended", finished},
+                        {"errors", errors},
+                        {"messages", total_messages},
+                        {"bytes_per_message", o.bytes},
+                        {"delivered_bytes", delivered},
+                        {"data_packets_sent", tx},
+                        {"retransmissions", rtx},
+                        {"timeouts", timeouts},
+                        {"pdcs",
+                         {{"opened", pdcs_opened},
+                          {"started_on_remembered_paths", pdcs_remembering},
+                          {"closed_for_room", pdcs_reclaimed},
+                          {"failed", pdcs_failed}}},
+                        {"fabric",
+                         {{"lost", fs.lost},
+                          {"duplicated", fs.duplicated},
+                          {"fcs_drops", fs.dropped_fcs},
+                          {"trimmed", fs.trimmed},
+                          {"ecn_marked", fs.ecn_marked},
+                          {"path_down_drops", fs.dropped_path_down},
+                          {"path_packets", fs.path_packets}}},
+                        {"virtual_seconds", virtual_s},
+                        {"goodput_gbps", goodput_gbps},
+                        {"wall_seconds", wall}};
     fmt::print("{}\n", j.dump(2));
   } else {
     fmt::print("spray-transfer: {} hosts, {} paths, {} x {} B per host, cc={} paths={} seed={}\n",
