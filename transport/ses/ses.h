@@ -418,6 +418,10 @@ class Ses {
   static constexpr Duration kSkipFirstLateGap = Duration::milliseconds(10);
   static constexpr Duration kSkipMaxLateGap = Duration::seconds(1);
   static Time skip_due(uint8_t failed_tries, Time now);
+  // Whether the skip still has tries that go on a timer (at once or late).
+  static bool skip_timed(const Skip& k) {
+    return k.failed_tries < kSkipTriesAtOnce + kSkipLateTries;
+  }
   // Sends MSG_ERR for the queued skips `due` picks, those that fit in the user's share
   // of the pool now (as the send they may precede must); the rest stay queued.
   template <class Due>
@@ -482,6 +486,10 @@ class Ses {
   // and no later send may come (chaos runs with 4 retries per PSN left such messages
   // undelivered for good). Slow path: empty in normal operation.
   std::vector<Skip> skips_;
+  // The earliest not_before among skips with tries on a timer left (skip_timed); none:
+  // INT64_MAX. take_pds_reports, called per packet, looks at skips_ only from then on,
+  // so skips that wait for the next send (a dead peer's) cost the fast path nothing.
+  Time next_skip_due_{INT64_MAX};
   // Messages whose packets are all acknowledged while their response is still due:
   // (slot, peer, message id), checked against the slot when read. Bounded by the pool.
   struct Awaiting {

@@ -188,6 +188,10 @@ void Ses::send_skips(Due due, Time now) {
     if (!sent) *keep++ = *it;
   }
   skips_.erase(keep, skips_.end());
+  next_skip_due_ = Time{INT64_MAX};
+  for (const Skip& k : skips_) {
+    if (skip_timed(k)) next_skip_due_ = std::min(next_skip_due_, k.not_before);
+  }
 }
 
 // Every user operation passes here first. Beyond argument checks, it keeps the user's
@@ -532,12 +536,8 @@ void Ses::take_pds_reports(Time now) {
     on_peer_failed(pds_.failed_peers());
     pds_.failed_peers().clear();
   }
-  if (!skips_.empty()) {
-    send_skips(
-        [now](const Skip& k) {
-          return k.failed_tries < kSkipTriesAtOnce + kSkipLateTries && k.not_before <= now;
-        },
-        now);
+  if (next_skip_due_ <= now) {
+    send_skips([now](const Skip& k) { return skip_timed(k) && k.not_before <= now; }, now);
   }
 }
 
@@ -572,7 +572,11 @@ void Ses::on_failed(std::span<const pds::FailedMessage> failed, Time now) {
     } else if (m.kind == TxKind::kSkip) {
       const auto tries = static_cast<uint8_t>(m.skip_failed_tries + 1);
       skips_.push_back({m.peer, m.msg_id, tries, skip_due(tries, now)});
+    } else {
+      continue;
     }
+    if (skip_timed(skips_.back()))
+      next_skip_due_ = std::min(next_skip_due_, skips_.back().not_before);
   }
   for (uint32_t slot : finishing_) {
     if (!tx_[slot].rudi_queued) finish_tx(slot);  // else peek_rudi finishes it
