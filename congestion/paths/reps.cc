@@ -84,10 +84,10 @@ void RepsSelector::evict(uint16_t entropy) {
     if (ev != entropy) ring_[(head_ + kept++) % kCacheSize] = ev;
   }
   count_ = kept;
-  evict_recent(entropy);
+  evict_recent(entropy, true);
 }
 
-void RepsSelector::evict_recent(uint16_t entropy) {
+void RepsSelector::evict_recent(uint16_t entropy, bool and_older) {
   // Compacts oldest to newest into positions 0.., so the newest stays just before
   // recent_next_ (retransmit_entropy() and the freeze read it that way).
   std::array<uint16_t, kCacheSize> kept_evs{};
@@ -95,7 +95,11 @@ void RepsSelector::evict_recent(uint16_t entropy) {
   const size_t oldest = (recent_next_ + kCacheSize - recent_count_) % kCacheSize;
   for (size_t i = 0; i < recent_count_; ++i) {
     const uint16_t ev = recent_[(oldest + i) % kCacheSize];
-    if (ev != entropy) kept_evs[kept++] = ev;
+    if (ev != entropy) {
+      kept_evs[kept++] = ev;
+    } else if (and_older) {
+      kept = 0;  // what came back good before it is older evidence still
+    }
   }
   if (kept == recent_count_) return;
   recent_ = kept_evs;
@@ -117,7 +121,8 @@ void RepsSelector::on_feedback(uint16_t entropy, Feedback f) {
       }
       return;
     case Feedback::kTimeout:
-      // The EV itself is suspect: evict it, or a freeze could keep reusing a dead path.
+      // The EV itself is suspect: evict it, or a freeze could keep reusing a dead path;
+      // and with it the EVs that last came back good before it did (evict).
       note_bad(entropy);
       evict(entropy);
       freeze_left_ = kFreezePackets;
@@ -127,7 +132,7 @@ void RepsSelector::on_feedback(uint16_t entropy, Feedback f) {
     case Feedback::kNack:
     case Feedback::kLost:
       note_bad(entropy);
-      evict_recent(entropy);  // not recycled, and no longer a retransmission's choice
+      evict_recent(entropy, false);  // not recycled, and no longer a retransmission's choice
       return;
   }
 }

@@ -6,7 +6,9 @@
 // drifts away from congested or broken paths without ever naming a path.
 //
 // Freeze: a timeout suggests a failure rather than congestion. The timed-out EV is
-// evicted, and for the next kFreezePackets transmissions the selector stops exploring
+// evicted, and with it every EV whose last good report is older than its own (the
+// timed-out EV was good once, so they are no fresher evidence than it). Then for the
+// next kFreezePackets transmissions the selector stops exploring
 // and cycles through the kFreshEvs EVs that most recently came back good (a second
 // ring that is not consumed), so it does not wander onto the failed path while the
 // failure lasts. Only with no good EV known at all does it explore during a freeze.
@@ -21,11 +23,18 @@
 // NACKed leaves that list at once.
 //
 // Why only the freshest few of the 32 remembered: when paths die, the older entries are
-// evidence from before the failure and half of them may name dead paths; each timeout
-// evicts only the one EV it timed out on. Cycling over all 32 sent a retransmission to
-// a dead path about as often as a random draw: with two of four paths down, one PSN's
-// twelve tries went eleven times to dead paths and failed its PDC (chaos seed 145).
-// The newest entries are ACKs that arrived after the failure, so they name live paths.
+// evidence from before the failure and half of them may name dead paths. Cycling over
+// all 32 sent a retransmission to a dead path about as often as a random draw: with two
+// of four paths down, one PSN's twelve tries went eleven times to dead paths and failed
+// its PDC (chaos seed 145). The newest entries are ACKs that arrived after the failure,
+// so they name live paths.
+//
+// Why a timeout also drops the older good EVs: when no ACK came since the failure (a
+// quiet flow, or a new PDC started from the EVs a closed one found good), even the
+// newest entries are from before it. Evicting only the timed-out EV stepped each retry
+// down to the next older one, from before the failure too: in an all-to-all over two
+// paths, one dying, PSNs failed their PDC with eleven of twelve tries on the dead path.
+// Dropping the older ones makes the next try explore instead.
 #pragma once
 
 #include <array>
@@ -66,8 +75,11 @@ class RepsSelector final : public PathSelector {
 
  private:
   uint16_t fresh_entropy(size_t& cursor);
+  // Removes a timed-out EV from the ring and, from the fresh EVs, it and every EV that
+  // last came back good before it did (see the class comment).
   void evict(uint16_t entropy);
-  void evict_recent(uint16_t entropy);
+  // Removes `entropy` from the fresh EVs; `and_older`: also the EVs older than it there.
+  void evict_recent(uint16_t entropy, bool and_older);
   uint16_t explore();
   bool recently_bad(uint16_t entropy) const;
   void forget_bad(uint16_t entropy);

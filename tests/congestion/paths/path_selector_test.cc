@@ -89,11 +89,11 @@ TEST(Reps, ecn_and_nack__are_not_recycled) {
 TEST(Reps, timeout__freezes_onto_recent_good_evs_and_evicts_the_bad_one) {
   RepsSelector r({256, 1});
   for (int ev = 1; ev <= 3; ++ev) r.on_feedback(static_cast<uint16_t>(ev), Feedback::kGood);
-  r.on_feedback(2, Feedback::kTimeout);
+  r.on_feedback(1, Feedback::kTimeout);
   EXPECT_TRUE(r.frozen());
   std::set<uint16_t> used;
   for (int i = 0; i < 100; ++i) used.insert(r.next_entropy());
-  EXPECT_EQ(used, (std::set<uint16_t>{1, 3}));  // no exploration, never the suspect EV
+  EXPECT_EQ(used, (std::set<uint16_t>{2, 3}));  // no exploration, never the suspect EV
   for (uint32_t i = 0; i < RepsSelector::kFreezePackets; ++i) r.next_entropy();
   EXPECT_FALSE(r.frozen());
 }
@@ -150,14 +150,37 @@ TEST(Reps, freeze_and_retransmit__use_only_the_freshest_good_evs) {
   std::vector<uint16_t> resent;
   for (int i = 0; i < 8; ++i) resent.push_back(r.retransmit_entropy());
   EXPECT_EQ(resent, (std::vector<uint16_t>{20, 19, 18, 17, 20, 19, 18, 17}));
-  r.on_feedback(20, Feedback::kTimeout);  // the newest dies: the next newest step in
+  r.on_feedback(100, Feedback::kTimeout);  // an explored EV died
   ASSERT_TRUE(r.frozen());
   std::set<uint16_t> used, retransmitted;
   for (int i = 0; i < 100; ++i) used.insert(r.next_entropy());
   for (int i = 0; i < 20; ++i) retransmitted.insert(r.retransmit_entropy());
-  EXPECT_EQ(used, (std::set<uint16_t>{16, 17, 18, 19}));
+  EXPECT_EQ(used, (std::set<uint16_t>{17, 18, 19, 20}));
   EXPECT_EQ(retransmitted, used);
   static_assert(RepsSelector::kFreshEvs == 4);
+}
+
+// A timed-out EV came back good at some point; every EV that last came back good before
+// it did is older evidence still, so it goes too. Else each timeout exposed the next
+// older EV, from before the paths died: in an all-to-all over two paths, one dying,
+// PSNs failed their PDC with eleven of twelve tries on the dead path.
+TEST(Reps, timeout__drops_the_good_evs_older_than_the_timed_out_one) {
+  RepsSelector r({256, 1});
+  for (uint16_t ev = 1; ev <= 20; ++ev) r.on_feedback(ev, Feedback::kGood);
+  r.on_feedback(18, Feedback::kTimeout);
+  std::set<uint16_t> used;
+  for (int i = 0; i < 100; ++i) used.insert(r.retransmit_entropy());
+  EXPECT_EQ(used, (std::set<uint16_t>{19, 20}));
+  std::array<uint16_t, 4> good{};
+  EXPECT_EQ(r.good_entropies(good), 2u);  // what a closing PDC would pass on
+  // The newest times out too: nothing fresh is left, so the freeze explores, away from
+  // the EVs reported bad.
+  r.on_feedback(20, Feedback::kTimeout);
+  EXPECT_EQ(r.good_entropies(good), 0u);
+  used.clear();
+  for (int i = 0; i < 100; ++i) used.insert(r.next_entropy());
+  EXPECT_GT(used.size(), 50u);
+  EXPECT_FALSE(used.count(18) || used.count(20));
 }
 
 TEST(Reps, good_entropies__are_the_newest_good_evs_and_seed_a_new_selector) {
