@@ -335,7 +335,7 @@ void Network::receive(uint32_t host, uint32_t packet) {
   const SimPacket& p = packets_[packet];
   const pds::PeerIndex from = peer_index(host, p.src);
   if (const auto* req = std::get_if<wire::PdsRequest>(&p.header)) {
-    pds::RxClass c = pds.classify_request(from, *req, p.trimmed, now_);
+    pds::RxClass c = pds.classify_request(from, *req, p.trimmed, p.entropy, now_);
     if (c.verdict == pds::RxVerdict::kDeliver) {
       // SES parses the header its peer wrote; the payload it places is scratch.
       std::memcpy(rx_scratch_.data(), p.ses.data(), p.ses_bytes);
@@ -366,7 +366,7 @@ void Network::receive(uint32_t host, uint32_t packet) {
   } else if (const auto* nack = std::get_if<wire::PdsNack>(&p.header)) {
     pds.on_nack(from, *nack, now_);
   } else if (const auto* ctrl = std::get_if<wire::PdsCtrl>(&p.header)) {
-    pds.on_ctrl(from, *ctrl, now_);
+    pds.on_ctrl(from, *ctrl, p.entropy, now_);
   }
   packets_.release(packet);
   drain_reports(host);
@@ -389,9 +389,11 @@ void Network::kick(uint32_t host) {
   Host& h = hosts_[host];
   pds::Pds& pds = *h.pds;
   const uint32_t nic = topo_.node(host).up_ports[0];
-  // Control packets first: they unblock peers. Sprayed, so no one path holds every ACK.
+  // Control packets first: they unblock peers. On the EV PDS chose (that of the packet
+  // they answer), else sprayed, so no one path holds every copy.
   for (const pds::ControlPacket& c : pds.control_out()) {
-    const uint32_t i = make_packet(host, h.peers[c.peer], static_cast<uint16_t>(rng_.next()));
+    const auto entropy = c.entropy ? *c.entropy : static_cast<uint16_t>(rng_.next());
+    const uint32_t i = make_packet(host, h.peers[c.peer], entropy);
     std::visit([&](const auto& header) { packets_[i].header = header; }, c.header);
     enqueue(nic, i);
   }

@@ -12,6 +12,11 @@
 // Optional: `static constexpr bool kGathersPayload = true` for datapaths that send
 // PacketBuf::payload from where it lies (scatter-gather), saving the engine a copy.
 //
+// Optional: `static constexpr bool kHidesArrivalEntropy = true` for datapaths whose
+// received PacketBuf::entropy is not the EV the sender chose (verbs UD: the RoCE UDP
+// source port is not visible). The engine then sprays ACKs and NACKs over EVs in turn
+// instead of returning each on the EV its request arrived on.
+//
 // Optional: `PacketBuf* keep(PacketBuf*)`, for datapaths that lend received packets out
 // of a larger shared buffer (UDP GRO). A caller that holds a received buffer beyond the
 // current burst (the engine's reordering of ROD packets) first swaps it for keep()'s

@@ -137,6 +137,9 @@ class Engine {
   // A datapath that sends payloads from where they lie (see PacketBuf::payload): data
   // packets then carry their headers alone and point at the message's memory.
   static constexpr bool kGathersPayload = requires { requires D::kGathersPayload; };
+  // A datapath whose received packets do not carry the sender's EV (verbs): answers
+  // are sprayed rather than returned on their request's EV.
+  static constexpr bool kHidesArrivalEntropy = requires { requires D::kHidesArrivalEntropy; };
   // A datapath that can copy from a peer's memory (shared memory between processes):
   // rendezvous receives are then one copy, done here, instead of read requests.
   static constexpr bool kDirectReads = requires(D & d, const dp::NetAddr& a, uint8_t* p) {

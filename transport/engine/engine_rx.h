@@ -131,7 +131,7 @@ bool Engine<D>::handle_packet(dp::PacketBuf* buf, Time now) {
     case wire::PdsType::kCtrl: {
       wire::PdsCtrl ctrl;
       ok = wire::decode(in, ctrl) == wire::DecodeError::kOk;
-      if (ok) pds_.on_ctrl(peer, ctrl, now);
+      if (ok) pds_.on_ctrl(peer, ctrl, buf->entropy, now);
       break;
     }
     case wire::PdsType::kUudRequest: {
@@ -175,7 +175,7 @@ bool Engine<D>::handle_request(PeerIndex peer, dp::PacketBuf* buf, std::span<con
   }
   const bool trimmed = (buf->flags & dp::PacketBuf::kTrimmed) != 0;
   const bool ecn = (buf->flags & dp::PacketBuf::kEcnCe) != 0;
-  pds::RxClass c = pds_.classify_request(peer, h, trimmed, now);
+  pds::RxClass c = pds_.classify_request(peer, h, trimmed, buf->entropy, now);
   switch (c.verdict) {
     case pds::RxVerdict::kDeliver:
       switch (ses_.on_packet(peer, h.next, in.subspan(consumed), false, now)) {

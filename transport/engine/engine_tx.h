@@ -44,8 +44,9 @@ size_t Engine<D>::send_control() {
     buf->len = static_cast<uint32_t>(
         std::visit([&](const auto& h) { return wire::encode(h, out); }, c.header));
     buf->peer = peers_.address(c.peer);
-    // Control packets are sprayed too, so one dead path cannot swallow every ACK.
-    buf->entropy = control_entropy_++;
+    // On the EV PDS chose (that of the packet it answers), else sprayed: the next EV in
+    // turn, so one dead path cannot swallow every copy.
+    buf->entropy = c.entropy && !kHidesArrivalEntropy ? *c.entropy : control_entropy_++;
     ++sent;
   }
   queue.clear();

@@ -125,6 +125,7 @@ struct Pdc {
   uint32_t rod_pop = 0;             // ROD: next PSN whose held buffer goes up in order
   uint32_t rx_since_ack = 0;
   uint32_t last_rx_psn = 0;
+  uint16_t last_rx_entropy = 0;  // the EV the latest request arrived on: ACKs return on it
   bool last_rx_ecn = false;
   bool ack_pending = false;
   // A duplicate arrived (an ACK of ours was lost on a dead or lossy return path) or a

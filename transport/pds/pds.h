@@ -17,6 +17,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <variant>
 #include <vector>
 
@@ -35,6 +36,11 @@ namespace spray::pds {
 struct ControlPacket {
   PeerIndex peer = kNoPeer;
   std::variant<wire::PdsAck, wire::PdsNack, wire::PdsCtrl> header;
+  // The EV to send it on. An ACK or NACK returns on the EV that the request it answers
+  // arrived on: that path just delivered, and where both directions are routed alike
+  // (the software fabric, symmetric ECMP) it is alive the other way too. Empty: the
+  // engine's next EV in turn (extra copies, and packets that answer no arrival).
+  std::optional<uint16_t> entropy;
 };
 
 // A data packet PDS decided to send now: the PDS header (all but next-header, which
@@ -74,6 +80,7 @@ struct RxClass {
   // The request is a retransmission: the sender has not heard our answer to its first
   // copy, so the ACK that answers this one goes out as several copies (see emit_ack).
   bool retransmitted = false;
+  uint16_t entropy = 0;  // the EV it arrived on: its ACK returns on it
 };
 
 struct PdsStats {
@@ -120,7 +127,8 @@ class Pds {
   const PdsConfig& config() const { return cfg_; }
   const PdsStats& stats() const { return stats_; }
   // Copies of a control packet that must not be lost to a dead path, each on its own EV
-  // (the engine sends every control packet on the next EV in turn): the ACK that answers
+  // (the first on the EV of the packet it answers, the others on the engine's next EVs
+  // in turn): the ACK that answers
   // a duplicate (an earlier ACK was lost) or a retransmission (the sender heard nothing
   // for its first copy), the ACK of a CLOSE, and NACKs about a PDC's life (send_nack).
   // With half the return paths dead, all three are lost one time in eight, against one
@@ -161,13 +169,15 @@ class Pds {
 
   // --- receiving --------------------------------------------------------------------
 
-  // Decides what to do with a RUD/ROD request (or CTRL) from `peer`. Opens a target PDC
-  // on SYN. NACKs (TRIMMED, NO_PDC_AVAIL, PSN_OOR_WINDOW, INV_DPDCID, ...) are queued.
-  RxClass classify_request(PeerIndex peer, const wire::PdsRequest& h, bool trimmed, Time now);
+  // Decides what to do with a RUD/ROD request (or CTRL) from `peer` that arrived on EV
+  // `entropy`. Opens a target PDC on SYN. NACKs (TRIMMED, NO_PDC_AVAIL, PSN_OOR_WINDOW,
+  // INV_DPDCID, ...) are queued, to return on `entropy`.
+  RxClass classify_request(PeerIndex peer, const wire::PdsRequest& h, bool trimmed,
+                           uint16_t entropy, Time now);
   // Records the PSN as received (opening the PDC first for a new SYN; c.pdc is then
   // set). `held` is the ROD buffer handle for kHold, else 0.
   void commit_request(RxClass& c, bool ecn_marked, uint64_t held = 0);
-  // SES could not take the packet: NACK it so the sender retries later.
+  // SES could not take the packet just classified: NACK it so the sender retries later.
   void refuse_request(PeerIndex peer, const wire::PdsRequest& h, wire::NackCode code);
   // ROD: buffer handles that became deliverable in order; each returned once.
   bool pop_in_order(uint32_t pdc, uint64_t& held);
@@ -177,7 +187,8 @@ class Pds {
 
   void on_ack(PeerIndex peer, const wire::PdsAck& ack, Time now);
   void on_nack(PeerIndex peer, const wire::PdsNack& nack, Time now);
-  void on_ctrl(PeerIndex peer, const wire::PdsCtrl& ctrl, Time now);
+  // A CTRL from `peer` that arrived on EV `entropy` (answers return on it).
+  void on_ctrl(PeerIndex peer, const wire::PdsCtrl& ctrl, uint16_t entropy, Time now);
 
   // Queues the coalesced ACKs of every PDC that received data since the last call.
   void flush_acks();
@@ -218,6 +229,11 @@ class Pds {
   void remember_paths(const Pdc& p);
   void start_from_remembered_paths(Pdc& p);
   void fail_pdc(uint32_t index, Status why, Time now);
+  // Reports every message of ours the PDC still carries as failed (`why`): packets in
+  // flight not yet reported acknowledged, and runs not sent yet. Before a PDC is freed
+  // with traffic aboard; SES would otherwise wait for them forever. Returns whether one
+  // was an answer to the peer.
+  bool fail_messages_on(Pdc& p, Status why);
 
   // pds_lost_answers.cc: telling a peer that answers we owed it were given up.
   void lost_answers_to(PeerIndex peer);
@@ -228,7 +244,9 @@ class Pds {
   }
   bool still_telling(PeerIndex peer);
   Pdc* pdc_for_ack(PeerIndex peer, uint16_t dpdcid, uint16_t spdcid);
-  void push_control(const ControlPacket& c);
+  // Queues `copies` copies of `c`: the first on c.entropy, the others on the engine's
+  // next EVs in turn, so they take different return paths.
+  void push_control(ControlPacket c, uint32_t copies);
   Pdc* pdc_by_local_id(uint16_t id);
   void send_nack(PeerIndex peer, wire::NackCode code, uint32_t psn, uint16_t spdcid,
                  uint16_t dpdcid);
@@ -343,6 +361,9 @@ class Pds {
                                 // late packet for a closed PDC does not hit a new one
   TimerWheel timers_;
   Time now_{};  // the latest time a call brought: stamps PDC activity where none is passed
+  // The EV of the packet classify_request or on_ctrl is handling: the NACKs that answer
+  // it (send_nack, refuse_request) return on it.
+  uint16_t arrival_entropy_ = 0;
   Rng rng_;
   std::vector<uint32_t> ready_;
   std::vector<uint32_t> ack_list_;

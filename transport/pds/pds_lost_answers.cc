@@ -9,7 +9,8 @@
 //   - the PDCs it opened to us are forgotten at once: its next packet on one is NACKed
 //     INVALID_DPDCID;
 //   - every SYN it sends is refused with INVALID_SYN, and a CLOSE for a PDC we no
-//     longer know is NACKed INVALID_DPDCID rather than acknowledged as already closed.
+//     longer know is NACKed INVALID_DPDCID rather than acknowledged as already closed;
+//   - its probes (ACK_REQ) on a PDC we opened are NACKed INVALID_DPDCID, not ACKed.
 // Each of those NACKs fails a PDC at its end; if all are lost, its retries run out
 // within that time all the same. Either way it has failed a PDC, and its waiting
 // operations with it, before we accept a new PDC from it.
@@ -24,6 +25,10 @@
 //     as the last, but with our NACK of the CLOSE lost on the dead path, and the SYN of
 //     its next probe arriving before its CLOSE came again. (An earlier version stopped
 //     refusing at the first NACK sent, or at a second SYN id.)
+//   - `--all-to-all --max-pdcs 3 --path-selection bitmap --paths 2 --path-down --loss
+//     0.05 --trim 0.01 --bytes 1048576 --messages 21 --seed 121` (4 hosts), once ACKs
+//     returned on their request's EV: its probes went on a PDC we had opened to it,
+//     and we ACKed them for the rest of the run.
 // The cost: operations the peer starts toward us within that time fail too. Slow path:
 // nothing here runs unless a PDC failed with answers aboard.
 #include <algorithm>
@@ -36,9 +41,10 @@ void Pds::lost_answers_to(PeerIndex peer) {
   if (target_pdcs_of_peer_.find(peer)) {
     for (uint32_t i = 0; i < pdcs_.capacity(); ++i) {
       if (!pdcs_.in_use(i)) continue;
-      const Pdc& t = pdcs_[i];
+      Pdc& t = pdcs_[i];
       if (t.initiator || t.peer != peer) continue;
       ++stats_.pdcs_forgotten;
+      (void)fail_messages_on(t, Status::kPeerUnreachable);  // what we sent on it too
       free_pdc(i);
     }
   }

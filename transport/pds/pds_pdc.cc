@@ -171,13 +171,17 @@ void Pds::free_pdc(uint32_t index) {
   if (!waiting_.empty()) open_for_waiting();
 }
 
-void Pds::fail_pdc(uint32_t index, Status why, Time now) {
-  now_ = now;
-  Pdc& p = pdcs_[index];
-  bool answers_lost = false;  // an answer we owed the peer goes with this PDC
+bool Pds::fail_messages_on(Pdc& p, Status why) {
+  bool answers_lost = false;
   for (uint32_t psn = p.snd_una; psn != p.snd_nxt; ++psn) {
     const TxSlot& s = p.tx[ring_index(psn)];
-    if (s.in_flight && !is_control_ref(s.ref)) {
+    // A RUD packet SACKed was reported acknowledged then (ack_psn), and its message may
+    // have finished and its SES slot gone to another: reported failed as well, it failed
+    // that other message and freed its slot while its run was still queued. The slot's
+    // next message then put the same run on a second PDC, which sent packets past its
+    // end (a heap overflow in an all-to-all sweep of spray-transfer, seed 126).
+    const bool reported = s.sacked && p.mode != Mode::kRod;
+    if (s.in_flight && !reported && !is_control_ref(s.ref)) {
       failed_.push_back({s.ref.message, why});
       answers_lost = answers_lost || s.answer;
     }
@@ -189,6 +193,14 @@ void Pds::fail_pdc(uint32_t index, Status why, Time now) {
     answers_lost = answers_lost || r->answer;
     r = following;
   }
+  p.run_head = p.run_tail = nullptr;
+  return answers_lost;
+}
+
+void Pds::fail_pdc(uint32_t index, Status why, Time now) {
+  now_ = now;
+  Pdc& p = pdcs_[index];
+  const bool answers_lost = fail_messages_on(p, why);  // an answer we owed the peer
   // A peer whose table stayed full is alive: only its PDC's messages fail, not every
   // operation waiting on it (a chaos-free 4-rank all-to-all with two PDCs per endpoint
   // reported "No route to host" for sends on other PDCs).
@@ -281,8 +293,11 @@ bool Pds::pop_ready(uint32_t& index) {
   return false;
 }
 
-void Pds::push_control(const ControlPacket& c) {
-  if (control_.size() < kMaxControlQueue) control_.push_back(c);
+void Pds::push_control(ControlPacket c, uint32_t copies) {
+  for (uint32_t i = 0; i < copies && control_.size() < kMaxControlQueue; ++i) {
+    control_.push_back(c);
+    c.entropy.reset();  // the other copies go on other EVs
+  }
 }
 
 void Pds::send_nack(PeerIndex peer, wire::NackCode code, uint32_t psn, uint16_t spdcid,
@@ -299,7 +314,7 @@ void Pds::send_nack(PeerIndex peer, wire::NackCode code, uint32_t psn, uint16_t 
       code == wire::NackCode::kNoPdcAvailable || code == wire::NackCode::kInvalidDpdcid ||
       code == wire::NackCode::kInvalidSyn || code == wire::NackCode::kPdcModeMismatch ||
       code == wire::NackCode::kClosing;
-  for (uint32_t i = 0; i < (lifecycle ? kControlCopies : 1); ++i) push_control({peer, n});
+  push_control({peer, n, arrival_entropy_}, lifecycle ? kControlCopies : 1);
   ++stats_.nacks_sent;
 }
 

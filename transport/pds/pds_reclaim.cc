@@ -59,7 +59,7 @@ void Pds::reclaim_idle_pdc(Time now, bool own_open) {
   ask.psn = p.snd_nxt;  // unsequenced: it names no PSN of its own
   ask.spdcid = p.local_id;
   ask.dpdcid = p.remote_id;
-  push_control({p.peer, ask});
+  push_control({p.peer, ask, std::nullopt}, 1);  // answers nothing that arrived
   ++stats_.close_requests;
 }
 

@@ -11,8 +11,10 @@ bool Pds::rx_received(const Pdc& p, uint32_t psn) const {
   return (p.rx_bitmap[bit / 64] >> (bit % 64)) & 1;
 }
 
-RxClass Pds::classify_request(PeerIndex peer, const wire::PdsRequest& h, bool trimmed, Time now) {
+RxClass Pds::classify_request(PeerIndex peer, const wire::PdsRequest& h, bool trimmed,
+                              uint16_t entropy, Time now) {
   now_ = now;
+  arrival_entropy_ = entropy;
   target_open_pending_ = false;
   ++stats_.rx_packets;
   RxClass c;
@@ -20,6 +22,7 @@ RxClass Pds::classify_request(PeerIndex peer, const wire::PdsRequest& h, bool tr
   c.retransmitted = (h.flags & wire::request_flags::kRetransmit) != 0;
   c.has_backlog = h.has_cc_state;
   c.backlog = h.cc_state;
+  c.entropy = entropy;
   const Mode mode = h.ordered ? Mode::kRod : Mode::kRud;
   uint32_t index = 0;
 
@@ -92,6 +95,7 @@ RxClass Pds::classify_request(PeerIndex peer, const wire::PdsRequest& h, bool tr
     ++stats_.rx_duplicates;
     c.verdict = RxVerdict::kDuplicate;
     p.last_rx_psn = h.psn;
+    p.last_rx_entropy = entropy;
     p.ack_lost = true;
     queue_ack(index);  // the sender missed our ACK; tell it again
     return c;
@@ -144,6 +148,7 @@ void Pds::commit_request(RxClass& c, bool ecn_marked, uint64_t held) {
     if (p.rod_pop == c.psn) ++p.rod_pop;
   }
   p.last_rx_psn = c.psn;
+  p.last_rx_entropy = c.entropy;
   p.last_rx_ecn = p.last_rx_ecn || ecn_marked;
   if (ecn_marked) ++stats_.rx_ecn_marked;
   if (c.has_backlog) note_backlog(p, c.backlog);
@@ -230,14 +235,20 @@ void Pds::emit_ack(Pdc& p) {
     a.cc_type = wire::kAckCcTypeCredit;
     a.cc_state = credit_window();
   }
-  // After a duplicate or a retransmission, several copies: the engine sends every
-  // control packet on the next EV in turn, so the copies take different return paths.
+  // It returns on the EV the latest request arrived on (ControlPacket::entropy). Sent
+  // on the engine's next EV in turn instead, half of all ACKs were lost with half the
+  // return paths dead, and REPS took each loss for a fault of the data's EV. In an
+  // all-to-all of 6 hosts with 3 PDCs each over two paths, one dying, at 5 % loss
+  // (spray-transfer, seeds 1-1000), 75 runs failed an operation with ACKs sprayed and
+  // 23 with ACKs returning this way (both with REPS dropping stale good EVs at a
+  // timeout; 103 and 114 without that).
+  // After a duplicate or a retransmission, several copies on different EVs.
   // One copy left the retransmit to a coin toss per try when half the return paths were
   // dead (a link down between two ECMP routers): a PSN whose ACKs all drew dead paths
   // for max_retries tries failed its PDC. Copies cost little: duplicates and
   // retransmissions are rare next to first transmissions (a 2 GiB loopback transfer
   // with 1472-byte packets: 369 retransmissions in 1.5 million packets).
-  for (uint32_t i = 0; i < (p.ack_lost ? kControlCopies : 1); ++i) push_control({p.peer, a});
+  push_control({p.peer, a, p.last_rx_entropy}, p.ack_lost ? kControlCopies : 1);
   p.ack_lost = false;
   ++stats_.acks_sent;
   p.rx_since_ack = 0;
@@ -275,8 +286,9 @@ void Pds::flush_acks() {
   ack_list_.clear();
 }
 
-void Pds::on_ctrl(PeerIndex peer, const wire::PdsCtrl& ctrl, Time now) {
+void Pds::on_ctrl(PeerIndex peer, const wire::PdsCtrl& ctrl, uint16_t entropy, Time now) {
   now_ = now;
+  arrival_entropy_ = entropy;
   Pdc* p = pdc_by_local_id(ctrl.dpdcid);
   const bool ours = p != nullptr && p->peer == peer && p->remote_known &&
                     p->remote_id == ctrl.spdcid && (ctrl.flags & wire::ctrl_flags::kSyn) == 0;
@@ -294,7 +306,7 @@ void Pds::on_ctrl(PeerIndex peer, const wire::PdsCtrl& ctrl, Time now) {
         a.cack_psn = ctrl.psn;
         a.spdcid = ctrl.dpdcid;
         a.dpdcid = ctrl.spdcid;
-        for (uint32_t i = 0; i < kControlCopies; ++i) push_control({peer, a});
+        push_control({peer, a, entropy}, kControlCopies);
         return;
       }
       if (ctrl.psn != p->rcv_nxt) return;  // data before it still missing; it comes again
@@ -304,6 +316,7 @@ void Pds::on_ctrl(PeerIndex peer, const wire::PdsCtrl& ctrl, Time now) {
         return;
       }
       p->last_rx_psn = ctrl.psn;
+      p->last_rx_entropy = entropy;
       ++p->rcv_nxt;
       p->ack_lost = true;  // its last word on this PDC: kControlCopies copies
       emit_ack(*p);
@@ -313,6 +326,12 @@ void Pds::on_ctrl(PeerIndex peer, const wire::PdsCtrl& ctrl, Time now) {
     case wire::CtrlType::kAckRequest: {
       // A sequenced probe: it takes a PSN like data (so it is retransmitted, and its
       // ACK proves we are alive), but carries nothing for SES.
+      if (ours && p->initiator && telling_of_lost_answers(peer)) {
+        // On a PDC of ours its ACK would pass for proof that we still hold its answers
+        // (pds_lost_answers.cc): the NACK fails the PDC at its end instead.
+        send_nack(peer, wire::NackCode::kInvalidDpdcid, ctrl.psn, ctrl.dpdcid, ctrl.spdcid);
+        return;
+      }
       wire::PdsRequest r;
       r.ordered = (ctrl.flags & wire::ctrl_flags::kRod) != 0;
       r.next = wire::NextHeader::kNone;
@@ -321,7 +340,7 @@ void Pds::on_ctrl(PeerIndex peer, const wire::PdsCtrl& ctrl, Time now) {
       r.spdcid = ctrl.spdcid;
       r.dpdcid = ctrl.dpdcid;
       r.syn = ctrl.syn;
-      RxClass c = classify_request(peer, r, false, now);
+      RxClass c = classify_request(peer, r, false, entropy, now);
       if (c.verdict == RxVerdict::kDeliver || c.verdict == RxVerdict::kHold) {
         commit_request(c, false, 0);
       }

@@ -4,9 +4,11 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <set>
 #include <vector>
 
 #include "tests/support/engine_harness.h"
+#include "transport/wire/pds_header.h"
 
 namespace spray {
 namespace {
@@ -211,6 +213,36 @@ TEST_F(Features, path__down_then_up_is_abandoned_and_then_reused) {
   transfer(5);
   EXPECT_EQ(stats.dropped_path_down, drops_while_down);
   EXPECT_GT(stats.path_packets[2], before + 10);  // the path carries traffic again
+}
+
+// The target sends each ACK on the EV its latest request arrived on, a path that has
+// just delivered, not on an EV of its own choosing, half of which, with half the paths
+// dead, would lose it.
+TEST_F(Features, ack__returns_on_the_ev_its_request_arrived_on) {
+  std::set<uint16_t> request_evs;
+  size_t acks = 0, acks_elsewhere = 0;
+  cluster.fabric().set_drop_filter([&](uint32_t from, uint32_t, const dp::PacketBuf& p) {
+    wire::Prologue h;
+    if (wire::decode_prologue({p.data, p.len}, h) != wire::DecodeError::kOk) return false;
+    const bool request =
+        h.type == wire::PdsType::kRudRequest || h.type == wire::PdsType::kRudCcRequest;
+    if (from == 0 && request) request_evs.insert(p.entropy);
+    if (from == 1 && (h.type == wire::PdsType::kAck || h.type == wire::PdsType::kAckCc)) {
+      ++acks;
+      acks_elsewhere += request_evs.count(p.entropy) == 0 ? 1 : 0;
+    }
+    return false;  // an observer: drops nothing
+  });
+  std::vector<uint8_t> src(256 * 1024, 3), dst(src.size());
+  ASSERT_EQ(cluster.engine(1).post_recv({dst.data(), dst.size(), 1}), Status::kOk);
+  ASSERT_EQ(cluster.engine(0).send(1, src.data(), src.size(), 1), Status::kOk);
+  auto rx = waiter.wait(1, 1, Duration::seconds(5));
+  ASSERT_TRUE(rx);
+  EXPECT_EQ(dst, src);
+  EXPECT_GT(acks, 5u);
+  EXPECT_GT(request_evs.size(), 5u);  // sprayed: the ACKs had many EVs to choose from
+  EXPECT_EQ(acks_elsewhere, 0u);
+  cluster.fabric().set_drop_filter({});
 }
 
 // ROD with a receive table too small for the messages in flight: in-order delivery

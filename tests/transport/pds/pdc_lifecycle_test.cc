@@ -20,7 +20,7 @@ struct RodLineStalledAtInitiator : Pair {
   void SetUp() override {
     a.enqueue(kB, Mode::kRod, run(0, 1), us(0));
     for (const TxPacket& pkt : drain_tx(a, us(0))) {
-      RxClass c = b.classify_request(kA, pkt.request, false, us(0));
+      RxClass c = b.classify_request(kA, pkt.request, false, 0, us(0));
       b.commit_request(c, false);
     }
     for (const auto& ack : headers_of<wire::PdsAck>(control(b))) a.on_ack(kB, ack, us(1));
@@ -65,7 +65,7 @@ TEST_F(RodLineStalledAtInitiator, close__acknowledged_meanwhile_frees_the_pdc_on
   const auto close = drain_tx(a, us(2));
   ASSERT_EQ(close.size(), 1u);
   stall_a_line_from_b();  // B's packets cross the CLOSE; B has them acknowledged
-  b.on_ctrl(kA, close[0].ctrl, us(4));
+  b.on_ctrl(kA, close[0].ctrl, 0, us(4));
   EXPECT_EQ(b.open_pdcs(), 0u);
   for (const auto& ack : headers_of<wire::PdsAck>(control(b))) a.on_ack(kB, ack, us(5));
   EXPECT_EQ(a.open_pdcs(), 1u);  // held packets still to go up
@@ -126,7 +126,7 @@ struct FullTable : Pair {
       }
       for (const ControlPacket& out : control(target)) {
         if (const auto* n = std::get_if<wire::PdsNack>(&out.header)) from.on_nack(kB, *n, now);
-        if (const auto* ask = std::get_if<wire::PdsCtrl>(&out.header)) a.on_ctrl(kB, *ask, now);
+        if (const auto* ask = std::get_if<wire::PdsCtrl>(&out.header)) a.on_ctrl(kB, *ask, 0, now);
       }
       EXPECT_EQ(a.stats().pdcs_reclaimed, 0u);
       now = now + Duration::milliseconds(20);  // past the RTO, which does not back off
@@ -154,13 +154,13 @@ TEST_F(FullTable, target__asks_an_idle_initiator_to_close_and_then_takes_the_ref
   EXPECT_TRUE(c.failed().empty());  // a full table is not a dead peer
 
   // A closes: CLOSE, the target frees its PDC and acknowledges, A frees its own.
-  a.on_ctrl(kB, asks[0], us(12));
+  a.on_ctrl(kB, asks[0], 0, us(12));
   EXPECT_EQ(a.stats().pdcs_reclaimed, 1u);
   const auto close = drain_tx(a, us(12));
   ASSERT_EQ(close.size(), 1u);
   ASSERT_TRUE(close[0].is_ctrl);
   EXPECT_EQ(close[0].ctrl.type, wire::CtrlType::kClose);
-  target.on_ctrl(kA, close[0].ctrl, us(13));
+  target.on_ctrl(kA, close[0].ctrl, 0, us(13));
   EXPECT_EQ(target.open_pdcs(), 0u);
   for (const auto& ack : headers_of<wire::PdsAck>(control(target))) a.on_ack(kB, ack, us(14));
   EXPECT_EQ(a.open_pdcs(), 0u);
@@ -200,8 +200,8 @@ TEST_F(FullTable, target__gives_a_freed_slot_to_the_syn_refused_first) {
   const auto asks = headers_of<wire::PdsCtrl>(control(target));
   ASSERT_EQ(asks.size(), 1u);
   // A closes; the slot is free when D's SYN, refused never before, lands first.
-  a.on_ctrl(kB, asks[0], us(12));
-  target.on_ctrl(kA, drain_tx(a, us(12)).at(0).ctrl, us(13));
+  a.on_ctrl(kB, asks[0], 0, us(12));
+  target.on_ctrl(kA, drain_tx(a, us(12)).at(0).ctrl, 0, us(13));
   ASSERT_EQ(target.open_pdcs(), 0u);
   constexpr PeerIndex kD = 3;
   Pds d{config()};
@@ -225,7 +225,7 @@ TEST_F(FullTable, initiator__closes_its_idle_pdc_and_the_waiting_sends_go_in_ord
   const auto close = drain_tx(small, us(2));
   ASSERT_EQ(close.size(), 1u);
   ASSERT_TRUE(close[0].is_ctrl);
-  b.on_ctrl(kA, close[0].ctrl, us(3));
+  b.on_ctrl(kA, close[0].ctrl, 0, us(3));
   for (const auto& ack : headers_of<wire::PdsAck>(control(b))) small.on_ack(kB, ack, us(4));
   EXPECT_EQ(small.waiting_for_pdc(), 0u);
   const auto to_c = drain_tx(small, us(4));
@@ -294,7 +294,7 @@ TEST_F(FullTable, target__keeps_a_slot_freed_for_a_refused_syn_from_its_own_late
   const auto close = drain_tx(host, us(11));
   ASSERT_EQ(close.size(), 1u);
   ASSERT_TRUE(close[0].is_ctrl);
-  x.on_ctrl(kA, close[0].ctrl, us(12));
+  x.on_ctrl(kA, close[0].ctrl, 0, us(12));
   for (const auto& ack : headers_of<wire::PdsAck>(control(x))) host.on_ack(kX, ack, us(13));
   EXPECT_EQ(host.open_pdcs(), 1u);                           // the slot is free...
   EXPECT_EQ(host.waiting_for_pdc(), 1u);                     // ...and kept from the later send to Y
@@ -376,12 +376,41 @@ TEST_F(Pair, losing_answers_to_a_peer__fails_its_pdc_to_us_at_its_next_packet) {
   const auto probe = drain_tx(a, us(t));
   ASSERT_EQ(probe.size(), 1u);
   ASSERT_TRUE(probe[0].is_ctrl);
-  b.on_ctrl(kA, probe[0].ctrl, us(t));
+  b.on_ctrl(kA, probe[0].ctrl, 0, us(t));
   const auto nacks = headers_of<wire::PdsNack>(control(b));
   ASSERT_EQ(nacks.size(), size_t{Pds::kControlCopies});  // copies of one NACK
   EXPECT_EQ(nacks[0].code, wire::NackCode::kInvalidDpdcid);
   a.on_nack(kB, nacks[0], us(t + 1));
   EXPECT_EQ(a.failed_peers(), std::vector<PeerIndex>{kB});
+}
+
+// The PDCs of A's that B forgets may carry B's own traffic too (B sends on a peer's PDC
+// when it has none of its own): those messages must fail with them, not wait forever.
+TEST_F(Pair, losing_answers_to_a_peer__fails_our_messages_on_the_pdcs_we_forget) {
+  a.enqueue(kB, Mode::kRud, run(0, 1), us(0));
+  a.enqueue(kB, Mode::kRod, run(1, 1), us(0));
+  for (const TxPacket& pkt : drain_tx(a, us(0))) {
+    ASSERT_EQ(deliver(b, kA, pkt), RxVerdict::kDeliver);
+  }
+  control(b);                    // B's ACKs: not needed
+  ASSERT_EQ(b.open_pdcs(), 2u);  // A's RUD and ROD PDCs, the ones B sends A on
+  b.enqueue(kA, Mode::kRud, answer(2, 1), us(1));
+  drain_tx(b, us(1));  // lost, like all B sends A here
+  // B's own ROD send goes on A's ROD PDC a little later, so the RUD one fails first.
+  b.enqueue(kA, Mode::kRod, run(3, 1), us(400));
+  drain_tx(b, us(400));
+  int64_t t = 400;
+  for (; t < 100'000 && b.failed_peers().empty(); t += 50) {
+    drain_tx(b, us(t));
+    b.on_timers(us(t));
+  }
+  ASSERT_EQ(b.failed_peers(), std::vector<PeerIndex>{kA});
+  EXPECT_EQ(b.stats().pdcs_failed, 1u);     // the RUD PDC, with the answer
+  EXPECT_EQ(b.stats().pdcs_forgotten, 1u);  // the ROD PDC, with message 3 aboard
+  EXPECT_EQ(b.open_pdcs(), 0u);
+  std::set<uint32_t> failed;
+  for (const FailedMessage& f : b.failed()) failed.insert(f.message);
+  EXPECT_EQ(failed, (std::set<uint32_t>{2, 3}));
 }
 
 // As above, but A held no PDC to B when B gave up (A's had closed, as one does to make
@@ -398,7 +427,7 @@ TEST_F(Pair, losing_answers_to_a_peer_with_no_pdc_to_us__refuses_its_syns_for_a_
   ASSERT_EQ(syn.size(), 1u);
   ASSERT_TRUE(syn[0].is_ctrl);
   for (int copy = 1; copy <= 2; ++copy) {  // the second: our NACK was lost, A sent it again
-    b.on_ctrl(kA, syn[0].ctrl, us(t + copy));
+    b.on_ctrl(kA, syn[0].ctrl, 0, us(t + copy));
     const auto nacks = headers_of<wire::PdsNack>(control(b));
     ASSERT_EQ(nacks.size(), size_t{Pds::kControlCopies}) << copy;
     EXPECT_EQ(nacks[0].code, wire::NackCode::kInvalidSyn);
@@ -423,6 +452,32 @@ TEST_F(Pair, losing_answers_to_a_peer_with_no_pdc_to_us__refuses_its_syns_for_a_
   EXPECT_EQ(b.stats().syns_refused_after_lost_answers, 3u);
 }
 
+// As above, but B, having given the answer up, opens a new PDC to A (a send of its
+// own) and A, holding none of its own to B, probes B on that one: B must not ACK the
+// probe, or A takes it for proof that B still holds the answer and waits for good.
+TEST_F(Pair, losing_answers_to_a_peer__its_probes_on_our_next_pdc_fail_it) {
+  b.enqueue(kA, Mode::kRud, answer(1, 1), us(0));
+  const int64_t t = fail_b_to_a() + 10;
+  b.enqueue(kA, Mode::kRud, run(2, 1), us(t));
+  ASSERT_EQ(deliver(a, kB, drain_tx(b, us(t)).at(0), 0, us(t + 1)), RxVerdict::kDeliver);
+  for (const auto& ack : headers_of<wire::PdsAck>(control(a))) b.on_ack(kA, ack, us(t + 2));
+  ASSERT_EQ(b.pdc(0)->state, PdcState::kEstablished);  // both ends know B's new PDC
+
+  ASSERT_EQ(a.probe(kB, Mode::kRud, us(t + 3)), Status::kOk);
+  const auto probe = drain_tx(a, us(t + 3));
+  ASSERT_EQ(probe.size(), 1u);
+  ASSERT_TRUE(probe[0].is_ctrl);
+  ASSERT_EQ(probe[0].ctrl.type, wire::CtrlType::kAckRequest);
+  b.on_ctrl(kA, probe[0].ctrl, 0, us(t + 4));
+  const auto out = control(b);
+  EXPECT_TRUE(headers_of<wire::PdsAck>(out).empty()) << "B acknowledged A's probe";
+  const auto nacks = headers_of<wire::PdsNack>(out);
+  ASSERT_EQ(nacks.size(), size_t{Pds::kControlCopies});
+  EXPECT_EQ(nacks[0].code, wire::NackCode::kInvalidDpdcid);
+  a.on_nack(kB, nacks[0], us(t + 5));
+  EXPECT_EQ(a.failed_peers(), std::vector<PeerIndex>{kB});  // A's waiting operations fail
+}
+
 // B's answer travels on the PDC A opened, and A closes that PDC (for room) while B's
 // answer is still failing: B refuses the CLOSE while busy; once B has given the answer
 // up, A's retransmitted CLOSE must not be acknowledged as if the PDC had closed
@@ -438,7 +493,7 @@ TEST_F(Pair, losing_answers_on_a_pdc_its_initiator_is_closing__fails_the_close) 
   ASSERT_EQ(a.close(kB, Mode::kRud, us(3)), Status::kOk);
   const auto close = drain_tx(a, us(3));
   ASSERT_EQ(close.size(), 1u);
-  b.on_ctrl(kA, close[0].ctrl, us(4));
+  b.on_ctrl(kA, close[0].ctrl, 0, us(4));
   auto nacks = headers_of<wire::PdsNack>(control(b));
   ASSERT_EQ(nacks.size(), size_t{Pds::kControlCopies});
   EXPECT_EQ(nacks[0].code, wire::NackCode::kClosing);  // busy with the answer
@@ -454,7 +509,7 @@ TEST_F(Pair, losing_answers_on_a_pdc_its_initiator_is_closing__fails_the_close) 
     again = drain_tx(a, us(t));
   }
   ASSERT_EQ(again.size(), 1u);
-  b.on_ctrl(kA, again[0].ctrl, us(t));
+  b.on_ctrl(kA, again[0].ctrl, 0, us(t));
   nacks = headers_of<wire::PdsNack>(control(b));
   ASSERT_EQ(nacks.size(), size_t{Pds::kControlCopies})
       << "the CLOSE was acknowledged as if the PDC closed normally";
@@ -486,7 +541,7 @@ TEST_F(RepsPair, a_new_pdc_starts_on_the_evs_the_closed_one_found_good) {
   ASSERT_EQ(a.close(kB, Mode::kRud, us(20)), Status::kOk);
   const auto close = drain_tx(a, us(20));
   ASSERT_EQ(close.size(), 1u);
-  b.on_ctrl(kA, close[0].ctrl, us(21));
+  b.on_ctrl(kA, close[0].ctrl, 0, us(21));
   const auto close_acks = headers_of<wire::PdsAck>(control(b));
   ASSERT_EQ(close_acks.size(), static_cast<size_t>(Pds::kControlCopies));
   for (const auto& ack : close_acks) a.on_ack(kB, ack, us(22));

@@ -90,7 +90,7 @@ struct PairWith : ::testing::Test {
   // Delivers a request to `to`; returns the verdict after committing new packets.
   RxVerdict deliver(Pds& to, PeerIndex from, const TxPacket& pkt, uint64_t held = 0,
                     Time now = us(0)) {
-    RxClass c = to.classify_request(from, pkt.request, false, now);
+    RxClass c = to.classify_request(from, pkt.request, false, pkt.entropy, now);
     if (c.verdict == RxVerdict::kDeliver || c.verdict == RxVerdict::kHold) {
       to.commit_request(c, false, c.verdict == RxVerdict::kHold ? held : 0);
     }

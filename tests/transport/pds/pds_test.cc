@@ -61,6 +61,37 @@ TEST_F(Pair, duplicates__are_suppressed_and_reacknowledged) {
   EXPECT_EQ(control(b).size(), 1u);
 }
 
+// An ACK returns on the EV the latest request arrived on: that path just delivered and,
+// where both directions are routed alike, it returns too. Extra copies name no EV (the
+// engine sends each on its next EV in turn). A NACK returns on its request's EV too.
+TEST_F(Pair, acks_and_nacks__return_on_the_ev_their_request_arrived_on) {
+  a.enqueue(kB, Mode::kRud, run(0, 2), us(0));
+  auto tx = drain_tx(a, us(0));
+  ASSERT_EQ(tx.size(), 2u);
+  tx[0].entropy = 7;  // as if they arrived on these EVs
+  tx[1].entropy = 9;
+  EXPECT_EQ(deliver(b, kA, tx[0]), RxVerdict::kDeliver);
+  EXPECT_EQ(deliver(b, kA, tx[1]), RxVerdict::kDeliver);
+  auto out = control(b);
+  ASSERT_EQ(out.size(), 1u);  // one ACK for both
+  EXPECT_EQ(out[0].entropy, std::optional<uint16_t>{9});
+  tx[0].entropy = 11;
+  EXPECT_EQ(deliver(b, kA, tx[0]), RxVerdict::kDuplicate);
+  out = control(b);
+  ASSERT_EQ(out.size(), size_t{Pds::kControlCopies});
+  EXPECT_EQ(out[0].entropy, std::optional<uint16_t>{11});
+  for (size_t i = 1; i < out.size(); ++i) EXPECT_FALSE(out[i].entropy) << i;
+
+  a.enqueue(kB, Mode::kRud, run(1, 1), us(1));
+  const TxPacket cut = drain_tx(a, us(1)).at(0);
+  EXPECT_EQ(b.classify_request(kA, cut.request, /*trimmed=*/true, 13, us(2)).verdict,
+            RxVerdict::kReject);
+  out = control(b);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(std::get<wire::PdsNack>(out[0].header).code, wire::NackCode::kTrimmed);
+  EXPECT_EQ(out[0].entropy, std::optional<uint16_t>{13});
+}
+
 TEST_F(Pair, retransmission__is_answered_by_three_ack_copies) {
   a.enqueue(kB, Mode::kRud, run(0, 1), us(0));
   const auto lost = drain_tx(a, us(0));  // the first copy never arrives
@@ -227,7 +258,7 @@ TEST_F(Pair, rack__infers_loss_from_a_later_sent_packet) {
 TEST_F(Pair, trimmed__nack_triggers_immediate_retransmission) {
   a.enqueue(kB, Mode::kRud, run(0, 2), us(0));
   auto tx = drain_tx(a, us(0));
-  RxClass c = b.classify_request(kA, tx[0].request, /*trimmed=*/true, us(1));
+  RxClass c = b.classify_request(kA, tx[0].request, /*trimmed=*/true, 0, us(1));
   EXPECT_EQ(c.verdict, RxVerdict::kReject);
   auto nacks = control(b);
   ASSERT_EQ(nacks.size(), 1u);
@@ -247,7 +278,7 @@ TEST_F(Pair, trimmed__many_times_is_congestion_not_a_dead_peer) {
   auto tx = drain_tx(a, us(0));
   for (int i = 0; i < 10; ++i) {
     ASSERT_EQ(tx.size(), 1u) << "trim " << i;
-    b.classify_request(kA, tx[0].request, /*trimmed=*/true, us(1 + i));
+    b.classify_request(kA, tx[0].request, /*trimmed=*/true, 0, us(1 + i));
     a.on_nack(kB, std::get<wire::PdsNack>(control(b).back().header), us(2 + i));
     tx = drain_tx(a, us(2 + i));
   }
@@ -266,7 +297,7 @@ TEST_F(Pair, refused_for_room__many_times_is_not_a_dead_peer) {
   for (int i = 0; i < 10; ++i) {
     ASSERT_EQ(tx.size(), 1u) << "refusal " << i;
     // As the engine does: PDS would deliver it, SES has no room, PDS refuses it.
-    ASSERT_EQ(b.classify_request(kA, tx[0].request, false, us(t)).verdict, RxVerdict::kDeliver);
+    ASSERT_EQ(b.classify_request(kA, tx[0].request, false, 0, us(t)).verdict, RxVerdict::kDeliver);
     b.refuse_request(kA, tx[0].request, wire::NackCode::kNoSesMessageAvailable);
     const auto nacks = control(b);
     ASSERT_EQ(nacks.size(), 1u);
@@ -299,7 +330,7 @@ TEST(PathFeedback, an_ecn_marked_ack_does_not_recycle_its_entropy) {
     TxPacket sent;
     ASSERT_TRUE(a.pop_ready(pdc));
     ASSERT_TRUE(a.next_tx(pdc, us(0), sent));
-    RxClass rx = b.classify_request(kA, sent.request, false, us(1));
+    RxClass rx = b.classify_request(kA, sent.request, false, 0, us(1));
     ASSERT_EQ(rx.verdict, RxVerdict::kDeliver);
     b.commit_request(rx, marked);
     b.flush_acks();
@@ -341,7 +372,7 @@ TEST(Rccc, receiver_shares_its_bdp_among_senders_with_a_backlog) {
     ASSERT_TRUE(senders[i]->next_tx(pdc, us(0), first[i]));
     EXPECT_TRUE(first[i].request.has_cc_state);
     EXPECT_EQ(first[i].request.cc_state, 99u * 1000);  // what is still to come
-    RxClass rx = receiver.classify_request(i, first[i].request, false, us(1));
+    RxClass rx = receiver.classify_request(i, first[i].request, false, 0, us(1));
     ASSERT_EQ(rx.verdict, RxVerdict::kDeliver);
     receiver.commit_request(rx, false);
   }
@@ -361,7 +392,7 @@ TEST(Rccc, receiver_shares_its_bdp_among_senders_with_a_backlog) {
   done.flags = 0;
   done.dpdcid = receiver_pdc_of_0;
   done.cc_state = 0;
-  RxClass rx = receiver.classify_request(0, done, false, us(3));
+  RxClass rx = receiver.classify_request(0, done, false, 0, us(3));
   ASSERT_EQ(rx.verdict, RxVerdict::kDeliver);
   receiver.commit_request(rx, false);
   receiver.flush_acks();
@@ -383,7 +414,7 @@ TEST(Rccc, a_small_share_paces_the_sender) {
   TxPacket pkt;
   ASSERT_TRUE(sender.pop_ready(pdc));
   ASSERT_TRUE(sender.next_tx(pdc, us(0), pkt));
-  RxClass rx = receiver.classify_request(0, pkt.request, false, us(1));
+  RxClass rx = receiver.classify_request(0, pkt.request, false, 0, us(1));
   receiver.commit_request(rx, false);
   receiver.flush_acks();
   auto ack = std::get<wire::PdsAck>(receiver.control_out().at(0).header);
@@ -394,8 +425,8 @@ TEST(Rccc, a_small_share_paces_the_sender) {
   ASSERT_TRUE(sender.pop_ready(pdc));
   ASSERT_TRUE(sender.next_tx(pdc, us(2), pkt));  // the first since the grant
   EXPECT_FALSE(sender.next_tx(pdc, us(3), pkt));
-  rx = receiver.classify_request(0, pkt.request, false, us(3));  // acknowledged quickly:
-  receiver.commit_request(rx, false);                            // only the gap holds it
+  rx = receiver.classify_request(0, pkt.request, false, 0, us(3));  // acknowledged quickly:
+  receiver.commit_request(rx, false);                               // only the gap holds it
   receiver.control_out().clear();
   receiver.flush_acks();
   ack = std::get<wire::PdsAck>(receiver.control_out().at(0).header);
@@ -425,6 +456,29 @@ TEST_F(Pair, retries__exhausted_fail_the_messages_with_peer_unreachable) {
   EXPECT_GE(a.stats().timeouts, 3u);
 }
 
+// A RUD packet SACKed is reported acknowledged at once, and its message may finish and
+// its SES slot go to another message. When the PDC fails later, only what was never
+// reported acknowledged may be reported failed: a second report for that slot failed
+// an innocent message whose run was still queued (a heap overflow followed).
+TEST_F(Pair, rud_sacked_packet__is_not_reported_failed_when_its_pdc_fails) {
+  a.enqueue(kB, Mode::kRud, run(0, 1), us(0));
+  a.enqueue(kB, Mode::kRud, run(1, 1), us(0));
+  const auto tx = drain_tx(a, us(0));
+  ASSERT_EQ(tx.size(), 2u);
+  ASSERT_EQ(deliver(b, kA, tx[1]), RxVerdict::kDeliver);  // message 0's packet is lost
+  for (const auto& ack : headers_of<wire::PdsAck>(control(b))) a.on_ack(kB, ack, us(1));
+  ASSERT_EQ(a.acked().size(), 1u);
+  EXPECT_EQ(a.acked()[0].message, 1u);  // SACKed behind the hole
+  int64_t t = 1;
+  for (int i = 0; i < 50 && a.failed().empty(); ++i) {
+    t += 25'000;
+    a.on_timers(us(t));
+    drain_tx(a, us(t));
+  }
+  ASSERT_EQ(a.failed().size(), 1u);
+  EXPECT_EQ(a.failed()[0].message, 0u);
+}
+
 TEST_F(Pair, rod__holds_early_packets_and_releases_them_in_order) {
   a.enqueue(kB, Mode::kRod, run(0, 3), us(0));
   auto tx = drain_tx(a, us(0));
@@ -432,7 +486,7 @@ TEST_F(Pair, rod__holds_early_packets_and_releases_them_in_order) {
   EXPECT_EQ(deliver(b, kA, tx[2], 0xc), RxVerdict::kHold);  // before the PDC even exists
   EXPECT_EQ(deliver(b, kA, tx[1], 0xb), RxVerdict::kHold);
   uint64_t held = 0;
-  RxClass first = b.classify_request(kA, tx[0].request, false, us(0));
+  RxClass first = b.classify_request(kA, tx[0].request, false, 0, us(0));
   ASSERT_EQ(first.verdict, RxVerdict::kDeliver);
   b.commit_request(first, false);
   EXPECT_TRUE(b.pop_in_order(first.pdc, held));
@@ -449,7 +503,7 @@ TEST_F(Pair, window__rejects_psns_beyond_it) {
   control(b);
   wire::PdsRequest far = tx[0].request;
   far.psn += 100000;
-  EXPECT_EQ(b.classify_request(kA, far, false, us(1)).verdict, RxVerdict::kReject);
+  EXPECT_EQ(b.classify_request(kA, far, false, 0, us(1)).verdict, RxVerdict::kReject);
   auto nacks = control(b);
   ASSERT_EQ(nacks.size(), 1u);
   EXPECT_EQ(std::get<wire::PdsNack>(nacks[0].header).code, wire::NackCode::kPsnOutOfWindow);

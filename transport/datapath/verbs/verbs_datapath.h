@@ -61,6 +61,8 @@ struct VerbsStats {
 
 class VerbsDatapath {
  public:
+  // Received packets carry no EV: RoCE's UDP source port is not visible through UD.
+  static constexpr bool kHidesArrivalEntropy = true;
   // Opens the device, creates and activates the UD QP. On failure returns nullptr and
   // a message naming the cause (no device, unknown device, port down, ...).
   static std::unique_ptr<VerbsDatapath> open(const VerbsConfig& config, std::string& error);
