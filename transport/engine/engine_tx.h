@@ -46,7 +46,7 @@ size_t Engine<D>::send_control() {
     buf->peer = peers_.address(c.peer);
     // On the EV PDS chose (that of the packet it answers), else sprayed: the next EV in
     // turn, so one dead path cannot swallow every copy.
-    buf->entropy = c.entropy && !kHidesArrivalEntropy ? *c.entropy : control_entropy_++;
+    buf->entropy = (c.entropy && !kHidesArrivalEntropy) ? *c.entropy : control_entropy_++;
     ++sent;
   }
   queue.clear();
