@@ -21,6 +21,9 @@ last=$4
 [[ $kind == clean || $kind == faults ]] || { echo "kind must be clean or faults"; exit 2; }
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
+# Under a sanitizer build a report must not pass for exit 1, which `faults` allows.
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}exitcode=99"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}halt_on_error=1:exitcode=98"
 
 state=1
 draw() {  # draw N: r = a pseudo-random integer in [0, N); advances the state (xorshift32)
