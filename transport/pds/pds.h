@@ -292,6 +292,9 @@ class Pds {
   Duration current_rto(const Pdc& p) const;  // with backoff, at most max_rto
   void arm_rto(Pdc& p, Time now);
   void detect_losses(Pdc& p);
+  // The peer named its PDC (its first ACK, or a request on ours): the SYN form is over,
+  // and packets it refused for want of a PDC go again at once (see the definition).
+  void establish(Pdc& p, uint16_t remote_id);
   void on_rto(uint32_t index, Time now);
   void ack_psn(Pdc& p, uint32_t psn, bool cumulative, paths::Feedback feedback);
   uint32_t backlog_bytes(const Pdc& p) const;

@@ -71,9 +71,7 @@ RxClass Pds::classify_request(PeerIndex peer, const wire::PdsRequest& h, bool tr
     Pdc* p = found ? &pdcs_[*found] : nullptr;
     if (p != nullptr && p->peer == peer && !p->remote_known && p->initiator) {
       // Our ACK-borne id reached the peer before its ACK reached us: learn it here.
-      p->remote_id = h.spdcid;
-      p->remote_known = true;
-      if (p->state == PdcState::kSynSent) p->state = PdcState::kEstablished;
+      establish(*p, h.spdcid);
     }
     if (p == nullptr || p->peer != peer || p->remote_id != h.spdcid) {
       ++stats_.bad_packets;
@@ -97,7 +95,10 @@ RxClass Pds::classify_request(PeerIndex peer, const wire::PdsRequest& h, bool tr
     p.last_rx_psn = h.psn;
     p.last_rx_entropy = entropy;
     p.ack_lost = true;
-    queue_ack(index);  // the sender missed our ACK; tell it again
+    // The sender missed our ACK; tell it again, now: the ACK built at the next flush
+    // reports the newest PSN, and its SACK bits may no longer reach back to this one
+    // (see emit_ack). The sender then resent it until its retries ran out.
+    emit_ack(p);
     return c;
   }
   if (d >= static_cast<int32_t>(window_)) {

@@ -256,6 +256,22 @@ void Pds::detect_losses(Pdc& p) {
   }
 }
 
+// Packets the target refused while the PDC was in SYN form (for want of a PDC, or of
+// room above one it had not opened yet) would wait for the next RTO otherwise, and the
+// RTO restarts at every ACK that makes progress: with the window streaming, a refused
+// first PSN waited until the whole window had been acknowledged around it while RACK
+// spent its neighbour's retries (spray-transfer seed 1087 of the clean sweep failed a
+// PDC so). Now that the target has a PDC for us they are as welcome as the rest.
+void Pds::establish(Pdc& p, uint16_t remote_id) {
+  p.remote_id = remote_id;
+  p.remote_known = true;
+  if (p.state == PdcState::kSynSent) p.state = PdcState::kEstablished;
+  if (p.tx.empty()) return;
+  for (uint32_t psn = p.snd_una; psn != p.snd_nxt; ++psn) {
+    if (p.tx[ring_index(psn)].refused) queue_retransmit(p, psn);
+  }
+}
+
 void Pds::on_ack(PeerIndex peer, const wire::PdsAck& ack, Time now) {
   ++stats_.acks_received;
   // Validate the PSN range before learning anything from this ACK, so a forged ACK
@@ -277,11 +293,7 @@ void Pds::on_ack(PeerIndex peer, const wire::PdsAck& ack, Time now) {
     ++stats_.bad_packets;  // forged: acknowledges beyond what we sent
     return;
   }
-  if (!p.remote_known) {  // the first ACK names the target's PDC
-    p.remote_id = ack.spdcid;
-    p.remote_known = true;
-  }
-  if (p.state == PdcState::kSynSent) p.state = PdcState::kEstablished;
+  if (!p.remote_known) establish(p, ack.spdcid);  // the first ACK names the target's PDC
 
   // The packet that triggered this ACK: its ECN mark and (if sent once) an RTT sample.
   const uint32_t trigger =

@@ -184,7 +184,7 @@ TEST(ChaosFailures, sends_completed_after_a_failed_one_are_all_delivered) {
     f.faults.loss = 0.2;
     f.seed = seed;
     engine::EngineConfig e;
-    e.pds.max_retries = 4;
+    e.pds.max_retries = 3;
     sim::Cluster cluster(f, e);
     test_support::WorkloadConfig w;
     w.operations = 300;

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 
 #include <variant>
@@ -48,12 +49,12 @@ TEST_F(Pair, duplicates__are_suppressed_and_reacknowledged) {
   EXPECT_EQ(deliver(b, kA, tx[1]), RxVerdict::kDeliver);
   EXPECT_EQ(deliver(b, kA, tx[1]), RxVerdict::kDuplicate);
   EXPECT_EQ(b.stats().rx_duplicates, 2u);
-  // The duplicates mean an ACK was lost: the answer goes out in three identical copies
-  // (the engine sends each on its own EV, so they take different return paths).
+  // A duplicate means an ACK was lost: each is answered at once, in three identical
+  // copies (the engine sends each on its own EV, so they take different return paths).
   const auto acks = control(b);
-  ASSERT_EQ(acks.size(), 3u);
-  for (const auto& c : acks) {
-    EXPECT_EQ(std::get<wire::PdsAck>(c.header).cack_psn, tx[1].request.psn);
+  ASSERT_EQ(acks.size(), 6u);
+  for (size_t i = 0; i < acks.size(); ++i) {
+    EXPECT_EQ(std::get<wire::PdsAck>(acks[i].header).cack_psn, tx[i / 3].request.psn) << i;
   }
   // Once answered, the next ACK is single again.
   a.enqueue(kB, Mode::kRud, run(1, 1), us(1));
@@ -310,6 +311,63 @@ TEST_F(Pair, refused_for_room__many_times_is_not_a_dead_peer) {
   EXPECT_TRUE(a.failed().empty());
   ASSERT_EQ(tx.size(), 1u);
   EXPECT_EQ(deliver(b, kA, tx[0]), RxVerdict::kDeliver);
+}
+
+// A packet the target refused while the PDC was still in SYN form goes again as soon as
+// the target names its PDC, not at the next RTO: the RTO restarts at every ACK that
+// makes progress, so with the window streaming the refused packet waited behind all of
+// it while its neighbours' retries ran out.
+TEST_F(Pair, refused_syn_packet__goes_again_once_the_target_names_its_pdc) {
+  a.enqueue(kB, Mode::kRud, run(0, 2), us(0));
+  auto tx = drain_tx(a, us(0));
+  ASSERT_EQ(tx.size(), 2u);
+  ASSERT_EQ(b.classify_request(kA, tx[0].request, false, 0, us(1)).verdict, RxVerdict::kDeliver);
+  b.refuse_request(kA, tx[0].request, wire::NackCode::kNoSesMessageAvailable);
+  const auto nacks = control(b);
+  ASSERT_EQ(nacks.size(), 1u);
+  a.on_nack(kB, std::get<wire::PdsNack>(nacks[0].header), us(2));
+  EXPECT_TRUE(drain_tx(a, us(2)).empty());  // still SYN form: it waits for the RTO
+  // The second packet opens the PDC at B; its ACK names it.
+  ASSERT_EQ(deliver(b, kA, tx[1]), RxVerdict::kDeliver);
+  a.on_ack(kB, std::get<wire::PdsAck>(control(b).back().header), us(10));
+  const auto again = drain_tx(a, us(10));
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].request.psn, tx[0].request.psn);
+  EXPECT_FALSE(again[0].request.is_syn());
+  EXPECT_EQ(deliver(b, kA, again[0]), RxVerdict::kDeliver);
+  a.on_ack(kB, std::get<wire::PdsAck>(control(b).back().header), us(20));
+  EXPECT_EQ(a.acked().size(), 2u);
+}
+
+PdsConfig wide_window_config() {
+  PdsConfig c = config();
+  c.window_packets = 256;
+  return c;
+}
+using WidePair = PairWith<wide_window_config>;
+
+// An ACK's 64 SACK bits end at the newest PSN when that is far beyond the cumulative
+// point (emit_ack). A duplicate of an old PSN arriving among new packets must still be
+// reported: it gets an ACK of its own at once. Folded into the next coalesced ACK it was
+// not, and the sender resent it until its retries ran out (spray-transfer seed 1087 of
+// the clean sweep).
+TEST_F(WidePair, duplicate_behind_the_sack_bits__is_acknowledged_at_once) {
+  a.enqueue(kB, Mode::kRud, run(0, 100), us(0));
+  const auto first = drain_tx(a, us(0));
+  ASSERT_EQ(first.size(), 100u);
+  for (size_t i = 1; i < first.size(); ++i) deliver(b, kA, first[i]);  // PSN 0 is lost
+  control(b);                                                          // and so are these ACKs
+  a.enqueue(kB, Mode::kRud, run(1, 20), us(50));
+  const auto more = drain_tx(a, us(50));
+  ASSERT_EQ(more.size(), 20u);
+  // A copy of PSN 1 (resent, or duplicated by the fabric) arrives with the new packets.
+  EXPECT_EQ(deliver(b, kA, first[1]), RxVerdict::kDuplicate);
+  for (const auto& pkt : more) deliver(b, kA, pkt);
+  for (const auto& c : headers_of<wire::PdsAck>(control(b))) a.on_ack(kB, c, us(60));
+  const auto& acked = a.acked();
+  EXPECT_TRUE(std::any_of(acked.begin(), acked.end(), [](const PacketRef& r) {
+    return r.message == 0 && r.index == 1;
+  })) << "PSN 1 was never reported";
 }
 
 // REPS recycles an EV only when its ACK came back unmarked. The ACK of an ECN-marked
