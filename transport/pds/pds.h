@@ -112,8 +112,11 @@ struct PdsStats {
   uint64_t syns_refused_after_lost_answers = 0;
   uint64_t pdcs_refused = 0;  // SYNs NACKed: table full or the peer at its target PDC cap
   // Making room in a full table (pds_reclaim.cc).
-  uint64_t pdcs_reclaimed = 0;     // idle PDCs of ours closed to make room
-  uint64_t close_requests = 0;     // CTRL CLOSE_REQ sent: an initiator asked to close an idle PDC
+  uint64_t pdcs_reclaimed = 0;  // idle PDCs of ours closed to make room
+  uint64_t close_requests = 0;  // CTRL CLOSE_REQ sent: an initiator asked to close an idle PDC
+  // Target PDCs freed because their initiator, asked to close them, no longer knew them
+  // (it had failed them, and the news never reached us).
+  uint64_t orphan_pdcs_freed = 0;
   uint64_t pdc_waits = 0;          // sends that waited for a PDC
   uint64_t pdc_wait_failures = 0;  // messages failed after waiting cfg.pdc_wait for one
 };

@@ -353,6 +353,16 @@ void Pds::on_ctrl(PeerIndex peer, const wire::PdsCtrl& ctrl, uint16_t entropy, T
       if (ours && p->initiator && reclaimable(*p)) {
         ++stats_.pdcs_reclaimed;
         begin_close(p->rto_timer.owner);
+        return;
+      }
+      // We no longer know that PDC: we failed it, and nothing told the target, whose
+      // slot it would hold for good (spray-transfer seed 6300 of the faults sweep: eight
+      // hosts with two-PDC tables, each holding one such orphan, refused each other's
+      // SYNs until the run's end). The NACK lets the target free it. A PDC of ours in
+      // SYN form to that peer may be the one asked about, its first ACK not yet here:
+      // no answer then.
+      if (p == nullptr || p->peer != peer || (p->remote_known && p->remote_id != ctrl.spdcid)) {
+        send_nack(peer, wire::NackCode::kInvalidDpdcid, ctrl.psn, ctrl.dpdcid, ctrl.spdcid);
       }
       return;
     default:

@@ -408,6 +408,15 @@ void Pds::on_nack(PeerIndex peer, const wire::PdsNack& nack, Time now) {
       }
       return;
     case wire::NackCode::kInvalidDpdcid:
+      // The answer to our CLOSE_REQ (pds_reclaim.cc) when the initiator no longer knows
+      // the PDC: an idle target PDC we asked about is an orphan, and freeing it loses
+      // nothing.
+      if (s == nullptr && !p.initiator && p.close_asked.ps != 0 && reclaimable(p)) {
+        ++stats_.orphan_pdcs_freed;
+        free_pdc(index);
+        return;
+      }
+      [[fallthrough]];
     case wire::NackCode::kInvalidSyn:
     case wire::NackCode::kPdcModeMismatch:
       if (s != nullptr) fail_pdc(index, Status::kPeerUnreachable, now);

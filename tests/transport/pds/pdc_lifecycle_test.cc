@@ -177,6 +177,53 @@ TEST_F(FullTable, target__asks_an_idle_initiator_to_close_and_then_takes_the_ref
   EXPECT_TRUE(c.failed().empty());
 }
 
+// A failed its PDC to the target (every ACK lost), and nothing told the target: its
+// PDC is an orphan. Asked to close it, A answers that it does not know it, and the target
+// frees the slot for the SYN it refused. An unasked-for NACK frees nothing.
+TEST_F(FullTable, target__frees_a_pdc_its_initiator_no_longer_knows) {
+  a.enqueue(kB, Mode::kRud, run(0, 1), us(0));
+  ASSERT_EQ(deliver(target, kA, drain_tx(a, us(0)).at(0)), RxVerdict::kDeliver);
+  control(target);  // the ACKs are lost, and so is everything A sends from now on
+  for (int64_t t = 100; t < 100'000 && a.failed_peers().empty(); t += 100) {
+    a.on_timers(us(t));
+    drain_tx(a, us(t));
+  }
+  ASSERT_EQ(a.failed_peers(), std::vector<PeerIndex>{kB});
+  ASSERT_EQ(a.open_pdcs(), 0u);
+  ASSERT_EQ(target.open_pdcs(), 1u);
+
+  // A NACK the target did not ask for (forged, or late) leaves its PDC alone.
+  wire::PdsNack forged;
+  forged.code = wire::NackCode::kInvalidDpdcid;
+  forged.dpdcid = target.pdc(0)->local_id;
+  forged.spdcid = target.pdc(0)->remote_id;
+  forged.psn = target.pdc(0)->snd_nxt;
+  target.on_nack(kA, forged, us(200'000));
+  EXPECT_EQ(target.open_pdcs(), 1u);
+
+  ASSERT_EQ(c.enqueue(kB, Mode::kRud, run(1, 1), us(200'000)), Status::kOk);
+  EXPECT_EQ(deliver(target, kC, drain_tx(c, us(200'000)).at(0), 0, us(200'000)),
+            RxVerdict::kReject);
+  const auto out = control(target);
+  for (const auto& n : headers_of<wire::PdsNack>(out)) c.on_nack(kB, n, us(200'001));
+  const auto asks = headers_of<wire::PdsCtrl>(out);
+  ASSERT_EQ(asks.size(), 1u);
+  a.on_ctrl(kB, asks[0], 0, us(200'002));
+  const auto answers = headers_of<wire::PdsNack>(control(a));
+  ASSERT_FALSE(answers.empty());
+  EXPECT_EQ(answers[0].code, wire::NackCode::kInvalidDpdcid);
+  target.on_nack(kA, answers[0], us(200'003));
+  EXPECT_EQ(target.open_pdcs(), 0u);
+  EXPECT_EQ(target.stats().orphan_pdcs_freed, 1u);
+
+  // C's RTO sends the SYN again, and it gets in.
+  c.on_timers(us(201'000));
+  const auto again = drain_tx(c, us(201'000));
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(deliver(target, kC, again[0], 0, us(201'000)), RxVerdict::kDeliver);
+  EXPECT_TRUE(c.failed().empty());
+}
+
 TEST_F(FullTable, target__that_stays_full_fails_the_syn_with_no_pdc_available) {
   Pds slow{patient()};
   keep_a_busy();
