@@ -240,9 +240,11 @@ class Pds {
 
   // pds_lost_answers.cc: telling a peer that answers we owed it were given up.
   void lost_answers_to(PeerIndex peer);
-  // Whether the peer is still being told: its new PDCs are refused, a CLOSE for a PDC
-  // we no longer know is NACKed. Expired entries go as they are met.
-  bool telling_of_lost_answers(PeerIndex peer) {
+  // Whether the peer is still to be told: the caller then refuses what the peer sent
+  // (a new PDC, a CLOSE for a PDC we no longer know, a probe), and that refusal tells
+  // it. The first one starts the notice (lost_answers_notice). Expired entries go as
+  // they are met.
+  bool tell_of_lost_answers(PeerIndex peer) {
     return !lost_answers_.empty() && still_telling(peer);
   }
   bool still_telling(PeerIndex peer);
@@ -344,8 +346,9 @@ class Pds {
   // Slow path: empty unless a PDC failed with answers aboard lately; one entry a peer.
   struct LostAnswers {
     PeerIndex peer;
-    Time until;
+    Time until;  // kNotToldYet until we first refuse something of the peer's
   };
+  static constexpr Time kNotToldYet{INT64_MAX};
   std::vector<LostAnswers> lost_answers_;
   std::vector<uint64_t> closed_ring_;
   // Good EVs of recently closed PDCs, one entry a peer, the oldest overwritten first:

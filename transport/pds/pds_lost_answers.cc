@@ -4,8 +4,9 @@
 // us and the peer, whichever of us opened it. When that PDC fails with an answer still
 // unacknowledged, the peer has an operation waiting for it, and nothing but a failure
 // of one of its PDCs to us ends that wait (Ses::on_peer_failed). Its liveness probes
-// prove nothing while any PDC of ours answers them, so for lost_answers_notice() we
-// answer nothing that would pass for proof:
+// prove nothing while any PDC of ours answers them, so we answer nothing that would
+// pass for proof, from the failure until lost_answers_notice() after we first refuse
+// something of the peer's:
 //   - the PDCs it opened to us are forgotten at once: its next packet on one is NACKed
 //     INVALID_DPDCID;
 //   - every SYN it sends is refused with INVALID_SYN, and a CLOSE for a PDC we no
@@ -29,6 +30,11 @@
 //     0.05 --trim 0.01 --bytes 1048576 --messages 21 --seed 121` (4 hosts), once ACKs
 //     returned on their request's EV: its probes went on a PDC we had opened to it,
 //     and we ACKed them for the rest of the run.
+//   - `--all-to-all --max-pdcs 2 --path-selection ecmp --paths 4 --path-down --reorder
+//     0.21 --seed 2104` (10 hosts): the notice ran from the failure, and the peer, its
+//     two-PDC table full, opened no PDC to us to probe on until it had passed. Its
+//     first probe was then ACKed. The notice now runs from our first refusal; until
+//     then the entry waits (one a peer, so a peer that never comes back costs 16 bytes).
 // The cost: operations the peer starts toward us within that time fail too. Slow path:
 // nothing here runs unless a PDC failed with answers aboard.
 #include <algorithm>
@@ -48,20 +54,26 @@ void Pds::lost_answers_to(PeerIndex peer) {
       free_pdc(i);
     }
   }
-  const Time until = now_ + lost_answers_notice();
   for (LostAnswers& l : lost_answers_) {
     if (l.peer == peer) {
-      l.until = until;
+      // Being told already: the rest of that notice tells it of these too. Starting it
+      // over instead let two peers that refused each other's answer-laden PDCs keep
+      // each other refused (ChaosFailures at 20 % loss: MSG_ERRs refused for 6 s).
+      if (l.until <= now_) l.until = kNotToldYet;
       return;
     }
   }
-  lost_answers_.push_back({peer, until});
+  lost_answers_.push_back({peer, kNotToldYet});
 }
 
 bool Pds::still_telling(PeerIndex peer) {
   std::erase_if(lost_answers_, [&](const LostAnswers& l) { return l.until <= now_; });
-  return std::any_of(lost_answers_.begin(), lost_answers_.end(),
-                     [&](const LostAnswers& l) { return l.peer == peer; });
+  for (LostAnswers& l : lost_answers_) {
+    if (l.peer != peer) continue;
+    if (l.until == kNotToldYet) l.until = now_ + lost_answers_notice();
+    return true;
+  }
+  return false;
 }
 
 }  // namespace spray::pds

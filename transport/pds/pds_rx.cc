@@ -39,7 +39,7 @@ RxClass Pds::classify_request(PeerIndex peer, const wire::PdsRequest& h, bool tr
         send_nack(peer, wire::NackCode::kTrimmed, h.psn, 0, h.spdcid);
         return c;
       }
-      if (telling_of_lost_answers(peer)) {
+      if (tell_of_lost_answers(peer)) {
         ++stats_.syns_refused_after_lost_answers;
         send_nack(peer, wire::NackCode::kInvalidSyn, h.psn, 0, h.spdcid);
         return c;
@@ -75,6 +75,8 @@ RxClass Pds::classify_request(PeerIndex peer, const wire::PdsRequest& h, bool tr
     }
     if (p == nullptr || p->peer != peer || p->remote_id != h.spdcid) {
       ++stats_.bad_packets;
+      // A PDC we forgot (lost_answers_to): this NACK tells the peer.
+      (void)tell_of_lost_answers(peer);
       send_nack(peer, wire::NackCode::kInvalidDpdcid, h.psn, h.dpdcid, h.spdcid);
       return c;
     }
@@ -297,7 +299,7 @@ void Pds::on_ctrl(PeerIndex peer, const wire::PdsCtrl& ctrl, uint16_t entropy, T
     case wire::CtrlType::kClose: {
       ++stats_.rx_packets;
       if (!ours) {
-        if (telling_of_lost_answers(peer)) {  // we failed it, answers aboard: say so
+        if (tell_of_lost_answers(peer)) {  // we failed it, answers aboard: say so
           send_nack(peer, wire::NackCode::kInvalidDpdcid, ctrl.psn, ctrl.dpdcid, ctrl.spdcid);
           return;
         }
@@ -327,7 +329,7 @@ void Pds::on_ctrl(PeerIndex peer, const wire::PdsCtrl& ctrl, uint16_t entropy, T
     case wire::CtrlType::kAckRequest: {
       // A sequenced probe: it takes a PSN like data (so it is retransmitted, and its
       // ACK proves we are alive), but carries nothing for SES.
-      if (ours && p->initiator && telling_of_lost_answers(peer)) {
+      if (ours && p->initiator && tell_of_lost_answers(peer)) {
         // On a PDC of ours its ACK would pass for proof that we still hold its answers
         // (pds_lost_answers.cc): the NACK fails the PDC at its end instead.
         send_nack(peer, wire::NackCode::kInvalidDpdcid, ctrl.psn, ctrl.dpdcid, ctrl.spdcid);

@@ -468,7 +468,10 @@ TEST_F(Pair, losing_answers_to_a_peer_with_no_pdc_to_us__refuses_its_syns_for_a_
   const int64_t failed_at = fail_b_to_a();
   EXPECT_EQ(b.stats().pdcs_forgotten, 0u);
 
-  const int64_t t = failed_at + 10;
+  // A comes back only after a whole notice has passed (its table was full, say): the
+  // notice runs from B's first refusal, not from the failure, so A still hears of it.
+  const Duration notice{config().max_rto.ps * (config().max_retries + 2)};
+  const int64_t t = failed_at + static_cast<int64_t>(notice.as_microseconds()) + 10;
   ASSERT_EQ(a.probe(kB, Mode::kRud, us(t)), Status::kOk);
   const auto syn = drain_tx(a, us(t));
   ASSERT_EQ(syn.size(), 1u);
@@ -491,12 +494,13 @@ TEST_F(Pair, losing_answers_to_a_peer_with_no_pdc_to_us__refuses_its_syns_for_a_
   ASSERT_EQ(next.size(), 1u);
   EXPECT_EQ(deliver(b, kA, next[0], 0, us(t + 11)), RxVerdict::kReject);
   EXPECT_EQ(b.stats().syns_refused_after_lost_answers, 3u);
-  // ...until A's retries would have run out anyway: then B dropped A's state once, not
-  // A for good.
-  const Duration notice{config().max_rto.ps * (config().max_retries + 2)};
-  const Time later = us(failed_at) + notice;
+  // ...until A's retries would have run out anyway, counted from the first refusal:
+  // then B dropped A's state once, not A for good.
+  const Time later = us(t + 1) + notice;
+  EXPECT_EQ(deliver(b, kA, next[0], 0, later - Duration::microseconds(1)), RxVerdict::kReject);
+  EXPECT_EQ(b.stats().syns_refused_after_lost_answers, 4u);
   EXPECT_EQ(deliver(b, kA, next[0], 0, later), RxVerdict::kDeliver);
-  EXPECT_EQ(b.stats().syns_refused_after_lost_answers, 3u);
+  EXPECT_EQ(b.stats().syns_refused_after_lost_answers, 4u);
 }
 
 // As above, but B, having given the answer up, opens a new PDC to A (a send of its
