@@ -337,12 +337,7 @@ class Pds {
   uint32_t window_;              // cfg_.window_packets, rounded to a power of two
   uint32_t credit_senders_ = 0;  // target PDCs whose sender wants credit and has a backlog
   SlotPool<Pdc> pdcs_;
-  FlatMap by_peer_;  // pdc_key -> PDC index: the PDC this engine sends on
-  // pdc_key -> a PDC the peer opened to us: the one our answers to it go on. Sharing a
-  // PSN window with our own requests, which a target short of message slots refuses, they
-  // waited behind a refused request at its left edge while the target's slots waited for
-  // them (the chaos case tiny_tables, seed 1042: 4 message slots, three hosts stalled).
-  FlatMap answers_by_peer_;
+  FlatMap by_peer_;              // pdc_key -> PDC index: the PDC this engine sends on
   FlatMap by_id_;                // local PDC id -> PDC index
   FlatMap by_syn_;               // syn_key -> target PDC index, for SYN lookups
   FlatMap closed_syn_;           // syn_key of recently closed target PDCs -> 1 (late SYN guard)

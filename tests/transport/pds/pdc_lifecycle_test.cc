@@ -177,33 +177,6 @@ TEST_F(FullTable, target__asks_an_idle_initiator_to_close_and_then_takes_the_ref
   EXPECT_TRUE(c.failed().empty());
 }
 
-// Both ends opened a PDC to each other. Answers to the peer go on the one it opened (its
-// requests came by it); our own requests stay on ours. Sharing ours, an answer waited
-// behind a request of ours the peer refused for want of room while the peer's room
-// waited for that answer (the chaos case tiny_tables, seed 1042).
-TEST_F(Pair, answers__go_on_the_pdc_the_peer_opened) {
-  a.enqueue(kB, Mode::kRud, run(0, 1), us(0));
-  const auto a_syn = drain_tx(a, us(0));  // A's own PDC to B
-  ASSERT_EQ(a_syn.size(), 1u);
-  b.enqueue(kA, Mode::kRud, run(1, 1), us(0));
-  const auto b_syn = drain_tx(b, us(0));
-  ASSERT_EQ(deliver(a, kB, b_syn.at(0)), RxVerdict::kDeliver);  // A holds B's PDC too
-  a.enqueue(kB, Mode::kRud, answer(2, 1), us(1));
-  a.enqueue(kB, Mode::kRud, run(3, 1), us(1));
-  const auto out = drain_tx(a, us(1));
-  ASSERT_EQ(out.size(), 2u);
-  for (const TxPacket& pkt : out) {
-    if (pkt.ref.message == 2) {
-      EXPECT_NE(pkt.pdc, a_syn[0].pdc);
-      EXPECT_FALSE(pkt.request.is_syn());
-      EXPECT_EQ(pkt.request.dpdcid, b_syn[0].request.spdcid);  // B's PDC
-    } else {
-      EXPECT_EQ(pkt.ref.message, 3u);
-      EXPECT_EQ(pkt.pdc, a_syn[0].pdc);
-    }
-  }
-}
-
 // A failed its PDC to the target (every ACK lost), and nothing told the target: its
 // PDC is an orphan. Asked to close it, A answers that it does not know it, and the target
 // frees the slot for the SYN it refused. An unasked-for NACK frees nothing.
