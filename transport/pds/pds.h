@@ -117,6 +117,9 @@ struct PdsStats {
   // Target PDCs freed because their initiator, asked to close them, no longer knew them
   // (it had failed them, and the news never reached us).
   uint64_t orphan_pdcs_freed = 0;
+  // Answer runs sent on a PDC the peer opened because ours was held by a request the
+  // peer refused for want of room (pds_answer_detour.cc).
+  uint64_t answer_detours = 0;
   uint64_t pdc_waits = 0;          // sends that waited for a PDC
   uint64_t pdc_wait_failures = 0;  // messages failed after waiting cfg.pdc_wait for one
 };
@@ -260,6 +263,20 @@ class Pds {
   // peer opens a new PDC.
   void begin_close(uint32_t index);
 
+  // pds_answer_detour.cc: answers that must not wait behind our refused requests.
+  // Whether p's window is held at its left edge by a request the peer refused for want
+  // of room (a message slot, a packet buffer): nothing behind it moves until the peer
+  // has room again.
+  bool held_by_refusal(const Pdc& p) const {
+    return p.snd_una != p.snd_nxt && p.tx[ring_index(p.snd_una)].refused;
+  }
+  // The PDC a new answer to p's peer goes on: p itself, unless held_by_refusal(p) and
+  // the peer opened a PDC to us that is not held too.
+  uint32_t answer_pdc(uint32_t index);
+  // The peer refused a request on p for want of room: the answers queued on p move to
+  // answer_pdc(p), since the peer's room may wait for them.
+  void detour_answers(uint32_t index);
+
   // pds_reclaim.cc: making room in a full table.
   // A PDC that carries nothing now and holds nothing back: closing it loses nothing.
   bool reclaimable(const Pdc& p) const;
@@ -337,7 +354,10 @@ class Pds {
   uint32_t window_;              // cfg_.window_packets, rounded to a power of two
   uint32_t credit_senders_ = 0;  // target PDCs whose sender wants credit and has a backlog
   SlotPool<Pdc> pdcs_;
-  FlatMap by_peer_;              // pdc_key -> PDC index: the PDC this engine sends on
+  FlatMap by_peer_;  // pdc_key -> PDC index: the PDC this engine sends on
+  // pdc_key -> a PDC the peer opened to us: where our answers to it go while our own
+  // PDC's window is held by a request the peer refused for want of room (answer_pdc).
+  FlatMap answers_by_peer_;
   FlatMap by_id_;                // local PDC id -> PDC index
   FlatMap by_syn_;               // syn_key -> target PDC index, for SYN lookups
   FlatMap closed_syn_;           // syn_key of recently closed target PDCs -> 1 (late SYN guard)

@@ -14,6 +14,7 @@ Pds::Pds(const PdsConfig& config)
       window_(std::bit_ceil(std::max<uint32_t>(config.window_packets, 64))),
       pdcs_(config.max_pdcs),
       by_peer_(config.max_pdcs),
+      answers_by_peer_(config.max_pdcs),
       by_id_(config.max_pdcs),
       by_syn_(config.max_pdcs),
       closed_syn_(std::max<uint32_t>(config.closed_pdcs_remembered, 1)),
@@ -31,8 +32,8 @@ Pds::Pds(const PdsConfig& config)
 }
 
 size_t Pds::memory_bytes() const {
-  size_t total = sizeof(*this) + by_peer_.memory_bytes() + by_id_.memory_bytes() +
-                 by_syn_.memory_bytes() + closed_syn_.memory_bytes() +
+  size_t total = sizeof(*this) + by_peer_.memory_bytes() + answers_by_peer_.memory_bytes() +
+                 by_id_.memory_bytes() + by_syn_.memory_bytes() + closed_syn_.memory_bytes() +
                  pdcs_.capacity() * (sizeof(Pdc) + sizeof(uint32_t) + 1) +
                  waiting_.capacity() * sizeof(WaitingRuns);
   for (uint32_t i = 0; i < pdcs_.capacity(); ++i) {
@@ -91,6 +92,9 @@ bool Pds::open_pdc(PeerIndex peer, Mode mode, bool initiator, uint32_t& index, T
   p.last_active = now_;
   if (initiator) ++initiator_pdcs_;
   ++stats_.pdcs_opened;
+  if (!initiator && !answers_by_peer_.find(pdc_key(peer, mode))) {
+    answers_by_peer_.insert(pdc_key(peer, mode), index);
+  }
   if (!by_peer_.find(pdc_key(peer, mode))) {
     by_peer_.insert(pdc_key(peer, mode), index);
     if (!waiting_.empty()) adopt_waiting_runs(index);
@@ -142,6 +146,9 @@ void Pds::free_pdc(uint32_t index) {
   by_id_.erase(p.local_id);
   if (auto it = by_peer_.find(pdc_key(p.peer, p.mode)); it && *it == index) {
     by_peer_.erase(pdc_key(p.peer, p.mode));
+  }
+  if (auto it = answers_by_peer_.find(pdc_key(p.peer, p.mode)); it && *it == index) {
+    answers_by_peer_.erase(pdc_key(p.peer, p.mode));
   }
   if (!p.initiator) {
     const uint32_t held = target_pdcs_of_peer_.find(p.peer).value_or(1);
@@ -223,7 +230,7 @@ Status Pds::enqueue(PeerIndex peer, Mode mode, TxRun* run, Time now) {
   // A closing PDC is no longer in by_peer_ (begin_close removed it), so new traffic to
   // that peer opens a fresh one here, or waits for room to.
   if (auto found = by_peer_.find(pdc_key(peer, mode))) {
-    index = *found;
+    index = run->answer ? answer_pdc(*found) : *found;
   } else if (!open_pdc(peer, mode, true, index, now)) {
     wait_for_pdc(peer, mode, run, now);
     return Status::kOk;

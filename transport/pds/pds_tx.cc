@@ -406,6 +406,7 @@ void Pds::on_nack(PeerIndex peer, const wire::PdsNack& nack, Time now) {
         s->refused = true;
         p.inflight_bytes -= std::min(p.inflight_bytes, s->bytes);
       }
+      detour_answers(index);  // the peer's room may wait for them
       return;
     case wire::NackCode::kInvalidDpdcid:
       // The answer to our CLOSE_REQ (pds_reclaim.cc) when the initiator no longer knows
@@ -440,6 +441,7 @@ void Pds::on_nack(PeerIndex peer, const wire::PdsNack& nack, Time now) {
         s->refused = true;
         p.inflight_bytes -= std::min(p.inflight_bytes, s->bytes);
       }
+      detour_answers(index);  // the peer's room may wait for them (pds_answer_detour.cc)
       return;
     default:
       return;  // PSN_OOR_WINDOW and the rest: the RTO covers them

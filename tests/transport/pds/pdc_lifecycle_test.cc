@@ -177,6 +177,63 @@ TEST_F(FullTable, target__asks_an_idle_initiator_to_close_and_then_takes_the_ref
   EXPECT_TRUE(c.failed().empty());
 }
 
+// Both ends opened a PDC to each other. While a request of ours that the peer refused
+// for want of room holds our PDC's window, our answers to the peer go on the PDC it
+// opened: its room may wait for them (pds_answer_detour.cc; the chaos case tiny_tables,
+// seed 1042, stalled with 511 PSNs behind such a request). Otherwise they stay on ours.
+TEST_F(Pair, answers__detour_to_the_peers_pdc_while_ours_is_held_by_a_refusal) {
+  // The two SYNs cross, so each end opens its own PDC.
+  a.enqueue(kB, Mode::kRud, run(0, 1), us(0));
+  const auto a_syn = drain_tx(a, us(0));
+  b.enqueue(kA, Mode::kRud, run(1, 1), us(0));
+  const auto b_syn = drain_tx(b, us(0));
+  ASSERT_EQ(a_syn.size(), 1u);
+  ASSERT_EQ(b_syn.size(), 1u);
+  ASSERT_EQ(deliver(b, kA, a_syn[0]), RxVerdict::kDeliver);
+  ASSERT_EQ(deliver(a, kB, b_syn[0]), RxVerdict::kDeliver);  // A holds B's PDC too
+  for (const auto& ack : headers_of<wire::PdsAck>(control(b))) a.on_ack(kB, ack, us(1));
+  for (const auto& ack : headers_of<wire::PdsAck>(control(a))) b.on_ack(kA, ack, us(1));
+  const uint16_t b_pdc = b_syn[0].request.spdcid;
+
+  // Unheld, an answer goes on A's own PDC.
+  a.enqueue(kB, Mode::kRud, answer(2, 1), us(2));
+  auto out = drain_tx(a, us(2));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].pdc, a_syn[0].pdc);
+  ASSERT_EQ(deliver(b, kA, out[0]), RxVerdict::kDeliver);
+  for (const auto& ack : headers_of<wire::PdsAck>(control(b))) a.on_ack(kB, ack, us(2));
+
+  // A request B refuses; an answer queued behind it before the NACK arrives moves.
+  a.enqueue(kB, Mode::kRud, run(3, 1), us(3));
+  const auto refused = drain_tx(a, us(3));
+  ASSERT_EQ(refused.size(), 1u);
+  ASSERT_EQ(b.classify_request(kA, refused[0].request, false, 0, us(3)).verdict,
+            RxVerdict::kDeliver);
+  b.refuse_request(kA, refused[0].request, wire::NackCode::kNoSesMessageAvailable);
+  a.enqueue(kB, Mode::kRud, answer(4, 1), us(3));
+  a.enqueue(kB, Mode::kRud, run(5, 1), us(3));  // a request stays behind
+  const auto nacks = headers_of<wire::PdsNack>(control(b));
+  ASSERT_EQ(nacks.size(), 1u);
+  a.on_nack(kB, nacks[0], us(4));
+  // A later answer goes straight to B's PDC while the refused request holds A's.
+  a.enqueue(kB, Mode::kRud, answer(6, 1), us(4));
+  out = drain_tx(a, us(4));
+  ASSERT_EQ(out.size(), 3u);
+  std::vector<uint32_t> detoured;
+  for (const TxPacket& pkt : out) {
+    if (pkt.ref.message == 5) {
+      EXPECT_EQ(pkt.pdc, a_syn[0].pdc);
+      continue;
+    }
+    detoured.push_back(pkt.ref.message);
+    EXPECT_NE(pkt.pdc, a_syn[0].pdc);
+    EXPECT_EQ(pkt.request.dpdcid, b_pdc);
+    EXPECT_EQ(deliver(b, kA, pkt), RxVerdict::kDeliver);
+  }
+  EXPECT_EQ(detoured, (std::vector<uint32_t>{4, 6}));
+  EXPECT_EQ(a.stats().answer_detours, 2u);
+}
+
 // A failed its PDC to the target (every ACK lost), and nothing told the target: its
 // PDC is an orphan. Asked to close it, A answers that it does not know it, and the target
 // frees the slot for the SYN it refused. An unasked-for NACK frees nothing.
