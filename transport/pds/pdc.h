@@ -79,7 +79,12 @@ struct TxSlot {
   // out of inflight_bytes until it is resent (see Pds::on_nack).
   bool refused : 1 = false;
   bool answer : 1 = false;  // a packet of an answer to the peer (TxRun::answer)
+  // From its Pds::kTwinFromTry-th try a PSN is resent as two copies on different EVs:
+  // kTwinCopyNext once the first copy is out, kTwinSent once the second is. An ACK or
+  // NACK of a PSN sent so cannot tell which copy arrived, so it reports no EV good.
+  uint8_t twin : 2 = 0;
 };
+inline constexpr uint8_t kTwinNone = 0, kTwinCopyNext = 1, kTwinSent = 2;
 static_assert(sizeof(TxSlot) == 24);
 
 struct Pdc {

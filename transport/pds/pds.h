@@ -90,6 +90,9 @@ struct PdsStats {
   uint64_t timeout_retransmits = 0;
   uint64_t trim_retransmits = 0;
   uint64_t timeouts = 0;
+  // Second copies of resends from a PSN's kTwinFromTry-th try, each on another EV than
+  // the first.
+  uint64_t twin_copies = 0;
   uint64_t rx_packets = 0;
   uint64_t rx_duplicates = 0;
   uint64_t acks_sent = 0;
@@ -142,6 +145,9 @@ class Pds {
   // all-to-all over two paths, one down, with 3 PDCs per engine: 58 of 100 runs failed
   // an operation, most through CLOSEs and refused SYNs).
   static constexpr uint32_t kControlCopies = 3;
+  // The try from which every resend of a PSN goes as two copies on different EVs (see
+  // next_tx_now).
+  static constexpr uint8_t kTwinFromTry = 3;
   // After a PDC fails with answers to its peer aboard, how long that peer's new PDCs
   // are refused (pds_lost_answers.cc): enough for its retries on any PDC to run out
   // (each try waits at most max_rto), so it has failed one whether our NACKs got there
@@ -311,6 +317,9 @@ class Pds {
 
   // pds_tx.cc
   void queue_retransmit(Pdc& p, uint32_t psn);
+  // Fills out.ref and out.entropy for the second copy of a resend, on an EV other than
+  // the first copy's; false if the selector has none to offer (ECMP's one EV a flow).
+  bool send_twin_copy(Pdc& p, uint32_t psn, TxPacket& out);
   Duration current_rto(const Pdc& p) const;  // with backoff, at most max_rto
   void arm_rto(Pdc& p, Time now);
   void detect_losses(Pdc& p);

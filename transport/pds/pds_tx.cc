@@ -15,6 +15,20 @@ void Pds::queue_retransmit(Pdc& p, uint32_t psn) {
   mark_ready(p.rto_timer.owner);
 }
 
+// The EV for the second copy of a resend (kTwinFromTry): another than the first copy's.
+// False when the selector offers none (ECMP keeps one EV a flow): no copy then.
+bool Pds::send_twin_copy(Pdc& p, uint32_t psn, TxPacket& out) {
+  const TxSlot& s = p.tx[ring_index(psn)];
+  for (int draw = 0; draw < 4; ++draw) {
+    const uint16_t ev = p.paths->next_entropy();
+    if (ev == s.entropy) continue;
+    out.ref = s.ref;
+    out.entropy = ev;
+    return true;
+  }
+  return false;
+}
+
 Duration Pds::current_rto(const Pdc& p) const {
   Duration rto = p.rtt.rto(cfg_.initial_rto, cfg_.min_rto, cfg_.max_rto);
   for (uint32_t i = 0; i < p.backoff && rto < cfg_.max_rto; ++i) rto = rto * 2;
@@ -115,6 +129,18 @@ bool Pds::next_tx_now(Pdc& p, uint32_t index, Time now, TxPacket& out) {
     const bool live = s.rtx_queued && s.in_flight && !s.sacked && psn_diff(psn, p.snd_una) >= 0;
     s.rtx_queued = false;
     if (!live) continue;
+    if (s.twin == kTwinCopyNext) {  // the second copy of a resend (kTwinFromTry)
+      s.twin = kTwinSent;
+      if (!send_twin_copy(p, psn, out)) continue;
+      ++stats_.twin_copies;
+      ++stats_.tx_packets;
+      if (is_control_ref(s.ref)) {
+        fill_ctrl(psn, s.ref, wire::ctrl_flags::kRetransmit | wire::ctrl_flags::kAckRequested);
+      } else {
+        fill_header(psn, wire::request_flags::kRetransmit);
+      }
+      return true;
+    }
     if (++s.retries > cfg_.max_retries) {
       fail_pdc(index, Status::kPeerUnreachable, now);
       return false;
@@ -126,6 +152,21 @@ bool Pds::next_tx_now(Pdc& p, uint32_t index, Time now, TxPacket& out) {
     s.entropy = p.paths->retransmit_entropy();
     s.sent = now;
     s.retransmitted = true;
+    // A PSN lost twice is more likely on a dead path than unlucky, and a selector whose
+    // good EVs a timeout evicted explores blind: with one of two paths dead each try was
+    // a coin toss, and in REPS path-down all-to-alls a PSN's last eleven tries all went
+    // to the dead path (spray-transfer seed 146; 23 of 2000 such runs failed a PDC so or
+    // alike, and oblivious spraying, which never learns, failed 22 of 273 path-down runs
+    // of transfer-sweep faults). From its third try on, each resend goes as two copies
+    // on different EVs, so a try fails only if both do.
+    if (s.retries >= kTwinFromTry) {  // its copy goes next
+      s.twin = kTwinCopyNext;
+      s.rtx_queued = true;
+      p.rtx[ring_index(p.rtx_head + p.rtx_count)] = psn;
+      ++p.rtx_count;
+    } else {
+      s.twin = kTwinNone;
+    }
     out.ref = s.ref;
     out.entropy = s.entropy;
     ++stats_.retransmits;
@@ -220,7 +261,7 @@ void Pds::ack_psn(Pdc& p, uint32_t psn, bool cumulative, paths::Feedback feedbac
     if (!s.refused) p.inflight_bytes -= std::min(p.inflight_bytes, s.bytes);
     p.latest_acked_sent = std::max(p.latest_acked_sent, s.sent);
     if (delivered && !is_control_ref(s.ref)) acked_.push_back(s.ref);
-    p.paths->on_feedback(s.entropy, feedback);
+    if (s.twin != kTwinSent) p.paths->on_feedback(s.entropy, feedback);
   } else if (cumulative && p.mode == Mode::kRod && !is_control_ref(s.ref)) {
     acked_.push_back(s.ref);  // held at the target until now
   }
@@ -397,6 +438,13 @@ void Pds::on_nack(PeerIndex peer, const wire::PdsNack& nack, Time now) {
       // target still full cfg.pdc_wait after its first refusal fails the PDC with
       // kNoPdcAvailable (on_rto).
       if (p.state != PdcState::kSynSent || s == nullptr || !s->in_flight || s->sacked) return;
+      // The SYN reached the target on its EV and the NACK came back on it: that path
+      // works both ways, and the resend should take it. Knowing no good EV otherwise, a
+      // refused PDC's resends explored at random; with one of two paths dead a PSN's
+      // twelve tries went ten times to it and failed the PDC (spray-transfer seed 8:
+      // REPS, 6 hosts, 3 PDCs, 5 % loss, path down). Unless it went as two copies: the
+      // NACK does not say which one arrived.
+      if (s->twin != kTwinSent) p.paths->on_feedback(s->entropy, paths::Feedback::kGood);
       if (!p.syn_refused) {
         p.syn_refused = true;
         p.syn_refused_at = now;
@@ -436,6 +484,9 @@ void Pds::on_nack(PeerIndex peer, const wire::PdsNack& nack, Time now) {
       // window, or refused packets could fill it and keep out the very packets (our
       // responses to the target) that would make room there. The RTO resends it.
       if (s == nullptr || !s->in_flight || s->sacked) return;
+      if (s->twin != kTwinSent) {  // as for NO_PDC_AVAIL
+        p.paths->on_feedback(s->entropy, paths::Feedback::kGood);
+      }
       s->retries = 0;
       if (!s->refused) {
         s->refused = true;

@@ -626,13 +626,6 @@ TEST_F(Pair, losing_answers_on_a_pdc_its_initiator_is_closing__fails_the_close) 
   EXPECT_EQ(a.failed_peers(), std::vector<PeerIndex>{kB});  // A's waiting operations fail
 }
 
-PdsConfig reps_config() {
-  PdsConfig c = config();
-  c.path_name = "reps";
-  return c;
-}
-using RepsPair = PairWith<reps_config>;
-
 // A PDC closed (for room, say) leaves the EVs it found good; the next PDC to that peer
 // sends on them first instead of exploring blind, which over half-dead paths cost each
 // new PDC's SYN a coin toss per try.

@@ -105,4 +105,12 @@ struct PairWith : ::testing::Test {
 };
 using Pair = PairWith<config>;
 
+// The same pair with REPS choosing EVs, for tests of which EV a packet takes.
+inline PdsConfig reps_config() {
+  PdsConfig c = config();
+  c.path_name = "reps";
+  return c;
+}
+using RepsPair = PairWith<reps_config>;
+
 }  // namespace spray::pds::test

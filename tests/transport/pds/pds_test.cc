@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <memory>
 
 #include <variant>
@@ -337,6 +338,81 @@ TEST_F(Pair, refused_syn_packet__goes_again_once_the_target_names_its_pdc) {
   EXPECT_EQ(deliver(b, kA, again[0]), RxVerdict::kDeliver);
   a.on_ack(kB, std::get<wire::PdsAck>(control(b).back().header), us(20));
   EXPECT_EQ(a.acked().size(), 2u);
+}
+
+// A target that refuses a SYN for want of room (NO_PDC_AVAIL) got it on that EV and
+// answered on it: the resend goes there too. Knowing no good EV, REPS explored a fresh
+// one for every try, and with one of two paths dead a PSN's twelve tries went ten times
+// to it (spray-transfer seed 8).
+TEST_F(RepsPair, syn_refused_for_room__goes_again_on_the_ev_that_reached_the_target) {
+  a.enqueue(kB, Mode::kRud, run(0, 1), us(0));
+  auto tx = drain_tx(a, us(0));
+  ASSERT_EQ(tx.size(), 1u);
+  // The first copy is lost; the timeout's resend explores another EV and reaches B.
+  int64_t t = 0;
+  std::vector<TxPacket> again;
+  while (again.empty() && t < 10'000) {
+    t += 50;
+    a.on_timers(us(t));
+    again = drain_tx(a, us(t));
+  }
+  ASSERT_EQ(again.size(), 1u);
+  const uint16_t reached = again[0].entropy;
+  wire::PdsNack refusal;
+  refusal.code = wire::NackCode::kNoPdcAvailable;
+  refusal.psn = again[0].request.psn;
+  refusal.dpdcid = again[0].request.spdcid;
+  a.on_nack(kB, refusal, us(t + 10));
+  // Each later resend of the refused SYN takes that EV.
+  for (int i = 0; i < 3; ++i) {
+    std::vector<TxPacket> next;
+    while (next.empty() && t < 100'000) {
+      t += 50;
+      a.on_timers(us(t));
+      next = drain_tx(a, us(t));
+    }
+    ASSERT_EQ(next.size(), 1u) << "resend " << i;
+    EXPECT_EQ(next[0].entropy, reached) << "resend " << i;
+    refusal.psn = next[0].request.psn;
+    a.on_nack(kB, refusal, us(t + 10));
+  }
+  EXPECT_TRUE(a.failed().empty());
+}
+
+// From a PSN's third try (Pds::kTwinFromTry) each resend goes as two copies on
+// different EVs, and the ACK, which cannot tell which copy arrived, reports neither EV
+// good.
+TEST_F(RepsPair, resend_from_the_third_try__goes_as_two_copies_on_different_evs) {
+  a.enqueue(kB, Mode::kRud, run(0, 1), us(0));
+  const auto first = drain_tx(a, us(0));
+  ASSERT_EQ(first.size(), 1u);
+  int64_t t = 0;
+  auto next_resend = [&] {
+    std::vector<TxPacket> out;
+    while (out.empty() && t < 100'000) {
+      t += 10;
+      a.on_timers(us(t));
+      out = drain_tx(a, us(t));
+    }
+    return out;
+  };
+  for (uint8_t tries = 1; tries < Pds::kTwinFromTry; ++tries) {
+    ASSERT_EQ(next_resend().size(), 1u) << "try " << int{tries};
+  }
+  const auto twins = next_resend();
+  ASSERT_EQ(twins.size(), 2u);
+  EXPECT_EQ(twins[0].request.psn, first[0].request.psn);
+  EXPECT_EQ(twins[1].request.psn, first[0].request.psn);
+  EXPECT_NE(twins[0].entropy, twins[1].entropy);
+  EXPECT_EQ(a.stats().twin_copies, 1u);
+  EXPECT_EQ(a.stats().retransmits, uint64_t{Pds::kTwinFromTry});  // a copy is no try
+
+  ASSERT_EQ(deliver(b, kA, twins[1]), RxVerdict::kDeliver);
+  EXPECT_EQ(deliver(b, kA, twins[0]), RxVerdict::kDuplicate);
+  for (const auto& ack : headers_of<wire::PdsAck>(control(b))) a.on_ack(kB, ack, us(t + 10));
+  ASSERT_EQ(a.acked().size(), 1u);
+  std::array<uint16_t, 8> good{};
+  EXPECT_EQ(a.pdc(twins[1].pdc)->paths->good_entropies(good), 0u);
 }
 
 PdsConfig wide_window_config() {
