@@ -280,7 +280,8 @@ class Pds {
   // the peer opened a PDC to us that is not held too.
   uint32_t answer_pdc(uint32_t index);
   // The peer refused a request on p for want of room: the answers queued on p move to
-  // answer_pdc(p), since the peer's room may wait for them.
+  // the PDC the peer opened to us (answers_by_peer_), unless that one is held too, since
+  // the peer's room may wait for them.
   void detour_answers(uint32_t index);
 
   // pds_reclaim.cc: making room in a full table.
