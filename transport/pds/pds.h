@@ -276,12 +276,14 @@ class Pds {
   bool held_by_refusal(const Pdc& p) const {
     return p.snd_una != p.snd_nxt && p.tx[ring_index(p.snd_una)].refused;
   }
+  // The PDC the peer opened to us (answers_by_peer_) if it is not p and not held by a
+  // refusal too: where answers held up on p can go.
+  std::optional<uint32_t> detour_for(uint32_t index) const;
   // The PDC a new answer to p's peer goes on: p itself, unless held_by_refusal(p) and
-  // the peer opened a PDC to us that is not held too.
+  // detour_for(p) offers another.
   uint32_t answer_pdc(uint32_t index);
   // The peer refused a request on p for want of room: the answers queued on p move to
-  // the PDC the peer opened to us (answers_by_peer_), unless that one is held too, since
-  // the peer's room may wait for them.
+  // detour_for(p), if there is one, since the peer's room may wait for them.
   void detour_answers(uint32_t index);
 
   // pds_reclaim.cc: making room in a full table.

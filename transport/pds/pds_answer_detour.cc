@@ -17,19 +17,25 @@
 
 namespace spray::pds {
 
-uint32_t Pds::answer_pdc(uint32_t index) {
+std::optional<uint32_t> Pds::detour_for(uint32_t index) const {
   const Pdc& p = pdcs_[index];
-  if (!held_by_refusal(p)) return index;
   const auto other = answers_by_peer_.find(pdc_key(p.peer, p.mode));
-  if (!other || *other == index || held_by_refusal(pdcs_[*other])) return index;
+  if (!other || *other == index || held_by_refusal(pdcs_[*other])) return std::nullopt;
+  return *other;
+}
+
+uint32_t Pds::answer_pdc(uint32_t index) {
+  if (!held_by_refusal(pdcs_[index])) return index;
+  const auto other = detour_for(index);
+  if (!other) return index;
   ++stats_.answer_detours;
   return *other;
 }
 
 void Pds::detour_answers(uint32_t index) {
+  const auto other = detour_for(index);
+  if (!other) return;
   Pdc& p = pdcs_[index];
-  const auto other = answers_by_peer_.find(pdc_key(p.peer, p.mode));
-  if (!other || *other == index || held_by_refusal(pdcs_[*other])) return;
   Pdc& q = pdcs_[*other];
   // Unlink the answer runs from p, in order, and append them to q. A run partly sent
   // goes on from its next packet: SES places packets by message and offset, not by PDC.

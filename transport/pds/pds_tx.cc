@@ -104,6 +104,14 @@ bool Pds::next_tx_now(Pdc& p, uint32_t index, Time now, TxPacket& out) {
       out.ctrl.dpdcid = p.remote_id;
     }
   };
+  // A resend (or its second copy) of the packet in `psn`'s slot.
+  auto fill_resend = [&](uint32_t psn, const PacketRef& ref) {
+    if (is_control_ref(ref)) {
+      fill_ctrl(psn, ref, wire::ctrl_flags::kRetransmit | wire::ctrl_flags::kAckRequested);
+    } else {
+      fill_header(psn, wire::request_flags::kRetransmit);
+    }
+  };
   // Takes the next PSN for a control packet of PDS's own.
   auto start_ctrl = [&](uint32_t message) {
     const uint32_t psn = p.snd_nxt++;
@@ -134,11 +142,7 @@ bool Pds::next_tx_now(Pdc& p, uint32_t index, Time now, TxPacket& out) {
       if (!send_twin_copy(p, psn, out)) continue;
       ++stats_.twin_copies;
       ++stats_.tx_packets;
-      if (is_control_ref(s.ref)) {
-        fill_ctrl(psn, s.ref, wire::ctrl_flags::kRetransmit | wire::ctrl_flags::kAckRequested);
-      } else {
-        fill_header(psn, wire::request_flags::kRetransmit);
-      }
+      fill_resend(psn, s.ref);
       return true;
     }
     if (++s.retries > cfg_.max_retries) {
@@ -171,11 +175,7 @@ bool Pds::next_tx_now(Pdc& p, uint32_t index, Time now, TxPacket& out) {
     out.entropy = s.entropy;
     ++stats_.retransmits;
     ++stats_.tx_packets;
-    if (is_control_ref(s.ref)) {
-      fill_ctrl(psn, s.ref, wire::ctrl_flags::kRetransmit | wire::ctrl_flags::kAckRequested);
-      return true;
-    }
-    fill_header(psn, wire::request_flags::kRetransmit);
+    fill_resend(psn, s.ref);
     return true;
   }
 
