@@ -7,7 +7,8 @@
 //
 // With --pingpong it instead measures the kernel-UDP ceiling of a message ping-pong
 // between two processes (see plain_udp_pingpong.h): what fi_pingpong over a transport
-// on kernel UDP could reach at best.
+// on kernel UDP could reach at best. With --stream, the kernel's ceilings for a one-way
+// stream of messages, plain TCP beside plain UDP (see plain_stream.h).
 #include <fmt/format.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -19,6 +20,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "tools/spray_dp_bench/plain_stream.h"
 #include "tools/spray_dp_bench/plain_udp_pingpong.h"
 #include "transport/datapath/dpdk/dpdk_datapath.h"
 #include "transport/datapath/udp/socket_address.h"
@@ -179,6 +181,32 @@ int pingpong_table(const std::vector<size_t>& sizes, uint32_t datagram, int iter
   return 0;
 }
 
+// The --stream mode: one row per message size, plain TCP and plain UDP side by side.
+int stream_table(const std::vector<size_t>& sizes, uint32_t datagram, double seconds, bool json) {
+  nlohmann::json all = nlohmann::json::array();
+  if (!json)
+    fmt::print("{:>9}  {:>20}  {:>20}  {:>8}\n", "bytes", "plain TCP MB/s", "plain UDP MB/s",
+               "UDP/TCP");
+  for (size_t bytes : sizes) {
+    std::string error;
+    const auto tcp = tools::plain_stream(tools::StreamKind::kTcp, bytes, datagram, seconds, error);
+    if (!tcp) die("TCP stream: " + error);
+    const auto udp = tools::plain_stream(tools::StreamKind::kUdp, bytes, datagram, seconds, error);
+    if (!udp) die("UDP stream: " + error);
+    const double ratio = udp->megabytes_per_s / tcp->megabytes_per_s;
+    all.push_back({{"bytes", bytes},
+                   {"datagram", datagram},
+                   {"tcp_mb_per_s", tcp->megabytes_per_s},
+                   {"udp_mb_per_s", udp->megabytes_per_s},
+                   {"udp_to_tcp", ratio}});
+    if (!json)
+      fmt::print("{:>9}  {:>20.1f}  {:>20.1f}  {:>8.2f}\n", bytes, tcp->megabytes_per_s,
+                 udp->megabytes_per_s, ratio);
+  }
+  if (json) fmt::print("{}\n", all.dump(2));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -203,11 +231,17 @@ int main(int argc, char** argv) {
                  "message sizes in bytes: measure only the plain kernel-UDP ping-pong ceiling");
   app.add_option("--pingpong-iterations", pingpong_iterations, "round trips per size")
       ->check(CLI::Range(1, 10000000));
-  app.add_option("--datagram", datagram, "ping-pong: UDP payload bytes per datagram")
+  app.add_option("--datagram", datagram, "ping-pong and stream: UDP payload bytes per datagram")
       ->check(CLI::Range(1, 65507));
+  std::vector<size_t> stream_sizes;
+  app.add_option("--stream", stream_sizes,
+                 "message sizes in bytes: measure only the kernel's one-way stream ceilings, "
+                 "plain TCP and plain UDP (--seconds each)")
+      ->check(CLI::Range(size_t{1}, size_t{4} << 20));
   CLI11_PARSE(app, argc, argv);
   if (!pingpong_sizes.empty())
     return pingpong_table(pingpong_sizes, datagram, pingpong_iterations, json);
+  if (!stream_sizes.empty()) return stream_table(stream_sizes, datagram, seconds, json);
   nlohmann::json all = nlohmann::json::array();
   if (!json)
     fmt::print("{:>6}  {:<40}  {:>12}  {:>8}  {:>14}\n", "bytes", "datapath", "pkt/s", "Gbit/s",
