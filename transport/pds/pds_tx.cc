@@ -138,8 +138,11 @@ bool Pds::next_tx_now(Pdc& p, uint32_t index, Time now, TxPacket& out) {
     s.rtx_queued = false;
     if (!live) continue;
     if (s.twin == kTwinCopyNext) {  // the second copy of a resend (kTwinFromTry)
+      if (!send_twin_copy(p, psn, out)) {
+        s.twin = kTwinNone;  // it went once: its ACK names its EV, as any ACK does
+        continue;
+      }
       s.twin = kTwinSent;
-      if (!send_twin_copy(p, psn, out)) continue;
       ++stats_.twin_copies;
       ++stats_.tx_packets;
       fill_resend(psn, s.ref);

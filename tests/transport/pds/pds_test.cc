@@ -415,6 +415,38 @@ TEST_F(RepsPair, resend_from_the_third_try__goes_as_two_copies_on_different_evs)
   EXPECT_EQ(a.pdc(twins[1].pdc)->paths->good_entropies(good), 0u);
 }
 
+// With one EV there is no second copy to send: the resend goes alone, and its ACK names
+// its EV good as any ACK does (it was once marked as sent twice, and REPS lost the report).
+PdsConfig one_ev_reps_config() {
+  PdsConfig c = reps_config();
+  c.entropy_count = 1;
+  return c;
+}
+using OneEvRepsPair = PairWith<one_ev_reps_config>;
+
+TEST_F(OneEvRepsPair, resend_with_no_second_ev__goes_once_and_its_ack_names_its_ev) {
+  a.enqueue(kB, Mode::kRud, run(0, 1), us(0));
+  ASSERT_EQ(drain_tx(a, us(0)).size(), 1u);
+  int64_t t = 0;
+  std::vector<TxPacket> resend;
+  for (uint8_t tries = 1; tries <= Pds::kTwinFromTry; ++tries) {
+    resend.clear();
+    while (resend.empty() && t < 100'000) {
+      t += 10;
+      a.on_timers(us(t));
+      resend = drain_tx(a, us(t));
+    }
+    ASSERT_EQ(resend.size(), 1u) << "try " << int{tries};
+  }
+  EXPECT_EQ(a.stats().twin_copies, 0u);
+  ASSERT_EQ(deliver(b, kA, resend[0]), RxVerdict::kDeliver);
+  for (const auto& ack : headers_of<wire::PdsAck>(control(b))) a.on_ack(kB, ack, us(t + 10));
+  ASSERT_EQ(a.acked().size(), 1u);
+  std::array<uint16_t, 8> good{};
+  ASSERT_EQ(a.pdc(resend[0].pdc)->paths->good_entropies(good), 1u);
+  EXPECT_EQ(good[0], resend[0].entropy);
+}
+
 PdsConfig wide_window_config() {
   PdsConfig c = config();
   c.window_packets = 256;
