@@ -3,8 +3,9 @@
 # all-reduce and all-to-all (f32) at 1 MiB and 64 MiB, through spray::coll over `spray`
 # and over libfabric's `tcp`, and through Open MPI over its default path (shared memory
 # between local ranks) and over its own TCP path (btl tcp: the same kind of transport as
-# libfabric's tcp). The four run in turn, ROUNDS times, so drift hits all alike; the
-# summary gives each one's median time and the ratios that matter.
+# libfabric's tcp), and, for all-reduce, a ring over bare loopback TCP with no library
+# (bare-tcp). They run in turn, ROUNDS times, so drift hits all alike; the summary gives
+# each one's median time and the ratios that matter.
 # Usage: scripts/coll-compare.sh [BUILD_DIR] [ROUNDS] [RANKS]
 set -euo pipefail
 build=${1:-build}
@@ -34,6 +35,19 @@ open_mpi() {  # extra mpirun arguments
   timeout 600 mpirun "${root_flag[@]}" --oversubscribe -np "$ranks" "$@" \
     "$build/tests/mpi_transport_test" --coll-bench 2>/dev/null | grep -v '^PASS'
 }
+# A ring all-reduce over bare loopback TCP between the same number of processes, with no
+# library at all (spray-dp-bench --tcp-allreduce): what kernel TCP alone allows, beside
+# Open MPI's shared-memory path. Prints "allreduce SIZE USEC".
+bare_tcp_allreduce() {
+  local size iterations json
+  for size in 1048576 67108864; do
+    iterations=$(( size > 1048576 ? 4 : 200 ))
+    # Read when it has ended: a parser starting beside it took CPU from its ranks.
+    json=$("$build/tools/spray-dp-bench" --tcp-allreduce "$size" --ranks "$ranks" \
+      --allreduce-iterations "$iterations" --json)
+    python3 -c 'import json, sys; r = json.load(sys.stdin)[0]; print("allreduce", r["bytes"], r["mean_us"])' <<<"$json"
+  done
+}
 # The tuner's cost model is measured on each fabric first, as coll-demo does.
 for provider in spray tcp; do
   "$build/tools/spray-run" -n "$ranks" --provider "$provider" --timeout 600 \
@@ -45,6 +59,7 @@ for ((r = 1; r <= rounds; ++r)); do
   coll_perf tcp | rows | sed 's/^/tcp /'
   open_mpi | rows | sed 's/^/ompi /'
   open_mpi --mca btl tcp,self | rows | sed 's/^/ompi-tcp /'
+  bare_tcp_allreduce | sed 's/^/bare-tcp /'
 done | python3 -c '
 import statistics, sys
 times = {}
@@ -52,16 +67,17 @@ for line in sys.stdin:
     path, coll, size, usec = line.split()
     if size in ("1048576", "67108864"):
         times.setdefault((coll, size, path), []).append(float(usec))
-paths = ("spray", "tcp", "ompi", "ompi-tcp")
+paths = ("spray", "tcp", "ompi", "ompi-tcp", "bare-tcp")
 print("median time (us) over %d rounds; ratio > 1: the first is faster" % len(
     next(iter(times.values()))))
 print("%-10s %9s " % ("coll", "bytes") + " ".join("%11s" % p for p in paths)
-      + "  tcp/ompi-tcp  tcp/ompi  spray/ompi")
+      + "  tcp/ompi-tcp  tcp/ompi  spray/ompi  bare-tcp/ompi")
 for coll in ("allreduce", "alltoall"):
     for size in ("1048576", "67108864"):
         med = {p: statistics.median(times.get((coll, size, p), [float("nan")])) for p in paths}
         print("%-10s %9s " % (coll, size) + " ".join("%11.1f" % med[p] for p in paths)
-              + "  %12.2f  %8.2f  %10.2f" % (med["ompi-tcp"] / med["tcp"],
-                                              med["ompi"] / med["tcp"],
-                                              med["ompi"] / med["spray"]))
+              + "  %12.2f  %8.2f  %10.2f  %13.2f" % (med["ompi-tcp"] / med["tcp"],
+                                                     med["ompi"] / med["tcp"],
+                                                     med["ompi"] / med["spray"],
+                                                     med["ompi"] / med["bare-tcp"]))
 '

@@ -41,12 +41,14 @@ for ((r = 1; r <= rounds; ++r)); do
     read -r _ bw1m <<<"$(run "$prov" rdm 1048576)"
     echo "$prov ${lat:-nan} ${bw64:-nan} ${bw1m:-nan}"
   done
-  "$build/tools/spray-dp-bench" --pingpong 8 65536 1048576 --pingpong-iterations "$iters" \
-    --json | python3 -c '
+  # Read when it has ended: a parser starting beside it would take CPU from its processes.
+  ceiling=$("$build/tools/spray-dp-bench" --pingpong 8 65536 1048576 \
+    --pingpong-iterations "$iters" --json)
+  python3 -c '
 import json, sys
 r = {row["bytes"]: row for row in json.load(sys.stdin)}
 print("plain-udp %.2f %.2f %.2f" % (r[8]["one_way_us"], r[65536]["mb_per_s"],
-                                   r[1048576]["mb_per_s"]))'
+                                   r[1048576]["mb_per_s"]))' <<<"$ceiling"
 done | python3 -c '
 import statistics, sys
 rows = {}

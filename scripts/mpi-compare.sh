@@ -24,12 +24,14 @@ run() {  # provider[:datapath]
 }
 for ((r = 1; r <= rounds; ++r)); do  # alternate providers so drift hits both alike
   for prov in spray spray:udp tcp "udp;ofi_rxd"; do echo "$prov $(run "$prov")"; done
-  "$build/tools/spray-dp-bench" --stream 65536 1048576 --seconds 1 --json | python3 -c '
+  # Read when it has ended: a parser starting beside it would take CPU from its processes.
+  ceilings=$("$build/tools/spray-dp-bench" --stream 65536 1048576 --seconds 1 --json)
+  python3 -c '
 import json, sys
 r = {row["bytes"]: row for row in json.load(sys.stdin)}
 for kind in ("tcp", "udp"):
     print("plain-%s {\"bandwidth_64KiB_MBps\": %.1f, \"bandwidth_1MiB_MBps\": %.1f}"
-          % (kind, r[65536][kind + "_mb_per_s"], r[1048576][kind + "_mb_per_s"]))'
+          % (kind, r[65536][kind + "_mb_per_s"], r[1048576][kind + "_mb_per_s"]))' <<<"$ceilings"
 done | tee /dev/stderr | python3 -c '
 import json, sys
 best = {}

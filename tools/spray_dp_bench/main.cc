@@ -8,7 +8,9 @@
 // With --pingpong it instead measures the kernel-UDP ceiling of a message ping-pong
 // between two processes (see plain_udp_pingpong.h): what fi_pingpong over a transport
 // on kernel UDP could reach at best. With --stream, the kernel's ceilings for a one-way
-// stream of messages, plain TCP beside plain UDP (see plain_stream.h).
+// stream of messages, plain TCP beside plain UDP (see plain_stream.h). With
+// --tcp-allreduce, a ring all-reduce between processes over bare loopback TCP (see
+// plain_tcp_allreduce.h).
 #include <fmt/format.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -21,6 +23,7 @@
 #include <cstring>
 
 #include "tools/spray_dp_bench/plain_stream.h"
+#include "tools/spray_dp_bench/plain_tcp_allreduce.h"
 #include "tools/spray_dp_bench/plain_udp_pingpong.h"
 #include "transport/datapath/dpdk/dpdk_datapath.h"
 #include "transport/datapath/udp/socket_address.h"
@@ -207,6 +210,29 @@ int stream_table(const std::vector<size_t>& sizes, uint32_t datagram, double sec
   return 0;
 }
 
+// The --tcp-allreduce mode: one row per size.
+int allreduce_table(const std::vector<size_t>& sizes, int ranks, int iterations, bool json) {
+  nlohmann::json all = nlohmann::json::array();
+  if (!json)
+    fmt::print("{:>9}  {:<44}  {:>10}  {:>10}\n", "bytes", "bare TCP ring all-reduce (f32 sum)",
+               "mean us", "best us");
+  for (size_t bytes : sizes) {
+    std::string error;
+    const auto r = tools::plain_tcp_allreduce(ranks, bytes, iterations, error);
+    if (!r) die(error);
+    all.push_back({{"bytes", bytes},
+                   {"ranks", ranks},
+                   {"iterations", iterations},
+                   {"mean_us", r->mean_us},
+                   {"best_us", r->best_us}});
+    if (!json)
+      fmt::print("{:>9}  {:<44}  {:>10.1f}  {:>10.1f}\n", bytes,
+                 fmt::format("{} ranks, {} iterations", ranks, iterations), r->mean_us, r->best_us);
+  }
+  if (json) fmt::print("{}\n", all.dump(2));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -238,10 +264,22 @@ int main(int argc, char** argv) {
                  "message sizes in bytes: measure only the kernel's one-way stream ceilings, "
                  "plain TCP and plain UDP (--seconds each)")
       ->check(CLI::Range(size_t{1}, size_t{4} << 20));
+  std::vector<size_t> allreduce_sizes;
+  int ranks = 4, allreduce_iterations = 20;
+  app.add_option("--tcp-allreduce", allreduce_sizes,
+                 "sizes in bytes (multiples of 4): measure only a ring all-reduce between "
+                 "processes over bare loopback TCP")
+      ->check(CLI::Range(size_t{4}, size_t{1} << 30));
+  app.add_option("--ranks", ranks, "tcp-allreduce: processes")->check(CLI::Range(2, 64));
+  app.add_option("--allreduce-iterations", allreduce_iterations,
+                 "tcp-allreduce: timed all-reduces per size")
+      ->check(CLI::Range(1, 100000));
   CLI11_PARSE(app, argc, argv);
   if (!pingpong_sizes.empty())
     return pingpong_table(pingpong_sizes, datagram, pingpong_iterations, json);
   if (!stream_sizes.empty()) return stream_table(stream_sizes, datagram, seconds, json);
+  if (!allreduce_sizes.empty())
+    return allreduce_table(allreduce_sizes, ranks, allreduce_iterations, json);
   nlohmann::json all = nlohmann::json::array();
   if (!json)
     fmt::print("{:>6}  {:<40}  {:>12}  {:>8}  {:>14}\n", "bytes", "datapath", "pkt/s", "Gbit/s",

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "tools/spray_dp_bench/loopback_tcp_listener.h"
 #include "tools/spray_dp_bench/plain_udp_messages.h"
 
 namespace spray::tools {
@@ -72,17 +73,9 @@ std::optional<StreamResult> count_received(size_t message_bytes, double seconds,
 
 // TCP: a whole message per call (a partial read keeps going into the same message).
 std::optional<StreamResult> tcp_stream(size_t message_bytes, double seconds, std::string& error) {
-  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (listener < 0 || ::bind(listener, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-      ::listen(listener, 1) != 0) {
-    error = fmt::format("TCP listener on 127.0.0.1: {}", std::strerror(errno));
-    if (listener >= 0) ::close(listener);
-    return std::nullopt;
-  }
-  a = local_address_of(listener);
+  const int listener = listen_loopback_tcp(error);
+  if (listener < 0) return std::nullopt;
+  const sockaddr_in a = local_address_of(listener);
   const pid_t child = ::fork();
   if (child < 0) {
     error = fmt::format("fork(): {}", std::strerror(errno));
@@ -92,7 +85,7 @@ std::optional<StreamResult> tcp_stream(size_t message_bytes, double seconds, std
   if (child == 0) {  // the sender: writes messages until killed, the receiver closes, or the limit
     ::close(listener);
     const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) ::_exit(1);
+    if (::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof(a)) != 0) ::_exit(1);
     std::vector<uint8_t> window(kWindow * message_bytes, 0x5a);
     const auto limit = BenchClock::now() + kSenderLimit;
     for (size_t message = 0; BenchClock::now() < limit; message = (message + 1) % kWindow) {
