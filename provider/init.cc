@@ -61,7 +61,7 @@ constexpr IntParam kIntParams[] = {
      "Highest retransmission timeout after backoff, milliseconds."},
     {"retries", &Params::retries,
      "Retransmissions of one packet before the peer is declared unreachable and its "
-     "operations complete in error."},
+     "operations complete in error; at most 100."},
     {"inject_size", &Params::inject_size, "Largest fi_inject / FI_INJECT payload, bytes."},
     {"line_rate_gbps", &Params::line_rate_gbps,
      "Congestion control: the line rate of the path, Gbit/s; with base_rtt_us it sets the "

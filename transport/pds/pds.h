@@ -148,6 +148,9 @@ class Pds {
   // The try from which every resend of a PSN goes as two copies on different EVs (see
   // next_tx_now).
   static constexpr uint8_t kTwinFromTry = 3;
+  // The most retries a PSN gets, whatever PdsConfig::max_retries asks (TxSlot counts
+  // them in 8 bits).
+  static constexpr uint32_t kMaxRetries = 100;
   // After a PDC fails with answers to its peer aboard, how long that peer's new PDCs
   // are refused (pds_lost_answers.cc): enough for its retries on any PDC to run out
   // (each try waits at most max_rto), so it has failed one whether our NACKs got there

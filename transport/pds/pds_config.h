@@ -27,7 +27,7 @@ struct PdsConfig {
   Duration initial_rto = Duration::microseconds(200);
   Duration min_rto = Duration::microseconds(100);
   Duration max_rto = Duration::milliseconds(20);
-  uint32_t max_retries = 12;  // transmissions of one PSN beyond the first
+  uint32_t max_retries = 12;  // transmissions of one PSN beyond the first; at most 100
   Duration reorder_window = Duration::microseconds(20);  // RACK: least tolerated reordering
   uint32_t ack_every_packets = 16;                       // coalescing: ACK at least this often
   // Memory held per engine regardless of load (the simulator runs thousands of engines

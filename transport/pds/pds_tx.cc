@@ -148,7 +148,7 @@ bool Pds::next_tx_now(Pdc& p, uint32_t index, Time now, TxPacket& out) {
       fill_resend(psn, s.ref);
       return true;
     }
-    if (++s.retries > cfg_.max_retries) {
+    if (++s.retries > std::min(cfg_.max_retries, kMaxRetries)) {
       fail_pdc(index, Status::kPeerUnreachable, now);
       return false;
     }

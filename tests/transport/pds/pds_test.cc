@@ -154,6 +154,29 @@ TEST_F(Pair, rod__a_held_packets_send_fails_with_its_pdc) {
   EXPECT_EQ(failed, (std::vector<uint32_t>{0, 1}));
 }
 
+// Retries are counted in 8 bits: asked for more than Pds::kMaxRetries, a PSN still
+// gives up after kMaxRetries. (Asked for 300, the count wrapped at 255 and a dead peer's
+// PDC retried for ever.)
+PdsConfig many_retries_config() {
+  PdsConfig c = config();
+  c.max_retries = 300;
+  c.max_rto = Duration::microseconds(200);  // keeps the test's clock loop short
+  return c;
+}
+using ManyRetriesPair = PairWith<many_retries_config>;
+
+TEST_F(ManyRetriesPair, a_dead_peer__fails_the_pdc_after_at_most_kmaxretries) {
+  a.enqueue(kB, Mode::kRud, run(0, 1), us(0));
+  size_t sent = drain_tx(a, us(0)).size();
+  for (int64_t t = 10; a.failed().empty() && t < 10'000'000; t += 10) {
+    a.on_timers(us(t));
+    sent += drain_tx(a, us(t)).size();
+  }
+  ASSERT_EQ(a.failed().size(), 1u);
+  // The first try, kMaxRetries resends, and from kTwinFromTry on a second copy of each.
+  EXPECT_EQ(sent, 1 + Pds::kMaxRetries + (Pds::kMaxRetries - Pds::kTwinFromTry + 1));
+}
+
 TEST_F(Pair, reordered_acks__the_overtaken_one_is_stale_not_bad) {
   a.enqueue(kB, Mode::kRud, run(0, 2), us(0));
   auto tx = drain_tx(a, us(0));
