@@ -4,7 +4,6 @@
 // running out.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <array>
 #include <variant>
 #include <vector>
