@@ -295,12 +295,7 @@ TEST_F(RepsPair, syn_refused_for_room__goes_again_on_the_ev_that_reached_the_tar
   ASSERT_EQ(tx.size(), 1u);
   // The first copy is lost; the timeout's resend explores another EV and reaches B.
   int64_t t = 0;
-  std::vector<TxPacket> again;
-  while (again.empty() && t < 10'000) {
-    t += 50;
-    a.on_timers(us(t));
-    again = drain_tx(a, us(t));
-  }
+  const std::vector<TxPacket> again = next_send_of_a(t, 50);
   ASSERT_EQ(again.size(), 1u);
   const uint16_t reached = again[0].entropy;
   wire::PdsNack refusal;
@@ -310,12 +305,7 @@ TEST_F(RepsPair, syn_refused_for_room__goes_again_on_the_ev_that_reached_the_tar
   a.on_nack(kB, refusal, us(t + 10));
   // Each later resend of the refused SYN takes that EV.
   for (int i = 0; i < 3; ++i) {
-    std::vector<TxPacket> next;
-    while (next.empty() && t < 100'000) {
-      t += 50;
-      a.on_timers(us(t));
-      next = drain_tx(a, us(t));
-    }
+    const std::vector<TxPacket> next = next_send_of_a(t, 50);
     ASSERT_EQ(next.size(), 1u) << "resend " << i;
     EXPECT_EQ(next[0].entropy, reached) << "resend " << i;
     refusal.psn = next[0].request.psn;
@@ -332,19 +322,10 @@ TEST_F(RepsPair, resend_from_the_third_try__goes_as_two_copies_on_different_evs)
   const auto first = drain_tx(a, us(0));
   ASSERT_EQ(first.size(), 1u);
   int64_t t = 0;
-  auto next_resend = [&] {
-    std::vector<TxPacket> out;
-    while (out.empty() && t < 100'000) {
-      t += 10;
-      a.on_timers(us(t));
-      out = drain_tx(a, us(t));
-    }
-    return out;
-  };
   for (uint8_t tries = 1; tries < Pds::kTwinFromTry; ++tries) {
-    ASSERT_EQ(next_resend().size(), 1u) << "try " << int{tries};
+    ASSERT_EQ(next_send_of_a(t).size(), 1u) << "try " << int{tries};
   }
-  const auto twins = next_resend();
+  const auto twins = next_send_of_a(t);
   ASSERT_EQ(twins.size(), 2u);
   EXPECT_EQ(twins[0].request.psn, first[0].request.psn);
   EXPECT_EQ(twins[1].request.psn, first[0].request.psn);
@@ -375,12 +356,7 @@ TEST_F(OneEvRepsPair, resend_with_no_second_ev__goes_once_and_its_ack_names_its_
   int64_t t = 0;
   std::vector<TxPacket> resend;
   for (uint8_t tries = 1; tries <= Pds::kTwinFromTry; ++tries) {
-    resend.clear();
-    while (resend.empty() && t < 100'000) {
-      t += 10;
-      a.on_timers(us(t));
-      resend = drain_tx(a, us(t));
-    }
+    resend = next_send_of_a(t);
     ASSERT_EQ(resend.size(), 1u) << "try " << int{tries};
   }
   EXPECT_EQ(a.stats().twin_copies, 0u);

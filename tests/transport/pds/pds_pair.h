@@ -78,6 +78,17 @@ struct PairWith : ::testing::Test {
     EXPECT_EQ(b.failed_peers(), std::vector<PeerIndex>{kA}) << "B's PDC to A never failed";
     return t;
   }
+  // Moves the clock `t` (microseconds) on in `step` us steps, running A's timers, until
+  // A sends something or t reaches 100 ms; returns what A sent (a timeout's resend).
+  std::vector<TxPacket> next_send_of_a(int64_t& t, int64_t step = 10) {
+    std::vector<TxPacket> out;
+    while (out.empty() && t < 100'000) {
+      t += step;
+      a.on_timers(us(t));
+      out = drain_tx(a, us(t));
+    }
+    return out;
+  }
   std::vector<TxPacket> drain_tx(Pds& p, Time now) {
     std::vector<TxPacket> out;
     uint32_t pdc = 0;
