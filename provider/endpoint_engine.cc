@@ -80,13 +80,14 @@ class EngineOver final : public EndpointEngine {
         "unknown peers "
         "{}; pdcs opened {} closed {} failed {} refused {} reclaimed {} (close requests {}, "
         "sends that waited {}, failed waiting {}); answer detours {}; rendezvous direct reads {} "
-        "(fell back {})",
+        "(fell back {}); stale tickets {}",
         e.tx_packets, e.rx_packets, p.retransmits, p.rack_retransmits, p.timeout_retransmits,
         p.twin_copies, p.rx_duplicates, p.acks_sent, p.acks_received, p.stale_acks, p.nacks_sent,
         p.nacks_received, p.bad_packets, e.rx_malformed, e.rx_refused, e.rx_unknown_peer,
         p.pdcs_opened, p.pdcs_closed, p.pdcs_failed, p.pdcs_refused, p.pdcs_reclaimed,
         p.close_requests, p.pdc_waits, p.pdc_wait_failures, p.answer_detours,
-        engine_.ses().stats().direct_reads, engine_.ses().stats().direct_read_fallbacks);
+        engine_.ses().stats().direct_reads, engine_.ses().stats().direct_read_fallbacks,
+        engine_.ses().stats().stale_tickets);
   }
   int wait_fd() const override {
     if constexpr (requires(const D& d) { d.wait_fd(); }) {

@@ -16,7 +16,8 @@ bool Engine<D>::put_rudi_packet(const pds::RudiRetransmit& r, bool retransmit) {
   h.flags = retransmit ? wire::rudi_flags::kRetransmit : uint8_t{0};
   h.packet_id = r.packet_id;
   wire::encode(h, out);
-  buf->len = static_cast<uint32_t>(wire::kRudiBytes + ses_bytes);
+  // Nothing to carry (its message has ended): sent empty, as send_data does.
+  buf->len = ses_bytes == 0 ? 0 : static_cast<uint32_t>(wire::kRudiBytes + ses_bytes);
   buf->peer = peers_.address(r.peer);
   buf->entropy = r.entropy();
   return true;

@@ -27,6 +27,9 @@
 //   send to that peer.
 // - Unexpected eager messages are buffered on the heap, sized by the request length and
 //   bounded by the rendezvous threshold; this is the slow path of a mismatch.
+// - PDS names a message by the ticket SES gave it (slot and the slot's generation, see
+//   Ses::ticket), so a report that outlives its message is recognised and dropped
+//   rather than applied to whichever message holds the slot next.
 #pragma once
 
 #include <cstdint>
@@ -114,6 +117,9 @@ struct SesStats {
   uint64_t rma_errors = 0;             // bad key, bounds or rights at this target
   uint64_t direct_reads = 0;           // rendezvous receives copied from the sender's memory
   uint64_t direct_read_fallbacks = 0;  // ... that could not be, and went by read requests
+  // PDS reports and packet requests naming a message that had already ended (its tx slot
+  // since taken by another): dropped, not applied to the message now in the slot.
+  uint64_t stale_tickets = 0;
 };
 
 class Ses {
@@ -232,15 +238,19 @@ class Ses {
     return size;
   }
 
-  // Datagrams waiting for the engine to transmit them (UUD bypasses PDS).
+  // Datagrams waiting for the engine to transmit them (UUD bypasses PDS): `message` is
+  // the datagram's ticket, for build_packet, datagram_sent and message_peer.
   bool pop_datagram(uint32_t& message) {
     if (datagrams_.empty()) return false;
-    message = datagrams_.back();
+    message = ticket(datagrams_.back());
     datagrams_.pop_back();
     return true;
   }
   void datagram_sent(uint32_t message);
-  PeerIndex message_peer(uint32_t message) const { return tx_[message].peer; }
+  PeerIndex message_peer(uint32_t message) const {
+    const uint32_t slot = live_slot(message);
+    return slot == kNone ? pds::kNoPeer : tx_[slot].peer;
+  }
 
   uint32_t payload_per_packet() const { return payload_per_packet_; }
   const SesStats& stats() const { return stats_; }
@@ -259,6 +269,28 @@ class Ses {
     kSkip,  // MSG_ERR: tells the target a send id will never arrive
   };
   static constexpr uint32_t kNone = 0xffffffff;
+  // A tx message's name towards PDS (TxRun::message, hence PacketRef::message and
+  // FailedMessage::message): its slot in the low kTicketSlotBits bits and, above them,
+  // the slot's generation, which moves on every time the slot is taken. PDS stores the
+  // value without interpreting it. A report or a packet request that outlived its message
+  // names an old generation and is dropped (SesStats::stale_tickets) instead of being
+  // applied to the message now in the slot: counting an acknowledgement it never had, or
+  // building a packet from its buffer past its end (a heap overflow once, see
+  // Pds::fail_messages_on). Generations stop short of PDS's control values
+  // (pds::kProbeMessage and up), which no ticket may equal.
+  static constexpr uint32_t kTicketSlotBits = 20;
+  static constexpr uint32_t kMaxTxMessages = 1u << kTicketSlotBits;
+  static constexpr uint32_t kTicketGenerations = (0xffffffffu >> kTicketSlotBits);  // 0..4094
+  static_assert(((kTicketGenerations - 1) << kTicketSlotBits | (kMaxTxMessages - 1)) <
+                pds::kProbeMessage);
+  uint32_t ticket(uint32_t slot) const {
+    return slot | (uint32_t{tx_generation_[slot]} << kTicketSlotBits);
+  }
+  // The slot `t` names while its message is still there; kNone once that has ended.
+  uint32_t live_slot(uint32_t t) const {
+    const uint32_t slot = t & (kMaxTxMessages - 1);
+    return tx_.in_use(slot) && ticket(slot) == t ? slot : kNone;
+  }
   // What an rx message waits in tx_waiters_ to send, for want of a tx slot: a matched
   // rendezvous receive its read request; a read request taken while the table was full
   // its read response; a complete write its response.
@@ -450,8 +482,9 @@ class Ses {
   pds::Pds& pds_;
   uint32_t payload_per_packet_;
   SlotPool<TxMessage> tx_;
-  uint32_t user_tx_limit_;    // user operations may start only below this many committed
-  uint32_t tx_promised_ = 0;  // the sum of tx_promised over rx_ messages in use
+  std::vector<uint16_t> tx_generation_;  // per tx slot, < kTicketGenerations (see ticket)
+  uint32_t user_tx_limit_;               // user operations may start only below this many committed
+  uint32_t tx_promised_ = 0;             // the sum of tx_promised over rx_ messages in use
   SlotPool<RxMessage> rx_;
   uint32_t rx_unordered_limit_;   // rx_ slots beyond this go only to a peer's next send
   FlatMap tx_by_id_;              // (peer, msg id) -> tx slot, for messages awaiting a response

@@ -2,6 +2,7 @@
 // acknowledgements, responses and failures become completions.
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 
 #include "transport/ses/ses.h"
 
@@ -61,6 +62,7 @@ Ses::Ses(const SesConfig& config, pds::Pds& pds)
       payload_per_packet_(
           std::min<uint32_t>(config.mtu_bytes - kHeaderReserveBytes, wire::kMaxSesPayloadLength)),
       tx_(config.max_tx_messages),
+      tx_generation_(config.max_tx_messages, 0),
       user_tx_limit_(config.max_tx_messages - reserved_slots(config.max_tx_messages)),
       rx_(config.max_rx_messages),
       rx_unordered_limit_(config.max_rx_messages - reserved_slots(config.max_rx_messages)),
@@ -72,6 +74,9 @@ Ses::Ses(const SesConfig& config, pds::Pds& pds)
       completions_(std::max<uint32_t>(config.completion_queue_entries, 1)),
       send_seq_(config.max_peers, 0),
       expect_seq_(config.max_peers, 0) {
+  if (config.max_tx_messages > kMaxTxMessages) {
+    throw std::invalid_argument("SesConfig::max_tx_messages above 2^20 (see Ses::ticket)");
+  }
   // Queues hold message slots, so their reach is bounded by the pool: reserve it once
   // and the fast path never grows them.
   datagrams_.reserve(config.max_tx_messages);
@@ -95,7 +100,9 @@ uint32_t Ses::new_tx(TxKind kind, PeerIndex peer, uint64_t len) {
   m.kind = kind;
   m.peer = peer;
   m.length = len;
-  m.run.message = *slot;
+  uint16_t& generation = tx_generation_[*slot];
+  generation = static_cast<uint16_t>((generation + 1) % kTicketGenerations);
+  m.run.message = ticket(*slot);
   return *slot;
 }
 
@@ -285,7 +292,7 @@ bool Ses::peek_rudi(pds::PacketRef& ref, PeerIndex& peer) {
   }
   if (rudi_count_ == 0) return false;
   const TxMessage& m = tx_[rudi_queue_[rudi_head_]];
-  ref = {rudi_queue_[rudi_head_], m.run.next_packet};
+  ref = {m.run.message, m.run.next_packet};
   peer = m.peer;
   return true;
 }
@@ -299,12 +306,17 @@ void Ses::advance_rudi() {
 }
 
 void Ses::on_rudi_response(pds::PacketRef ref, wire::ReturnCode rc) {
-  if (!tx_.in_use(ref.message) || tx_[ref.message].failing) return;
-  TxMessage& m = tx_[ref.message];
+  const uint32_t slot = live_slot(ref.message);
+  if (slot == kNone) {
+    ++stats_.stale_tickets;
+    return;
+  }
+  TxMessage& m = tx_[slot];
+  if (m.failing) return;
   if (rc != wire::ReturnCode::kOk && m.status == Status::kOk)
     m.status = status_from_return_code(rc);
   ++m.packets_acked;
-  maybe_finish(ref.message);
+  maybe_finish(slot);
 }
 
 Status Ses::send_datagram(PeerIndex peer, const void* buf, uint64_t len, UserContext ctx,
@@ -327,8 +339,10 @@ Status Ses::send_datagram(PeerIndex peer, const void* buf, uint64_t len, UserCon
 }
 
 void Ses::datagram_sent(uint32_t message) {
-  tx_[message].packets_acked = 1;
-  maybe_finish(message);
+  const uint32_t slot = live_slot(message);
+  if (slot == kNone) return;
+  tx_[slot].packets_acked = 1;
+  maybe_finish(slot);
 }
 
 Status Ses::queue_response(PeerIndex peer, uint16_t msg_id, wire::ReturnCode rc, uint64_t length,
@@ -349,20 +363,24 @@ size_t Ses::build_packet(pds::PacketRef ref, std::span<uint8_t> out, wire::NextH
   uint32_t payload = 0;
   const size_t h = build_header(ref, out, next, payload);
   if (h == 0 || out.size() < h + payload) return 0;
-  if (payload > 0) {
-    const TxMessage& m = tx_[ref.message];
-    std::memcpy(out.data() + h, m.src + uint64_t{ref.index} * payload_per_packet_, payload);
-  }
+  if (payload > 0) std::memcpy(out.data() + h, payload_source(ref), payload);
   return h + payload;
 }
 
 const uint8_t* Ses::payload_source(pds::PacketRef ref) const {
-  return tx_[ref.message].src + uint64_t{ref.index} * payload_per_packet_;
+  const uint32_t slot = live_slot(ref.message);
+  if (slot == kNone) return nullptr;  // build_header said 0: nothing to carry
+  return tx_[slot].src + uint64_t{ref.index} * payload_per_packet_;
 }
 
 size_t Ses::build_header(pds::PacketRef ref, std::span<uint8_t> out, wire::NextHeader& next,
                          uint32_t& payload_bytes) const {
-  const TxMessage& m = tx_[ref.message];
+  payload_bytes = 0;
+  const uint32_t slot = live_slot(ref.message);
+  // A packet of a message that has ended: it goes out empty, like one whose source is
+  // gone, and PDS gives up on it in time rather than send another message's bytes.
+  if (slot == kNone) return 0;
+  const TxMessage& m = tx_[slot];
   const uint64_t offset = uint64_t{ref.index} * payload_per_packet_;
   const auto payload = static_cast<uint32_t>(
       m.kind == TxKind::kRead || m.kind == TxKind::kRendezvous || m.kind == TxKind::kResponse
@@ -549,11 +567,15 @@ Time Ses::skip_due(uint8_t failed_tries, Time now) {
 
 void Ses::on_acked(std::span<const pds::PacketRef> refs) {
   for (const pds::PacketRef& r : refs) {
-    if (!tx_.in_use(r.message)) continue;
-    TxMessage& m = tx_[r.message];
+    const uint32_t slot = live_slot(r.message);
+    if (slot == kNone) {
+      ++stats_.stale_tickets;
+      continue;
+    }
+    TxMessage& m = tx_[slot];
     if (m.kind == TxKind::kDatagram) continue;
     ++m.packets_acked;
-    maybe_finish(r.message);
+    maybe_finish(slot);
   }
 }
 
@@ -562,11 +584,16 @@ void Ses::on_acked(std::span<const pds::PacketRef> refs) {
 void Ses::on_failed(std::span<const pds::FailedMessage> failed, Time now) {
   finishing_.clear();
   for (const pds::FailedMessage& f : failed) {
-    if (!tx_.in_use(f.message) || tx_[f.message].failing) continue;
-    TxMessage& m = tx_[f.message];
+    const uint32_t slot = live_slot(f.message);
+    if (slot == kNone) {
+      ++stats_.stale_tickets;
+      continue;
+    }
+    if (tx_[slot].failing) continue;
+    TxMessage& m = tx_[slot];
     m.failing = true;
     m.status = f.status;
-    finishing_.push_back(f.message);
+    finishing_.push_back(slot);
     if (m.kind == TxKind::kEager || m.kind == TxKind::kRendezvous) {
       skips_.push_back({m.peer, m.msg_id, 0, now});
     } else if (m.kind == TxKind::kSkip) {
