@@ -192,15 +192,19 @@ uint8_t* Communicator::scratch(unsigned slot, size_t bytes) {
 }
 
 AllReduceAlgorithm Communicator::all_reduce_algorithm_for(size_t bytes) const {
-  return all_reduce_algorithm_ != AllReduceAlgorithm::kAuto
-             ? all_reduce_algorithm_
-             : cost_model_.best_all_reduce(bytes, size_);
+  if (all_reduce_algorithm_ != AllReduceAlgorithm::kAuto) return all_reduce_algorithm_;
+  if (last_all_reduce_.bytes != bytes) {
+    last_all_reduce_ = {bytes, cost_model_.best_all_reduce(bytes, size_)};
+  }
+  return last_all_reduce_.algorithm;
 }
 
 AllToAllAlgorithm Communicator::all_to_all_algorithm_for(size_t block_bytes) const {
-  return all_to_all_algorithm_ != AllToAllAlgorithm::kAuto
-             ? all_to_all_algorithm_
-             : cost_model_.best_all_to_all(block_bytes, size_);
+  if (all_to_all_algorithm_ != AllToAllAlgorithm::kAuto) return all_to_all_algorithm_;
+  if (last_all_to_all_.bytes != block_bytes) {
+    last_all_to_all_ = {block_bytes, cost_model_.best_all_to_all(block_bytes, size_)};
+  }
+  return last_all_to_all_.algorithm;
 }
 
 CollectiveRequest Communicator::launch(Mode mode, const char* what, CallSignature signature,
