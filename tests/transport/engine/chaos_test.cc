@@ -83,6 +83,9 @@ TEST_P(Chaos, every_byte_arrives_exactly_once) {
                           << " ps; pending:\n"
                           << load.describe_pending();
     load.verify(label);
+    for (uint32_t h = 0; h < cluster.hosts(); ++h) {  // PDS and SES agreed on what was in flight
+      EXPECT_EQ(cluster.engine(h).ses().stats().stale_tickets, 0u) << label << " host " << h;
+    }
     if (param.path_down) {
       EXPECT_GT(cluster.fabric().stats().dropped_path_down, 0u);
     }
