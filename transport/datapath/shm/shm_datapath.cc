@@ -14,6 +14,12 @@
 namespace spray::dp {
 
 size_t ShmDatapath::alloc(PacketBuf** bufs, size_t n) {
+  // Take back what receivers returned before taking more from the free stack, so the
+  // buffers in use stay a hot set (kReclaimAtLent). Reclaiming only when the stack ran
+  // dry walked the packets through all `buffers` in turn (17 MB), each first use a page
+  // fault on both sides: a 4-rank 4 KiB all-reduce took 60 us for its first 250 calls
+  // and 25 us from about the 1000th on.
+  if (lent_.size() >= kReclaimAtLent) reclaim();
   size_t i = 0;
   for (; i < n; ++i) {
     if (tx_free_.empty()) reclaim();

@@ -78,6 +78,14 @@ class ShmDatapath {
   // Binds the doorbell socket and creates the region. nullptr and a message naming the
   // cause on failure (address not local, port in use, /dev/shm full, bad geometry).
   static std::unique_ptr<ShmDatapath> open(const ShmConfig& config, std::string& error);
+
+  // alloc() reclaims first once this many buffers are lent out (a scan of their lent
+  // flags per burst, loads from one 4 KiB page). Not much fewer: a buffer used again
+  // while the receiver's core still caches it costs the writer a snoop per line, and
+  // fi_pingpong at 64 KiB took 10-12.5 us a message reclaiming at 32 or 64 against
+  // 6.5-7.5 at 128-512 (9.8-10.9 reclaiming only when none was left; 2026-11-24). At
+  // 256 the hot set is 4 MB: inside L3, four times a core's L2.
+  static constexpr size_t kReclaimAtLent = 256;
   ~ShmDatapath();
   ShmDatapath(const ShmDatapath&) = delete;
   ShmDatapath& operator=(const ShmDatapath&) = delete;
