@@ -86,6 +86,7 @@ class ShmDatapath {
   // 6.5-7.5 at 128-512 (9.8-10.9 reclaiming only when none was left; 2026-11-24). At
   // 256 the hot set is 4 MB: inside L3, four times a core's L2.
   static constexpr size_t kReclaimAtLent = 256;
+  static constexpr size_t kReclaimStride = 32;
   ~ShmDatapath();
   ShmDatapath(const ShmDatapath&) = delete;
   ShmDatapath& operator=(const ShmDatapath&) = delete;
@@ -193,6 +194,7 @@ class ShmDatapath {
   std::vector<uint32_t> tx_free_;
   std::vector<uint32_t> lent_;
   std::vector<uint32_t> lent_to_;
+  size_t next_reclaim_at_ = kReclaimAtLent;  // lent_.size() at which alloc() reclaims
 
   // Receive views: descriptors for packets in senders' regions, and the lent flag each
   // clears when freed.
