@@ -183,12 +183,7 @@ Communicator::Communicator(int rank, int size, std::unique_ptr<FabricLink> link,
 Communicator::~Communicator() = default;
 
 uint8_t* Communicator::scratch(unsigned slot, size_t bytes) {
-  ScratchBuffer& b = scratch_[slot];
-  if (b.size < bytes) {
-    b.data.reset(new uint8_t[bytes]);  // uninitialised: every user writes before reading
-    b.size = bytes;
-  }
-  return b.data.get();
+  return scratch_[slot].get(bytes);  // uninitialised: every user writes before reading
 }
 
 AllReduceAlgorithm Communicator::all_reduce_algorithm_for(size_t bytes) const {

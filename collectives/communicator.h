@@ -35,6 +35,7 @@
 #include "collectives/datatype.h"
 #include "collectives/fabric_link.h"
 #include "collectives/quantize.h"
+#include "collectives/scratch_buffer.h"
 #include "collectives/tuner.h"
 
 namespace spray::coll {
@@ -196,10 +197,6 @@ class Communicator {
   };
   mutable TunerChoice<AllReduceAlgorithm> last_all_reduce_;
   mutable TunerChoice<AllToAllAlgorithm> last_all_to_all_;
-  struct ScratchBuffer {
-    std::unique_ptr<uint8_t[]> data;
-    size_t size = 0;
-  };
   ScratchBuffer scratch_[kScratchSlots];
   CallQueue calls_;  // last: destroyed (drained) before the link
 };

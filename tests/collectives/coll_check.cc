@@ -462,6 +462,7 @@ int main(int argc, char** argv) {
     for (DataType t : {DataType::kF32, DataType::kBF16, DataType::kI64}) {
       const size_t n = large_bytes / size_of(t) + 3;  // odd on purpose
       c.all_reduce(t, t == DataType::kI64 ? ReduceOp::kMax : ReduceOp::kSum, n, false);
+      if (t == DataType::kF32) c.all_reduce(t, ReduceOp::kSum, n, true);  // in place
       c.reduce_scatter(t, ReduceOp::kSum, n / static_cast<size_t>(p));
       c.all_gather(t, n / static_cast<size_t>(p));
       c.broadcast(t, n, p - 1);

@@ -1,0 +1,47 @@
+// ScratchBuffer: memory a collective call works in (incoming pieces, partial results),
+// kept by the communicator between calls so that repeated calls neither allocate nor
+// fault pages in. It only grows; the old contents are not kept when it does.
+//
+// Large buffers are backed by transparent huge pages where the kernel allows it
+// (mapped 2 MiB-aligned, MADV_HUGEPAGE). Why: between processes of one host, the
+// providers read a message straight from the sender's memory (process_vm_readv), and
+// the kernel pins the source one page at a time for that. Pinning 4 KiB pages took about
+// half of such a read; from a huge page the same 256 KiB read took half the time. So an
+// algorithm that sends from scratch memory (a partial result, a staged copy) is cheaper
+// to read from than the caller's malloc'd buffer. Small buffers stay on the heap: rounding
+// them up to 2 MiB would waste more than it saves.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace spray::coll {
+
+class ScratchBuffer {
+ public:
+  // From this size up, buffers are huge-page backed (and rounded up to 2 MiB).
+  static constexpr size_t kHugeFrom = size_t{512} << 10;
+  static constexpr size_t kHugePage = size_t{2} << 20;
+
+  ScratchBuffer() = default;
+  ScratchBuffer(const ScratchBuffer&) = delete;
+  ScratchBuffer& operator=(const ScratchBuffer&) = delete;
+  ~ScratchBuffer() { release(); }
+
+  // At least `bytes` of uninitialised memory; valid until the next larger request.
+  // Throws std::bad_alloc when the memory cannot be had.
+  uint8_t* get(size_t bytes);
+  size_t capacity() const { return capacity_; }
+  // Whether the memory was mapped for huge pages (the kernel may still back it with
+  // small ones, e.g. when THP is off or memory is fragmented).
+  bool huge_page_backed() const { return mapped_; }
+
+ private:
+  void release();
+
+  uint8_t* data_ = nullptr;
+  size_t capacity_ = 0;
+  bool mapped_ = false;  // mmap'ed (munmap to free), else new[]'ed
+};
+
+}  // namespace spray::coll
