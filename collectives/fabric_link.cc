@@ -18,7 +18,12 @@ namespace {
 constexpr size_t kSlots = 4096;  // requests in flight at once
 // How long a wait polls before it yields (SPRAY_COLL_SPIN_US overrides it), and how long
 // it polls and yields before it blocks (SPRAY_COLL_YIELD_US); see fabric_link.h.
-constexpr auto kDefaultSpin = std::chrono::microseconds(5);
+// No spin by default: where ranks outnumber cores, the rank a wait is for is often the
+// one queued behind it on the same core, and every microsecond spun delays it. With 3,
+// 4 and 8 ranks on 2 cores, a 4 KiB all-reduce took 11-22 / 16-18 / 76-84 us without
+// the spin against 23-27 / 35-38 / 113-163 with 5 us (2026-11-24); with 2 ranks on 2
+// cores the two measured alike (a yield with nobody else to run returns at once).
+constexpr auto kDefaultSpin = std::chrono::microseconds(0);
 constexpr auto kDefaultYield = std::chrono::microseconds(500);
 
 std::string fi_error(const char* call, int rc) {
@@ -206,7 +211,7 @@ void FabricLink::wait_all(std::span<const Request> rs,
                           std::chrono::steady_clock::time_point deadline) {
   // The clock is read once per kPollsPerClockRead polls: at ~37 ns a read (this VM) it
   // cost as much as the rest of an idle poll of a local peer, and the thresholds it
-  // serves (a 5 us spin, a 500 us yield, a deadline of seconds) do not need more.
+  // serves (a spin of a few us if set, a 500 us yield, a deadline of seconds) do not need more.
   // Once polls block (fi_cq_sread, up to 1 ms each) it is read after every poll again.
   constexpr uint32_t kPollsPerClockRead = 8;
   auto now = std::chrono::steady_clock::now();

@@ -6,9 +6,9 @@
 // CQ until those complete. Slots come from a fixed pool sized at open (no allocation per
 // message); a request's slot is free again once it has been waited for.
 //
-// Waiting (ranks may outnumber cores): poll the CQ in a tight loop for a short spin
-// (5 us; SPRAY_COLL_SPIN_US overrides it: spinning long with more ranks than cores
-// starves the rank being waited for), then poll with sched_yield between polls for
+// Waiting (ranks may outnumber cores): poll the CQ in a tight loop for a spin (none by
+// default; SPRAY_COLL_SPIN_US sets one: spinning with more ranks than cores starves the
+// rank being waited for, see fabric_link.cc), then poll with sched_yield between polls for
 // 500 us (SPRAY_COLL_YIELD_US; a yield hands the core to a runnable rank at once, where
 // blocking costs a sleep and a wake-up per message: with 4 ranks on 2 cores a 1 MiB
 // all-reduce took about 1.9 ms blocking at once and 1.3 ms yielding first), then block
