@@ -14,8 +14,17 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 namespace spray::coll {
+
+// Anonymous private memory for at least `bytes` (rounded up to whole 2 MiB pages),
+// 2 MiB-aligned and advised for transparent huge pages; free it with munmap over the
+// whole span. Throws std::bad_alloc. The advice is only advice: with THP off the memory
+// works the same on small pages.
+std::span<uint8_t> map_for_huge_pages(size_t bytes);
+// Frees what map_for_huge_pages(bytes) returned, given its data and the same `bytes`.
+void unmap_for_huge_pages(uint8_t* data, size_t bytes);
 
 class ScratchBuffer {
  public:

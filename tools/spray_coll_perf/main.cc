@@ -14,14 +14,20 @@
 // the bytes on the wire saved against the f32 ring, and --check counts elements
 // outside the error bound instead of inexact ones. --calibrate FILE measures the cost
 // model of the tuner and writes it (use it with SPRAY_COLL_TUNING=FILE).
+// With --check, wrong elements make the exit status 3.
+// --huge-pages puts the send and receive buffers on 2 MiB-aligned memory advised for
+// transparent huge pages, as an application may allocate them; by default they are
+// ordinary heap memory, as MPI benchmarks allocate theirs.
 #include <unistd.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <fmt/format.h>
@@ -72,6 +78,30 @@ size_t parse_size(const std::string& s) {
   return static_cast<size_t>(v);
 }
 
+// The benchmark's buffers: heap memory, or with --huge-pages memory advised for
+// transparent huge pages (map_for_huge_pages). Peers on one host read messages out of
+// the sender's memory with process_vm_readv, which pins 4 KiB pages one by one, so
+// huge-page buffers make large collectives there much faster.
+struct BufferAllocator {
+  using value_type = uint8_t;
+  template <class U>
+  struct rebind {  // only ever bytes
+    static_assert(std::is_same_v<U, uint8_t>);
+    using other = BufferAllocator;
+  };
+  bool huge_pages = false;
+  uint8_t* allocate(size_t n) {
+    if (!huge_pages) return std::allocator<uint8_t>{}.allocate(n);
+    return map_for_huge_pages(n).data();
+  }
+  void deallocate(uint8_t* p, size_t n) {
+    if (!huge_pages) return std::allocator<uint8_t>{}.deallocate(p, n);
+    unmap_for_huge_pages(p, n);
+  }
+  bool operator==(const BufferAllocator&) const = default;
+};
+using Buffer = std::vector<uint8_t, BufferAllocator>;
+
 // One benchmark point: buffers sized for `bytes` under nccl-tests' convention, filled
 // with values whose results are exact, and the check of one result.
 struct Point {
@@ -82,11 +112,18 @@ struct Point {
   int rank;
   std::optional<Compression> compression;  // all-reduce only
   size_t count;  // elements per rank-block, as the collective call takes it
-  std::vector<uint8_t> send, recv;
+  Buffer send, recv;
 
   Point(Coll c, DataType t, ReduceOp o, int ranks, int me, size_t bytes,
-        std::optional<Compression> z)
-      : coll(c), type(t), op(o), n(ranks), rank(me), compression(z) {
+        std::optional<Compression> z, bool huge_pages)
+      : coll(c),
+        type(t),
+        op(o),
+        n(ranks),
+        rank(me),
+        compression(z),
+        send(BufferAllocator{huge_pages}),
+        recv(BufferAllocator{huge_pages}) {
     const size_t es = size_of(t);
     const auto un = static_cast<size_t>(ranks);
     size_t send_elems = 0, recv_elems = 0;
@@ -224,7 +261,7 @@ int main(int argc, char** argv) {
   double factor = 2;
   int iters = 0, warmup = 2;
   size_t group_size = 64;
-  bool check = false;
+  bool check = false, huge_pages = false;
   app.add_option("--coll", coll_name,
                  "allreduce|reducescatter|allgather|broadcast|reduce|alltoall");
   app.add_option("-b,--minbytes", min_text, "Smallest size (8, 4K, 1M, ...)");
@@ -246,6 +283,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(size_t{1}, size_t{1} << 20));
   app.add_option("--provider", provider, "libfabric provider (default: SPRAY_PROVIDER, else tcp)");
   app.add_flag("-c,--check", check, "Count wrong elements in every result");
+  app.add_flag("--huge-pages", huge_pages,
+               "Send and receive buffers on transparent huge pages (default: heap memory)");
   app.add_option("--json", json_path, "Also write the rows as JSON to this file");
   app.add_option("--calibrate", calibrate_path,
                  "Measure the tuner's cost model on this fabric, write it to this file, exit");
@@ -302,9 +341,11 @@ int main(int argc, char** argv) {
     }
     for (const std::string& s : size_list) sizes.push_back(parse_size(s));
     nlohmann::json rows = nlohmann::json::array();
+    double total_wrong = 0;  // every rank's, all sizes (--check)
     if (root) {
-      fmt::print("# spray-coll-perf: {} {} {} over '{}', {} ranks; cost model: {}\n", which->name,
-                 name(*type), name(*op), comm->provider(), n, comm->cost_model().source);
+      fmt::print("# spray-coll-perf: {} {} {} over '{}', {} ranks; cost model: {}{}\n", which->name,
+                 name(*type), name(*op), comm->provider(), n, comm->cost_model().source,
+                 huge_pages ? "; buffers on huge pages" : "");
       if (compression) {
         fmt::print(
             "# quantised to INT{} in groups of {}; 'wire' = bytes on the wire saved "
@@ -318,7 +359,7 @@ int main(int argc, char** argv) {
     const bool progress = root && isatty(STDERR_FILENO);
     for (size_t k = 0; k < sizes.size(); ++k) {
       if (progress) fmt::print(stderr, "\r[{}/{}] {} B ", k + 1, sizes.size(), sizes[k]);
-      Point p(which->coll, *type, *op, n, comm->rank(), sizes[k], compression);
+      Point p(which->coll, *type, *op, n, comm->rank(), sizes[k], compression, huge_pages);
       const size_t moved = std::max<size_t>(p.bytes_reported(), 1);
       const int reps =
           iters > 0 ? iters : static_cast<int>(std::clamp<size_t>((256u << 20) / moved, 2, 50));
@@ -333,6 +374,7 @@ int main(int argc, char** argv) {
       comm->all_reduce(&us, &us, 1, DataType::kF64, ReduceOp::kMax);  // the slowest rank
       double wrong = check ? static_cast<double>(p.wrong()) : 0;
       comm->all_reduce(&wrong, &wrong, 1, DataType::kF64, ReduceOp::kSum);
+      total_wrong += wrong;
       const double algbw = static_cast<double>(p.bytes_reported()) / us / 1e3;  // GB/s
       const double busbw = algbw * bus_factor(which->coll, n);
       if (!root) continue;
@@ -363,10 +405,15 @@ int main(int argc, char** argv) {
     }
     if (root && !json_path.empty()) {
       nlohmann::json out{{"collective", which->name},    {"type", name(*type)}, {"op", name(*op)},
-                         {"provider", comm->provider()}, {"ranks", n},          {"rows", rows}};
+                         {"provider", comm->provider()}, {"ranks", n},          {"rows", rows},
+                         {"huge_pages", huge_pages}};
       std::ofstream(json_path) << out.dump(2) << "\n";
     }
     comm->barrier();
+    if (total_wrong > 0) {
+      if (root) fmt::print(stderr, "spray-coll-perf: {} wrong elements\n", total_wrong);
+      return 3;
+    }
     return 0;
   } catch (const CollectiveError& e) {
     fmt::print(stderr, "CollectiveError: {}\n", e.what());
