@@ -1,6 +1,7 @@
 #include "collectives/communicator.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -57,7 +58,26 @@ void check_root(int root, int size, const char* op) {
   }
 }
 
-void check_buffers(const void* send, const void* recv, size_t count, const char* op) {
+// The most bytes a count may describe: no buffer is larger than half the address space.
+// A garbage count (a negative int cast to size_t, an uninitialised variable) would
+// otherwise wrap around when multiplied by the element size and give the call's copies
+// and scratch a wrong, small size.
+constexpr size_t kMaxBufferBytes = PTRDIFF_MAX;
+
+// Elements of `type` that fit in kMaxBufferBytes.
+size_t max_elements(DataType type) {
+  return kMaxBufferBytes / size_of(type);
+}
+
+// Refuses null buffers for a non-empty call and counts no buffer can hold: `blocks`
+// blocks of `count` elements (all-gather's output, reduce-scatter's input: one per rank).
+void check_buffers(const void* send, const void* recv, size_t count, DataType type, size_t blocks,
+                   const char* op) {
+  if (count > max_elements(type) / blocks) {
+    throw CollectiveError(
+        fmt::format("{}: a count of {} {} elements{} is larger than any buffer", op, count,
+                    name(type), blocks > 1 ? fmt::format(" ({} blocks of them)", blocks) : ""));
+  }
   if (count > 0 && (!send || !recv)) throw CollectiveError(fmt::format("{}: null buffer", op));
 }
 
@@ -242,7 +262,7 @@ void Communicator::verify(const char* what, const CallSignature& mine) {
 
 CollectiveRequest Communicator::start_all_reduce(Mode mode, const void* send, void* recv,
                                                  size_t count, DataType type, ReduceOp op) {
-  check_buffers(send, recv, count, "all_reduce");
+  check_buffers(send, recv, count, type, 1, "all_reduce");
   check_reduction(type, op, "all_reduce");
   const AllReduceAlgorithm algorithm = all_reduce_algorithm_for(count * size_of(type));
   CallSignature s{
@@ -276,7 +296,7 @@ CollectiveRequest Communicator::start_all_reduce(Mode mode, const void* send, vo
 
 void Communicator::all_reduce_compressed(const void* send, void* recv, size_t count, DataType type,
                                          ReduceOp op, const Compression& z) {
-  check_buffers(send, recv, count, "all_reduce_compressed");
+  check_buffers(send, recv, count, type, 1, "all_reduce_compressed");
   if (type != DataType::kF32 && type != DataType::kF16 && type != DataType::kBF16) {
     throw CollectiveError(fmt::format(
         "all_reduce_compressed: {} is not a floating type it compresses (f32, f16, bf16)",
@@ -304,7 +324,7 @@ void Communicator::all_reduce_compressed(const void* send, void* recv, size_t co
 
 CollectiveRequest Communicator::start_reduce_scatter(Mode mode, const void* send, void* recv,
                                                      size_t count, DataType type, ReduceOp op) {
-  check_buffers(send, recv, count, "reduce_scatter");
+  check_buffers(send, recv, count, type, static_cast<size_t>(size_), "reduce_scatter");
   check_reduction(type, op, "reduce_scatter");
   CallSignature s{
       .type = static_cast<uint8_t>(type), .op = static_cast<uint8_t>(op), .count = count};
@@ -321,7 +341,7 @@ CollectiveRequest Communicator::start_reduce_scatter(Mode mode, const void* send
 
 CollectiveRequest Communicator::start_all_gather(Mode mode, const void* send, void* recv,
                                                  size_t count, DataType type) {
-  check_buffers(send, recv, count, "all_gather");
+  check_buffers(send, recv, count, type, static_cast<size_t>(size_), "all_gather");
   CallSignature s{.type = static_cast<uint8_t>(type), .count = count};
   return launch(mode, "all_gather", s, [=, this] {
     const size_t es = size_of(type);
@@ -333,7 +353,7 @@ CollectiveRequest Communicator::start_all_gather(Mode mode, const void* send, vo
 
 CollectiveRequest Communicator::start_broadcast(Mode mode, void* buffer, size_t count,
                                                 DataType type, int root) {
-  check_buffers(buffer, buffer, count, "broadcast");
+  check_buffers(buffer, buffer, count, type, 1, "broadcast");
   check_root(root, size_, "broadcast");
   CallSignature s{.type = static_cast<uint8_t>(type), .root = root, .count = count};
   return launch(mode, "broadcast", s, [=, this] {
@@ -344,7 +364,7 @@ CollectiveRequest Communicator::start_broadcast(Mode mode, void* buffer, size_t 
 CollectiveRequest Communicator::start_reduce(Mode mode, const void* send, void* recv, size_t count,
                                              DataType type, ReduceOp op, int root) {
   check_root(root, size_, "reduce");
-  check_buffers(send, rank_ == root ? recv : send, count, "reduce");
+  check_buffers(send, rank_ == root ? recv : send, count, type, 1, "reduce");
   check_reduction(type, op, "reduce");
   CallSignature s{.type = static_cast<uint8_t>(type),
                   .op = static_cast<uint8_t>(op),
@@ -378,6 +398,18 @@ CollectiveRequest Communicator::start_all_to_all_v(Mode mode, bool uniform, cons
   std::vector<size_t> sb(p), so(p), rb(p), ro(p);
   size_t send_end = 0, total = 0;
   for (size_t r = 0; r < p; ++r) {
+    // Each block must lie within a possible buffer, and so must the sum of all.
+    const size_t most = max_elements(type);
+    for (const size_t* v : {&send_counts[r], &send_displs[r], &recv_counts[r], &recv_displs[r]}) {
+      if (*v > most / 2) {
+        throw CollectiveError(fmt::format(
+            "{}: a count or displacement of {} {} elements (rank {}) is larger than any buffer",
+            what, *v, name(type), r));
+      }
+    }
+    if (total / es > most - send_counts[r]) {
+      throw CollectiveError(fmt::format("{}: the counts add up to more than any buffer", what));
+    }
     sb[r] = send_counts[r] * es;
     so[r] = send_displs[r] * es;
     rb[r] = recv_counts[r] * es;

@@ -2,6 +2,7 @@
  * all-reduce polled with spray_coll_test, an ibarrier, and the error path (an invalid
  * root gives -1 and a message, and the communicator still works since nothing was
  * sent). Start under spray-run; rank 0 prints "PASS C API". */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -56,6 +57,23 @@ int main(void) {
   CHECK(strstr(spray_coll_last_error(), "root") != NULL, "no message naming the root");
   CHECK(spray_coll_all_reduce(comm, mine, sum, 1, SPRAY_COLL_I32, SPRAY_COLL_AVG) == -1,
         "an integer average was accepted");
+  /* Counts no buffer can hold (a negative int passed as size_t, a count that wraps when
+   * multiplied by the element size or the rank count) fail with a message, not a crash. */
+  CHECK(spray_coll_all_reduce(comm, mine, sum, (size_t)-1, SPRAY_COLL_F64, SPRAY_COLL_SUM) == -1,
+        "a count of SIZE_MAX was accepted");
+  CHECK(strstr(spray_coll_last_error(), "larger than any buffer") != NULL,
+        "no message naming the count: %s", spray_coll_last_error());
+  CHECK(spray_coll_all_reduce(comm, mine, sum, (SIZE_MAX >> 3) + 1, SPRAY_COLL_F64,
+                              SPRAY_COLL_SUM) == -1,
+        "a count whose bytes wrap to 0 was accepted");
+  CHECK(
+      spray_coll_all_gather(comm, mine, sum, SIZE_MAX / 8 / (size_t)size + 1, SPRAY_COLL_F64) == -1,
+      "an all-gather whose output wraps was accepted");
+  CHECK(spray_coll_all_to_all(comm, out, in, (SIZE_MAX >> 2) / (size_t)size + 1, SPRAY_COLL_I32) ==
+            -1,
+        "an all-to-all whose blocks wrap was accepted");
+  CHECK(spray_coll_all_reduce(comm, NULL, sum, 1, SPRAY_COLL_F64, SPRAY_COLL_SUM) == -1,
+        "a null send buffer was accepted");
   CHECK(spray_coll_barrier(comm) == 0, "barrier after rejected calls");
 
   spray_coll_finalize(comm);
