@@ -21,7 +21,7 @@ constexpr size_t kSlots = 4096;  // requests in flight at once
 // No spin by default: where ranks outnumber cores, the rank a wait is for is often the
 // one queued behind it on the same core, and every microsecond spun delays it. With 3,
 // 4 and 8 ranks on 2 cores, a 4 KiB all-reduce took 11-22 / 16-18 / 76-84 us without
-// the spin against 23-27 / 35-38 / 113-163 with 5 us (2026-11-24); with 2 ranks on 2
+// the spin against 23-27 / 35-38 / 114-163 with 5 us (2026-11-24); with 2 ranks on 2
 // cores the two measured alike (a yield with nobody else to run returns at once).
 constexpr auto kDefaultSpin = std::chrono::microseconds(0);
 constexpr auto kDefaultYield = std::chrono::microseconds(500);
