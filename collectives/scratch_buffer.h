@@ -9,7 +9,9 @@
 // half of such a read; from a huge page the same 256 KiB read took half the time. So an
 // algorithm that sends from scratch memory (a partial result, a staged copy) is cheaper
 // to read from than the caller's malloc'd buffer. Small buffers stay on the heap: rounding
-// them up to 2 MiB would waste more than it saves.
+// them up to 2 MiB would waste more than it saves. The first touch of a huge-page buffer
+// may stall while the kernel compacts memory for it (THP defrag "madvise", Debian's
+// default); that is paid once per growth, since the buffer is kept.
 #pragma once
 
 #include <cstddef>
