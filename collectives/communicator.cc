@@ -397,9 +397,9 @@ CollectiveRequest Communicator::start_all_to_all_v(Mode mode, bool uniform, cons
   const size_t es = size_of(type);
   std::vector<size_t> sb(p), so(p), rb(p), ro(p);
   size_t send_end = 0, total = 0;
+  const size_t most = max_elements(type);
   for (size_t r = 0; r < p; ++r) {
     // Each block must lie within a possible buffer, and so must the sum of all.
-    const size_t most = max_elements(type);
     for (const size_t* v : {&send_counts[r], &send_displs[r], &recv_counts[r], &recv_displs[r]}) {
       if (*v > most / 2) {
         throw CollectiveError(fmt::format(
