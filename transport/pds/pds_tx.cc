@@ -452,6 +452,9 @@ void Pds::on_nack(PeerIndex peer, const wire::PdsNack& nack, Time now) {
         p.syn_refused = true;
         p.syn_refused_at = now;
       }
+      // The target answered, so earlier timeouts were not its silence: the resends come a
+      // plain RTO apart, not a backed-off one, and keep the turn the target holds for them.
+      p.backoff = 0;
       s->retries = 0;
       if (!s->refused) {
         s->refused = true;

@@ -407,6 +407,50 @@ TEST_F(FullTable, target__keeps_a_slot_freed_for_a_refused_syn_from_its_own_late
   EXPECT_TRUE(host.failed().empty());
 }
 
+// A refused SYN keeps its turn for as long as its initiator may take to send it again: an
+// RTO, which can be as long as max_rto. Forgotten after a few initial RTOs, a rank whose
+// RTO had grown lost its turn before every retry, and the other ranks' fresh SYNs took
+// every slot that freed until its send failed (4 ranks with 2-PDC tables, under ASan).
+struct RefusedTurns : FullTable {
+  static constexpr PeerIndex kD = 3;  // how the target names D
+  Pds d{config()};
+  TxPacket c_syn, d_syn;
+  // C's SYN is refused, then D's; A's idle PDC then closes, freeing the only slot.
+  void SetUp() override {
+    a_talks_to_target(us(0));
+    c.enqueue(kB, Mode::kRud, run(1, 1), us(10));
+    c_syn = drain_tx(c, us(10)).at(0);
+    ASSERT_EQ(deliver(target, kC, c_syn, 0, us(10)), RxVerdict::kReject);
+    const auto asks = headers_of<wire::PdsCtrl>(control(target));
+    ASSERT_EQ(asks.size(), 1u);
+    d.enqueue(kB, Mode::kRud, run(2, 1), us(20));
+    d_syn = drain_tx(d, us(20)).at(0);
+    ASSERT_EQ(deliver(target, kD, d_syn, 0, us(20)), RxVerdict::kReject);
+    a.on_ctrl(kB, asks[0], 0, us(30));
+    const auto close = drain_tx(a, us(30));
+    ASSERT_EQ(close.size(), 1u);
+    target.on_ctrl(kA, close[0].ctrl, 0, us(31));
+    ASSERT_EQ(target.open_pdcs(), 0u);
+  }
+};
+
+TEST_F(RefusedTurns, a_syn_resent_a_max_rto_later_still_comes_first) {
+  ASSERT_GT(config().max_rto, config().initial_rto * 40);
+  // D tries again 5 ms on (50 initial RTOs): the slot is C's, which is not yet overdue.
+  EXPECT_EQ(deliver(target, kD, d_syn, 0, us(5000)), RxVerdict::kReject);
+  // C's retry, one max_rto after its refusal, takes it.
+  const Time c_retry = us(10) + config().max_rto;
+  EXPECT_EQ(deliver(target, kC, c_syn, 0, c_retry), RxVerdict::kDeliver);
+  EXPECT_EQ(target.open_pdcs(), 1u);
+}
+
+TEST_F(RefusedTurns, a_syn_not_resent_for_a_few_max_rtos_loses_its_turn) {
+  // C gave up (or died): after four max_rtos without its retry, D may have the slot.
+  const Time late = us(10) + config().max_rto * 4 + Duration::microseconds(1);
+  EXPECT_EQ(deliver(target, kD, d_syn, 0, late), RxVerdict::kDeliver);
+  EXPECT_EQ(target.open_pdcs(), 1u);
+}
+
 TEST_F(FullTable, initiator__carrying_an_answer_keeps_sending_a_refused_syn_past_pdc_wait) {
   // As target__that_stays_full_fails_the_syn_with_no_pdc_available, but the run is an
   // answer the target waits for: failing it would leave the target waiting for good.

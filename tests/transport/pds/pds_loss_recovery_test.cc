@@ -285,6 +285,30 @@ TEST_F(Pair, refused_syn_packet__goes_again_once_the_target_names_its_pdc) {
   EXPECT_EQ(a.acked().size(), 2u);
 }
 
+// A SYN refused for want of room after timeouts had backed its RTO off is resent a plain
+// RTO apart: the refusal shows the target alive, and the target holds its turn only a
+// few RTOs (pds_reclaim.cc). Resent every backed-off RTO, one rank's SYN lost its turn
+// before each retry while the other ranks' SYNs took every slot that freed.
+TEST_F(Pair, syn_refused_for_room__goes_again_a_plain_rto_apart_after_backing_off) {
+  a.enqueue(kB, Mode::kRud, run(0, 1), us(0));
+  ASSERT_EQ(drain_tx(a, us(0)).size(), 1u);
+  int64_t t = 0;
+  std::vector<TxPacket> resend;
+  for (int lost = 0; lost < 2; ++lost) resend = next_send_of_a(t);  // RTO doubles twice
+  ASSERT_EQ(resend.size(), 1u);
+  wire::PdsNack refusal;
+  refusal.code = wire::NackCode::kNoPdcAvailable;
+  refusal.psn = resend[0].request.psn;
+  refusal.dpdcid = resend[0].request.spdcid;
+  a.on_nack(kB, refusal, us(t + 10));
+  ASSERT_EQ(next_send_of_a(t).size(), 1u);  // the timer armed before the refusal
+  const int64_t before = t;
+  ASSERT_EQ(next_send_of_a(t).size(), 1u);
+  const Duration plain = config().initial_rto;
+  EXPECT_LE(us(t) - us(before), plain + Duration::microseconds(10));
+  EXPECT_TRUE(a.failed().empty());
+}
+
 // A target that refuses a SYN for want of room (NO_PDC_AVAIL) got it on that EV and
 // answered on it: the resend goes there too. Knowing no good EV, REPS explored a fresh
 // one for every try, and with one of two paths dead a PSN's twelve tries went ten times
