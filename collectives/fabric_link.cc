@@ -140,6 +140,7 @@ Request FabricLink::take_slot(int peer, bool is_send, uint64_t tag, size_t len) 
   s.in_use = true;
   s.done = false;
   s.error = 0;
+  s.prov_errno = 0;
   s.peer = peer;
   s.is_send = is_send;
   s.tag = tag;
@@ -192,6 +193,7 @@ bool FabricLink::progress(int block_ms) {
       auto* s = static_cast<Slot*>(err.op_context);
       s->done = true;
       s->error = err.err ? err.err : FI_EOTHER;
+      s->prov_errno = err.prov_errno;
       s->received = err.len;
     }
     return true;
@@ -254,11 +256,24 @@ void FabricLink::check_completion(const Slot& s) const {
   if (s.error == FI_ETRUNC) {
     fail(s, fmt::format("a longer message arrived than expected ({})", kDisagree));
   }
-  if (s.error) fail(s, fi_strerror(s.error));
+  if (s.error) fail(s, describe_error(s));
   if (!s.is_send && s.received != s.len) {
     fail(s,
          fmt::format("{} bytes arrived where {} were expected ({})", s.received, s.len, kDisagree));
   }
+}
+
+std::string FabricLink::describe_error(const Slot& s) const {
+  // The fi errno alone can mislead: spray reports a target whose PDC table stayed full
+  // as FI_EAGAIN, "Resource temporarily unavailable", after it waited 10 s for room.
+  std::string why = fi_strerror(s.error);
+  if (s.prov_errno == 0) return why;
+  char buf[128] = {};
+  const char* cause = fi_cq_strerror(cq_, s.prov_errno, nullptr, buf, sizeof buf);
+  if (cause != nullptr && *cause != '\0' && why != cause) {
+    why += fmt::format(" ({}: {})", provider_, cause);
+  }
+  return why;
 }
 
 void FabricLink::fail(const Slot& s, const std::string& why) const {

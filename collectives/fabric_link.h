@@ -74,7 +74,8 @@ class FabricLink {
     fi_context2 ctx{};  // first: the provider hands it back as op_context
     bool in_use = false;
     bool done = false;
-    int error = 0;  // fi errno of an error completion
+    int error = 0;       // fi errno of an error completion
+    int prov_errno = 0;  // and the provider's own code for it (fi_cq_strerror names it)
     int peer = -1;
     bool is_send = false;
     uint64_t tag = 0;
@@ -91,6 +92,8 @@ class FabricLink {
   void post(Slot& s, const char* call, TryPost try_post);
   // Throws if the completed request failed or a receive got another length than posted.
   void check_completion(const Slot& s) const;
+  // fi_strerror of an error completion, with the provider's own cause where it names one.
+  std::string describe_error(const Slot& s) const;
   [[noreturn]] void fail(const Slot& s, const std::string& why) const;
 
   std::string provider_;

@@ -1,9 +1,11 @@
-// FabricLink over libfabric's tcp provider, two links in one process: a message crosses
+// FabricLink, two links in one process: over libfabric's tcp provider a message crosses
 // intact, and a peer that never progresses turns a send that the provider keeps refusing
-// (-FI_EAGAIN) into a CollectiveError at the post timeout, not a hang.
+// (-FI_EAGAIN) into a CollectiveError at the post timeout, not a hang; over spray, a send
+// to a peer that is gone fails naming the provider's cause.
 #include "collectives/fabric_link.h"
 
 #include <gtest/gtest.h>
+#include <rdma/fi_errno.h>
 
 #include <chrono>
 #include <numeric>
@@ -20,10 +22,10 @@ struct LinkPair {
   std::unique_ptr<FabricLink> a, b;  // ranks 0 and 1
 };
 
-LinkPair open_pair() {
+LinkPair open_pair(const char* provider = "tcp") {
   std::string error;
-  LinkPair p{FabricLink::open("tcp", error), nullptr};
-  if (p.a) p.b = FabricLink::open("tcp", error);
+  LinkPair p{FabricLink::open(provider, error), nullptr};
+  if (p.a) p.b = FabricLink::open(provider, error);
   if (!p.a || !p.b) return {};
   const std::vector<std::vector<uint8_t>> names{p.a->address(), p.b->address()};
   if (!p.a->set_peers(names, error) || !p.b->set_peers(names, error)) return {};
@@ -77,6 +79,26 @@ TEST(FabricLink, SendsToAStalledPeerFailAtThePostTimeout) {
   EXPECT_NE(what.find("to rank 1"), std::string::npos) << what;
   EXPECT_GE(took, std::chrono::milliseconds(300));
   EXPECT_LT(took, std::chrono::seconds(20));
+}
+
+// An error completion names the provider's own cause, not only its fi errno: spray
+// reports a target whose PDC table stayed full as FI_EAGAIN ("Resource temporarily
+// unavailable"), which alone sent the reader of a CI log the wrong way.
+TEST(FabricLink, AnErrorCompletionNamesTheProvidersCause) {
+  LinkPair p = open_pair("spray");
+  ASSERT_TRUE(p.a && p.b) << "the spray provider did not open (FI_PROVIDER_PATH?)";
+  p.b.reset();  // rank 1 is gone: nothing answers at its address any more
+  std::vector<uint8_t> block(1000, 0x5a);
+  std::string what;
+  try {
+    p.a->wait(p.a->isend(1, block.data(), block.size(), 9),
+              Clock::now() + std::chrono::seconds(60));
+  } catch (const CollectiveError& e) {
+    what = e.what();
+  }
+  EXPECT_NE(what.find("to rank 1"), std::string::npos) << what;
+  EXPECT_NE(what.find(fi_strerror(FI_EHOSTUNREACH)), std::string::npos) << what;
+  EXPECT_NE(what.find("(spray: peer unreachable)"), std::string::npos) << what;
 }
 
 }  // namespace
