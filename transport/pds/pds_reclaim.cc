@@ -179,12 +179,12 @@ void Pds::note_refused_syn(uint64_t key, Time now) {
 
 size_t Pds::syns_refused_before(Time t) {
   // A SYN not seen again within a few of its RTOs was given up. Its initiator resends it
-  // every RTO, which does not back off while refused but may be as long as max_rto (one
-  // derived from the RTT, or an initiator descheduled for a while). Forgotten after a few
-  // initial RTOs instead, one rank's SYN, resent every 64 ms, lost its turn before each
-  // retry and was refused for the whole pdc_wait (10 s) while the other ranks' fresh SYNs
-  // took every freed slot (4 ranks with 2-PDC tables, 16 ASan processes on 2 cores).
-  const Duration forgotten = std::max({cfg_.initial_rto, cfg_.min_rto, cfg_.max_rto}) * 4;
+  // every RTO, which does not back off while refused but may be as long as max_rto (the
+  // bound of every RTO, current_rto). Forgotten after a few initial RTOs instead, one
+  // rank's SYN, resent every 64 ms, lost its turn before each retry and was refused for
+  // the whole pdc_wait (10 s) while the other ranks' fresh SYNs took every freed slot
+  // (4 ranks with 2-PDC tables, 16 ASan processes on 2 cores).
+  const Duration forgotten = cfg_.max_rto * 4;
   std::erase_if(refused_syns_, [&](const RefusedSyn& r) { return now_ - r.seen > forgotten; });
   return static_cast<size_t>(
       std::count_if(refused_syns_.begin(), refused_syns_.end(),
