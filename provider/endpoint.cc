@@ -120,6 +120,9 @@ int ep_close(fid* f) {
     --d->refs;
   }
   if (ep->engine) {
+    // Out of the domain's lists, so no other thread reaches the engine: it runs here
+    // without the mutex, and the domain's other endpoints progress meanwhile.
+    ep->engine->close_pdcs(Duration::milliseconds(params().close_wait_ms));
     FI_INFO(&provider, FI_LOG_EP_CTRL, "endpoint %s closed: %s\n",
             ep->engine->local_address().to_string().c_str(), ep->engine->stats().c_str());
   }

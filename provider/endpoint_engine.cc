@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "transport/datapath/auto/auto_datapath.h"
+#include "transport/datapath/clock.h"
 #include "transport/datapath/dpdk/dpdk_datapath.h"
 #include "transport/datapath/shm/shm_datapath.h"
 #include "transport/datapath/udp/socket_address.h"
@@ -68,6 +69,18 @@ class EngineOver final : public EndpointEngine {
       return datapath_->prepare_wait();
     } else {
       return true;  // kernel sockets signal their descriptor by themselves
+    }
+  }
+  void close_pdcs(Duration limit) override {
+    const Time end = dp::monotonic_now() + limit;
+    ses::Completion dropped;
+    for (Time now = dp::monotonic_now(); now < end; now = dp::monotonic_now()) {
+      if (engine_.close_all(now) == 0) return;
+      const size_t moved = engine_.progress(now);
+      while (engine_.poll_completion(dropped)) {
+      }
+      // Waiting for the peers' answers: sleep on the datapath, as a blocked reader would.
+      if (moved == 0) datapath_->wait(std::min(Duration::microseconds(500), end - now));
     }
   }
   std::string stats() override {

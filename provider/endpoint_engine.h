@@ -54,6 +54,10 @@ class EndpointEngine {
   // A descriptor that becomes readable when packets arrive, for FI_WAIT_FD CQs; -1 when
   // the datapath has none (DPDK), and such an endpoint cannot join a FI_WAIT_FD CQ.
   virtual int wait_fd() const = 0;
+  // Before the endpoint goes (fi_close): closes the engine's PDCs so that peers do not
+  // hold theirs to it, and sends the ACKs and answers still owed, running the engine for
+  // at most `limit`. Completions that arrive meanwhile are dropped: nobody reads them.
+  virtual void close_pdcs(Duration limit) = 0;
   // The engine's counters in one line, logged (FI_LOG_LEVEL=info) when the endpoint closes.
   virtual std::string stats() = 0;
 };

@@ -62,6 +62,10 @@ constexpr IntParam kIntParams[] = {
     {"retries", &Params::retries,
      "Retransmissions of one packet before the peer is declared unreachable and its "
      "operations complete in error; at most 100."},
+    {"close_wait_ms", &Params::close_wait_ms,
+     "How long closing an endpoint waits, at most, for its PDCs to close at its peers "
+     "(so that they do not hold them for a peer that is gone) and for its last "
+     "acknowledgements to go out, milliseconds; 0: not at all."},
     {"inject_size", &Params::inject_size, "Largest fi_inject / FI_INJECT payload, bytes."},
     {"line_rate_gbps", &Params::line_rate_gbps,
      "Congestion control: the line rate of the path, Gbit/s; with base_rtt_us it sets the "

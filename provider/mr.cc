@@ -97,6 +97,11 @@ int mr_register_at(MemoryRegion& mr, Endpoint& ep) {
 void mr_forget_endpoint(Domain& d, Endpoint& ep) {
   for (auto& [key, mr] : d.keys) {
     auto& at = mr->registered_at;
+    // Its engine runs on a while as it closes (close_pdcs), and this region may be
+    // closed meanwhile: peers' RMA to it is refused from now on.
+    if (ep.engine && std::find(at.begin(), at.end(), &ep) != at.end()) {
+      (void)ep.engine->deregister_memory(key);
+    }
     at.erase(std::remove(at.begin(), at.end(), &ep), at.end());
     if (mr->bound == &ep) mr->bound = nullptr;
   }

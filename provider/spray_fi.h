@@ -67,6 +67,10 @@ struct Params {
   // were declared dead under load), short enough that a dead one is noticed.
   int rto_max_ms = 500;
   int retries = 16;
+  // How long fi_close runs a closing endpoint to close its PDCs at the peers (see
+  // EndpointEngine::close_pdcs). Peers that progress answer within a round trip and a
+  // scheduling delay; a dead or unprogressed one costs the whole wait.
+  int close_wait_ms = 20;
   int inject_size = 1024;
   // The path a PDC's congestion control assumes: its bandwidth-delay product is the
   // starting (and the fixed algorithm's) window. 0: 100 Gbit/s over udp/dpdk, 400 over

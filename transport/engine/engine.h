@@ -110,6 +110,9 @@ class Engine {
     if (!known(peer)) return Status::kInvalidArgument;
     return pds_.close(peer, mode, now_);
   }
+  // Before the engine goes away: starts closing all its PDCs (Pds::close_all). The owner
+  // calls it, then progress(), until it returns 0 or the owner stops waiting.
+  uint32_t close_all(Time now) { return pds_.close_all(now); }
   bool poll_completion(ses::Completion& out) { return ses_.poll_completion(out); }
 
   // --- progress -----------------------------------------------------------------------

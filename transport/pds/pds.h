@@ -177,6 +177,12 @@ class Pds {
 
   // Starts closing the PDC to `peer` (CTRL CLOSE). kAgain while it still has traffic.
   Status close(PeerIndex peer, Mode mode, Time now);
+  // Before the engine goes away: starts closing every PDC that is idle, ours with CTRL
+  // CLOSE, the peers' by asking their initiators with CTRL CLOSE_REQ (again after an
+  // initial RTO without an answer). Busy PDCs are left to finish; calling again closes
+  // them once idle. Returns the PDCs still open; the owner runs the engine and calls
+  // again until none is, or until it stops waiting (a dead peer answers nothing).
+  uint32_t close_all(Time now);
   // Asks whether `peer` is alive: if its PDC is idle, sends a sequenced CTRL ACK_REQ
   // that is retransmitted like data, so a dead peer exhausts the retries and fails the
   // PDC (reported in failed_peers). A busy PDC needs no probe: its traffic is one.
@@ -297,6 +303,8 @@ class Pds {
   // PDC is freed by asking its initiator to close it (CTRL CLOSE_REQ). For our own open
   // (`own_open`) at own_pdc_limit(), only closing one of ours makes room.
   void reclaim_idle_pdc(Time now, bool own_open);
+  // Sends CTRL CLOSE_REQ for target PDC `index` (only its initiator may close it).
+  void ask_initiator_to_close(uint32_t index, Time now);
   // Initiator PDCs this engine may hold: all but an eighth of the table (at least one
   // slot) is left to peers' SYNs. Otherwise engines whose tables are full of their own
   // SYNs to each other refuse each other's SYNs until all fail (a chaos run with two

@@ -51,7 +51,11 @@ void Pds::reclaim_idle_pdc(Time now, bool own_open) {
     return;
   }
   if (target == kNone) return;  // everything is busy: asked again on the next need
-  Pdc& p = pdcs_[target];
+  ask_initiator_to_close(target, now);
+}
+
+void Pds::ask_initiator_to_close(uint32_t index, Time now) {
+  Pdc& p = pdcs_[index];
   p.close_asked = now;
   wire::PdsCtrl ask;
   ask.type = wire::CtrlType::kCloseRequest;
