@@ -255,6 +255,15 @@ class Pds {
   // with traffic aboard; SES would otherwise wait for them forever. Returns whether one
   // was an answer to the peer.
   bool fail_messages_on(Pdc& p, Status why);
+  // An answer fail_messages_on failed may also have packets on another PDC to the same
+  // peer: one moved there from its next packet (pds_answer_detour.cc). Its run there is
+  // unlinked, since SES reuses the run with the message's slot (two PDCs then sent from
+  // one run), and its packets in flight there become sequenced no-ops (resent as CTRL
+  // ACK_REQ, reported to nobody), since that PDC still needs their PSNs delivered; sent
+  // empty, as before, they were never sent at all, and failed that PDC. Clears
+  // ended_answers_. (spray-transfer faults sweep seeds 9561, 10720 and 10879: PDS
+  // reported such answers failed or acknowledged again, for messages SES had ended.)
+  void end_answers_elsewhere(const Pdc& failed);
 
   // pds_lost_answers.cc: telling a peer that answers we owed it were given up.
   void lost_answers_to(PeerIndex peer);
@@ -424,6 +433,7 @@ class Pds {
   std::vector<ControlPacket> control_;
   std::vector<PeerIndex> failed_peers_;
   std::vector<uint64_t> orphaned_;
+  std::vector<uint32_t> ended_answers_;  // fail_messages_on -> end_answers_elsewhere
   // Sends waiting for a PDC because the table was full, oldest first: runs for one
   // (peer, mode) in order. Scanned linearly; it is empty unless the table is full.
   struct WaitingRuns {

@@ -191,6 +191,7 @@ bool Pds::fail_messages_on(Pdc& p, Status why) {
     if (s.in_flight && !reported && !is_control_ref(s.ref)) {
       failed_.push_back({s.ref.message, why});
       answers_lost = answers_lost || s.answer;
+      if (s.answer) ended_answers_.push_back(s.ref.message);
     }
   }
   for (TxRun* r = p.run_head; r != nullptr;) {
@@ -198,10 +199,45 @@ bool Pds::fail_messages_on(Pdc& p, Status why) {
     r->next = nullptr;
     failed_.push_back({r->message, why});
     answers_lost = answers_lost || r->answer;
+    if (r->answer) ended_answers_.push_back(r->message);
     r = following;
   }
   p.run_head = p.run_tail = nullptr;
+  end_answers_elsewhere(p);
   return answers_lost;
+}
+
+void Pds::end_answers_elsewhere(const Pdc& failed) {
+  if (ended_answers_.empty()) return;
+  std::sort(ended_answers_.begin(), ended_answers_.end());
+  ended_answers_.erase(std::unique(ended_answers_.begin(), ended_answers_.end()),
+                       ended_answers_.end());
+  const auto ended = [&](uint32_t message) {
+    return std::binary_search(ended_answers_.begin(), ended_answers_.end(), message);
+  };
+  for (uint32_t i = 0; i < pdcs_.capacity(); ++i) {
+    if (!pdcs_.in_use(i) || &pdcs_[i] == &failed || pdcs_[i].peer != failed.peer) continue;
+    Pdc& q = pdcs_[i];
+    for (uint32_t psn = q.snd_una; psn != q.snd_nxt; ++psn) {
+      TxSlot& s = q.tx[ring_index(psn)];
+      if (!s.in_flight || is_control_ref(s.ref) || !ended(s.ref.message)) continue;
+      s.ref = PacketRef{kProbeMessage, 0};  // resent as CTRL ACK_REQ; reported to nobody
+      s.answer = false;
+    }
+    TxRun* kept_tail = nullptr;
+    for (TxRun* r = q.run_head; r != nullptr;) {
+      TxRun* const next = r->next;
+      if (ended(r->message)) {
+        (kept_tail != nullptr ? kept_tail->next : q.run_head) = next;
+        r->next = nullptr;
+      } else {
+        kept_tail = r;
+      }
+      r = next;
+    }
+    q.run_tail = kept_tail;
+  }
+  ended_answers_.clear();
 }
 
 void Pds::fail_pdc(uint32_t index, Status why, Time now) {

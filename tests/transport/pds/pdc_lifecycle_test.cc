@@ -3,6 +3,7 @@
 // lost answers to. Full tables are in pdc_full_table_test.cc.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "tests/transport/pds/pds_pair.h"
@@ -130,6 +131,97 @@ TEST_F(Pair, answers__detour_to_the_peers_pdc_while_ours_is_held_by_a_refusal) {
   }
   EXPECT_EQ(detoured, (std::vector<uint32_t>{4, 6}));
   EXPECT_EQ(a.stats().answer_detours, 2u);
+}
+
+// An answer detoured from its next packet has packets on two PDCs. When one PDC fails
+// it, the other must neither send its data on nor report it again: SES has ended the
+// message, and its run and slot go to the next message. Its PSNs there still go, as
+// CTRL ACK_REQs, so that PDC moves on. (Before: reported again, acknowledged or failed,
+// and resent empty, which the engine does not send, so that PDC failed too.)
+TEST_F(Pair, answer_on_two_pdcs__failed_on_one_is_ended_on_the_other) {
+  a.enqueue(kB, Mode::kRud, run(0, 1), us(0));
+  const auto a_syn = drain_tx(a, us(0));
+  b.enqueue(kA, Mode::kRud, run(1, 1), us(0));
+  const auto b_syn = drain_tx(b, us(0));
+  ASSERT_EQ(deliver(b, kA, a_syn.at(0)), RxVerdict::kDeliver);
+  ASSERT_EQ(deliver(a, kB, b_syn.at(0)), RxVerdict::kDeliver);
+  for (const auto& ack : headers_of<wire::PdsAck>(control(b))) a.on_ack(kB, ack, us(1));
+  for (const auto& ack : headers_of<wire::PdsAck>(control(a))) b.on_ack(kA, ack, us(1));
+  const uint32_t own = a_syn[0].pdc;
+
+  // B refuses A's request; before the NACK arrives, A sends the first of 3 packets of
+  // an answer on its own PDC. The NACK moves the rest to B's PDC.
+  a.enqueue(kB, Mode::kRud, run(3, 1), us(3));
+  const auto refused = drain_tx(a, us(3));
+  ASSERT_EQ(refused.size(), 1u);
+  ASSERT_EQ(b.classify_request(kA, refused[0].request, false, 0, us(3)).verdict,
+            RxVerdict::kDeliver);
+  b.refuse_request(kA, refused[0].request, wire::NackCode::kNoSesMessageAvailable);
+  a.enqueue(kB, Mode::kRud, answer(4, 3), us(3));
+  uint32_t pdc = 0;
+  TxPacket first;
+  ASSERT_TRUE(a.pop_ready(pdc));
+  ASSERT_TRUE(a.next_tx(pdc, us(3), first));
+  ASSERT_EQ(first.ref.message, 4u);
+  ASSERT_EQ(first.pdc, own);
+  const auto nacks = headers_of<wire::PdsNack>(control(b));
+  ASSERT_EQ(nacks.size(), 1u);
+  a.on_nack(kB, nacks[0], us(4));
+  const auto rest = drain_tx(a, us(4));
+  ASSERT_EQ(rest.size(), 2u);
+  const uint32_t detour = rest[0].pdc;
+  for (const TxPacket& pkt : rest) {
+    EXPECT_EQ(pkt.ref.message, 4u);
+    EXPECT_NE(pkt.pdc, own);
+  }
+
+  // B's PDC at A loses everything (its path died) and fails; on A's own, B keeps
+  // refusing the answer's first packet (refusals spend no retries) and takes the rest.
+  // Each of A's packets on its own PDC goes to B; B's answers come back at once.
+  const auto to_b = [&](const TxPacket& pkt, int64_t now, bool refuse_answer) {
+    if (pkt.pdc != own) return;  // lost
+    if (pkt.is_ctrl) {
+      b.on_ctrl(kA, pkt.ctrl, 0, us(now));
+    } else if (pkt.ref.message == 4 && refuse_answer) {
+      ASSERT_EQ(b.classify_request(kA, pkt.request, false, 0, us(now)).verdict,
+                RxVerdict::kDeliver);
+      b.refuse_request(kA, pkt.request, wire::NackCode::kNoSesMessageAvailable);
+    } else {
+      deliver(b, kA, pkt, 0, us(now));
+    }
+    for (const ControlPacket& c : control(b)) {
+      if (const auto* ack = std::get_if<wire::PdsAck>(&c.header)) a.on_ack(kB, *ack, us(now));
+      if (const auto* nack = std::get_if<wire::PdsNack>(&c.header)) a.on_nack(kB, *nack, us(now));
+    }
+  };
+  int64_t t = 5;
+  const auto answer_failed = [&] {
+    return std::any_of(a.failed().begin(), a.failed().end(),
+                       [](const FailedMessage& f) { return f.message == 4; });
+  };
+  for (; t < 100'000 && !answer_failed(); t += 50) {
+    a.on_timers(us(t));
+    for (const TxPacket& pkt : drain_tx(a, us(t))) to_b(pkt, t, true);
+  }
+  ASSERT_TRUE(answer_failed()) << "the answer never failed";
+  ASSERT_EQ(a.pdc(detour), nullptr) << "B's PDC at A should have failed";
+  ASSERT_NE(a.pdc(own), nullptr) << "A's own PDC failed too";
+  a.failed().clear();
+  a.acked().clear();
+  // A's own PDC sends nothing of the answer again and reports nothing of it; the PSN
+  // the answer held goes as an ACK_REQ, B acknowledges it, and the PDC drains.
+  for (int i = 0; i < 100 && a.pdc(own) != nullptr && a.pdc(own)->snd_una != a.pdc(own)->snd_nxt;
+       ++i, t += 50) {
+    a.on_timers(us(t));
+    for (const TxPacket& pkt : drain_tx(a, us(t))) {
+      EXPECT_TRUE(pkt.is_ctrl || pkt.ref.message != 4u) << "the ended answer was sent again";
+      to_b(pkt, t, false);
+    }
+  }
+  ASSERT_NE(a.pdc(own), nullptr) << "A's own PDC failed";
+  EXPECT_EQ(a.pdc(own)->snd_una, a.pdc(own)->snd_nxt);
+  for (const FailedMessage& f : a.failed()) EXPECT_NE(f.message, 4u) << "failed again";
+  for (const PacketRef& r : a.acked()) EXPECT_NE(r.message, 4u) << "acknowledged after failing";
 }
 
 // A peer that cannot be reached from here (our PDC to it failed) while it still reaches
