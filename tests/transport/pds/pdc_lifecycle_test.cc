@@ -81,34 +81,20 @@ TEST_F(RodLineStalledAtInitiator, close__acknowledged_meanwhile_frees_the_pdc_on
 // opened: its room may wait for them (pds_answer_detour.cc; the chaos case tiny_tables,
 // seed 1042, stalled with 511 PSNs behind such a request). Otherwise they stay on ours.
 TEST_F(Pair, answers__detour_to_the_peers_pdc_while_ours_is_held_by_a_refusal) {
-  // The two SYNs cross, so each end opens its own PDC.
-  a.enqueue(kB, Mode::kRud, run(0, 1), us(0));
-  const auto a_syn = drain_tx(a, us(0));
-  b.enqueue(kA, Mode::kRud, run(1, 1), us(0));
-  const auto b_syn = drain_tx(b, us(0));
-  ASSERT_EQ(a_syn.size(), 1u);
-  ASSERT_EQ(b_syn.size(), 1u);
-  ASSERT_EQ(deliver(b, kA, a_syn[0]), RxVerdict::kDeliver);
-  ASSERT_EQ(deliver(a, kB, b_syn[0]), RxVerdict::kDeliver);  // A holds B's PDC too
-  for (const auto& ack : headers_of<wire::PdsAck>(control(b))) a.on_ack(kB, ack, us(1));
-  for (const auto& ack : headers_of<wire::PdsAck>(control(a))) b.on_ack(kA, ack, us(1));
-  const uint16_t b_pdc = b_syn[0].request.spdcid;
+  // The two SYNs cross, so each end opens its own PDC (and A holds B's too).
+  const auto [a_syn, b_syn] = open_crossing_pdcs();
+  const uint16_t b_pdc = b_syn.request.spdcid;
 
   // Unheld, an answer goes on A's own PDC.
   a.enqueue(kB, Mode::kRud, answer(2, 1), us(2));
   auto out = drain_tx(a, us(2));
   ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].pdc, a_syn[0].pdc);
+  EXPECT_EQ(out[0].pdc, a_syn.pdc);
   ASSERT_EQ(deliver(b, kA, out[0]), RxVerdict::kDeliver);
   for (const auto& ack : headers_of<wire::PdsAck>(control(b))) a.on_ack(kB, ack, us(2));
 
   // A request B refuses; an answer queued behind it before the NACK arrives moves.
-  a.enqueue(kB, Mode::kRud, run(3, 1), us(3));
-  const auto refused = drain_tx(a, us(3));
-  ASSERT_EQ(refused.size(), 1u);
-  ASSERT_EQ(b.classify_request(kA, refused[0].request, false, 0, us(3)).verdict,
-            RxVerdict::kDeliver);
-  b.refuse_request(kA, refused[0].request, wire::NackCode::kNoSesMessageAvailable);
+  request_b_refuses(3, us(3));
   a.enqueue(kB, Mode::kRud, answer(4, 1), us(3));
   a.enqueue(kB, Mode::kRud, run(5, 1), us(3));  // a request stays behind
   const auto nacks = headers_of<wire::PdsNack>(control(b));
@@ -121,11 +107,11 @@ TEST_F(Pair, answers__detour_to_the_peers_pdc_while_ours_is_held_by_a_refusal) {
   std::vector<uint32_t> detoured;
   for (const TxPacket& pkt : out) {
     if (pkt.ref.message == 5) {
-      EXPECT_EQ(pkt.pdc, a_syn[0].pdc);
+      EXPECT_EQ(pkt.pdc, a_syn.pdc);
       continue;
     }
     detoured.push_back(pkt.ref.message);
-    EXPECT_NE(pkt.pdc, a_syn[0].pdc);
+    EXPECT_NE(pkt.pdc, a_syn.pdc);
     EXPECT_EQ(pkt.request.dpdcid, b_pdc);
     EXPECT_EQ(deliver(b, kA, pkt), RxVerdict::kDeliver);
   }
@@ -139,24 +125,11 @@ TEST_F(Pair, answers__detour_to_the_peers_pdc_while_ours_is_held_by_a_refusal) {
 // CTRL ACK_REQs, so that PDC moves on. (Before: reported again, acknowledged or failed,
 // and resent empty, which the engine does not send, so that PDC failed too.)
 TEST_F(Pair, answer_on_two_pdcs__failed_on_one_is_ended_on_the_other) {
-  a.enqueue(kB, Mode::kRud, run(0, 1), us(0));
-  const auto a_syn = drain_tx(a, us(0));
-  b.enqueue(kA, Mode::kRud, run(1, 1), us(0));
-  const auto b_syn = drain_tx(b, us(0));
-  ASSERT_EQ(deliver(b, kA, a_syn.at(0)), RxVerdict::kDeliver);
-  ASSERT_EQ(deliver(a, kB, b_syn.at(0)), RxVerdict::kDeliver);
-  for (const auto& ack : headers_of<wire::PdsAck>(control(b))) a.on_ack(kB, ack, us(1));
-  for (const auto& ack : headers_of<wire::PdsAck>(control(a))) b.on_ack(kA, ack, us(1));
-  const uint32_t own = a_syn[0].pdc;
+  const uint32_t own = open_crossing_pdcs().first.pdc;
 
   // B refuses A's request; before the NACK arrives, A sends the first of 3 packets of
   // an answer on its own PDC. The NACK moves the rest to B's PDC.
-  a.enqueue(kB, Mode::kRud, run(3, 1), us(3));
-  const auto refused = drain_tx(a, us(3));
-  ASSERT_EQ(refused.size(), 1u);
-  ASSERT_EQ(b.classify_request(kA, refused[0].request, false, 0, us(3)).verdict,
-            RxVerdict::kDeliver);
-  b.refuse_request(kA, refused[0].request, wire::NackCode::kNoSesMessageAvailable);
+  request_b_refuses(3, us(3));
   a.enqueue(kB, Mode::kRud, answer(4, 3), us(3));
   uint32_t pdc = 0;
   TxPacket first;

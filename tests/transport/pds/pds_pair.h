@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -66,6 +67,31 @@ struct PairWith : ::testing::Test {
     drain_tx(b, us(0));
     a.enqueue(kB, Mode::kRud, run(0, 1), us(0));
     ASSERT_EQ(deliver(b, kA, drain_tx(a, us(0)).at(0)), RxVerdict::kDeliver);
+  }
+  // A and B open PDCs to each other at once (their SYNs cross, message 0 from A and 1
+  // from B), so each holds its own and the other's. Returns the SYNs: A's then B's.
+  std::pair<TxPacket, TxPacket> open_crossing_pdcs() {
+    a.enqueue(kB, Mode::kRud, run(0, 1), us(0));
+    const auto a_syn = drain_tx(a, us(0));
+    b.enqueue(kA, Mode::kRud, run(1, 1), us(0));
+    const auto b_syn = drain_tx(b, us(0));
+    EXPECT_EQ(a_syn.size(), 1u);
+    EXPECT_EQ(b_syn.size(), 1u);
+    EXPECT_EQ(deliver(b, kA, a_syn.at(0)), RxVerdict::kDeliver);
+    EXPECT_EQ(deliver(a, kB, b_syn.at(0)), RxVerdict::kDeliver);
+    for (const auto& ack : headers_of<wire::PdsAck>(control(b))) a.on_ack(kB, ack, us(1));
+    for (const auto& ack : headers_of<wire::PdsAck>(control(a))) b.on_ack(kA, ack, us(1));
+    return {a_syn.at(0), b_syn.at(0)};
+  }
+  // A sends B a one-packet request `message`, which B refuses for want of a message slot;
+  // the NACK waits in B's control queue.
+  void request_b_refuses(uint32_t message, Time now) {
+    a.enqueue(kB, Mode::kRud, run(message, 1), now);
+    const auto refused = drain_tx(a, now);
+    ASSERT_EQ(refused.size(), 1u);
+    ASSERT_EQ(b.classify_request(kA, refused[0].request, false, 0, now).verdict,
+              RxVerdict::kDeliver);
+    b.refuse_request(kA, refused[0].request, wire::NackCode::kNoSesMessageAvailable);
   }
   // Everything B sends A is lost until B's PDC to A gives up (its retries run out).
   // Returns when, in microseconds.
