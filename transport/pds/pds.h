@@ -264,6 +264,24 @@ class Pds {
   // ended_answers_. (spray-transfer faults sweep seeds 9561, 10720 and 10879: PDS
   // reported such answers failed or acknowledged again, for messages SES had ended.)
   void end_answers_elsewhere(const Pdc& failed);
+  // Unlinks from p's queue, in order, each run `take(run)` claims (returns true for);
+  // the others keep their order. `take` gets the run with its `next` cleared.
+  template <class Take>
+  static void unlink_runs(Pdc& p, Take take) {
+    TxRun* kept_tail = nullptr;
+    for (TxRun* r = p.run_head; r != nullptr;) {
+      TxRun* const next = r->next;
+      r->next = nullptr;
+      if (take(r)) {
+        (kept_tail != nullptr ? kept_tail->next : p.run_head) = next;
+      } else {
+        r->next = next;
+        kept_tail = r;
+      }
+      r = next;
+    }
+    p.run_tail = kept_tail;
+  }
 
   // pds_lost_answers.cc: telling a peer that answers we owed it were given up.
   void lost_answers_to(PeerIndex peer);

@@ -39,31 +39,15 @@ void Pds::detour_answers(uint32_t index) {
   Pdc& q = pdcs_[*other];
   // Unlink the answer runs from p, in order, and append them to q. A run partly sent
   // goes on from its next packet: SES places packets by message and offset, not by PDC.
-  TxRun* kept_tail = nullptr;
   bool moved = false;
-  for (TxRun* r = p.run_head; r != nullptr;) {
-    TxRun* const next = r->next;
-    if (r->answer) {
-      if (kept_tail != nullptr) {
-        kept_tail->next = next;
-      } else {
-        p.run_head = next;
-      }
-      r->next = nullptr;
-      if (q.run_tail != nullptr) {
-        q.run_tail->next = r;
-      } else {
-        q.run_head = r;
-      }
-      q.run_tail = r;
-      moved = true;
-      ++stats_.answer_detours;
-    } else {
-      kept_tail = r;
-    }
-    r = next;
-  }
-  p.run_tail = kept_tail;
+  unlink_runs(p, [&](TxRun* r) {
+    if (!r->answer) return false;
+    (q.run_tail != nullptr ? q.run_tail->next : q.run_head) = r;
+    q.run_tail = r;
+    moved = true;
+    ++stats_.answer_detours;
+    return true;
+  });
   if (moved) mark_ready(*other);
 }
 

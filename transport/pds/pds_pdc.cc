@@ -224,18 +224,7 @@ void Pds::end_answers_elsewhere(const Pdc& failed) {
       s.ref = PacketRef{kProbeMessage, 0};  // resent as CTRL ACK_REQ; reported to nobody
       s.answer = false;
     }
-    TxRun* kept_tail = nullptr;
-    for (TxRun* r = q.run_head; r != nullptr;) {
-      TxRun* const next = r->next;
-      if (ended(r->message)) {
-        (kept_tail != nullptr ? kept_tail->next : q.run_head) = next;
-        r->next = nullptr;
-      } else {
-        kept_tail = r;
-      }
-      r = next;
-    }
-    q.run_tail = kept_tail;
+    unlink_runs(q, [&](const TxRun* r) { return ended(r->message); });
   }
   ended_answers_.clear();
 }
