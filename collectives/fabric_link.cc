@@ -1,11 +1,14 @@
 #include "collectives/fabric_link.h"
 
+#include "collectives/send_drainer.h"
+
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -91,13 +94,40 @@ std::unique_ptr<FabricLink> FabricLink::open(const std::string& provider, std::s
   if (const char* y = std::getenv("SPRAY_COLL_YIELD_US"); y && *y) {
     link->yield_ = std::chrono::microseconds(std::strtol(y, nullptr, 10));
   }
+  link->inject_size_ = info->tx_attr->inject_size;
+  if (const char* inj = std::getenv("SPRAY_COLL_INJECT_BYTES"); inj && *inj) {
+    link->inject_size_ =
+        std::min(link->inject_size_, static_cast<size_t>(std::strtoull(inj, nullptr, 10)));
+  }
   link->slots_.resize(kSlots);
   link->free_slots_.reserve(kSlots);
   for (size_t i = kSlots; i-- > 0;) link->free_slots_.push_back(static_cast<uint32_t>(i));
   return link;
 }
 
+bool FabricLink::progress_due_sends() {
+  std::unique_lock lock(mutex_, std::try_to_lock);
+  if (!lock) return false;  // a caller is in: it progresses the link itself
+  if (calls_ != calls_seen_by_drainer_) {  // a caller was in since the last visit: not away
+    calls_seen_by_drainer_ = calls_;
+    return false;
+  }
+  if (detached_ == 0) return false;
+  progress(0);
+  return detached_ > 0;
+}
+
 FabricLink::~FabricLink() {
+  drainer_.reset();  // stopped first: it polls the CQ closed below
+  // What is still due (the last call's injected sends) is given a moment to arrive,
+  // as a socket's linger would; a peer that is gone or failed does not hold us here.
+  if (cq_ != nullptr && detached_ > 0 && !failed_send_) {
+    try {
+      finish_sends_locked(std::chrono::steady_clock::now() + std::chrono::seconds(1));
+    } catch (const CollectiveError&) {
+      // Reported by no one: the link is going away; its peers see their own errors.
+    }
+  }
   for (fid* f : {ep_ ? &ep_->fid : nullptr, cq_ ? &cq_->fid : nullptr, av_ ? &av_->fid : nullptr,
                  domain_ ? &domain_->fid : nullptr, fabric_ ? &fabric_->fid : nullptr}) {
     if (f) fi_close(f);
@@ -128,8 +158,14 @@ bool FabricLink::set_peers(const std::vector<std::vector<uint8_t>>& addresses, s
 }
 
 Request FabricLink::take_slot(int peer, bool is_send, uint64_t tag, size_t len) {
-  // Slots come back only through wait(): more than kSlots posted without waiting is a
-  // bug in the algorithm, reported rather than spun on forever.
+  // Slots come back through wait(), or for injected sends at their completion after it:
+  // those are awaited here (bounded by the post timeout). More than kSlots posted without
+  // waiting is a bug in the algorithm, reported rather than spun on forever.
+  const auto deadline = std::chrono::steady_clock::now() + post_timeout_;
+  while (free_slots_.empty() && detached_ > 0 && std::chrono::steady_clock::now() < deadline) {
+    if (!progress(0)) std::this_thread::yield();
+    throw_failed_send();
+  }
   if (free_slots_.empty()) {
     throw CollectiveError(
         fmt::format("more than {} requests in flight on '{}'", kSlots, provider_));
@@ -139,6 +175,8 @@ Request FabricLink::take_slot(int peer, bool is_send, uint64_t tag, size_t len) 
   Slot& s = slots_[i];
   s.in_use = true;
   s.done = false;
+  s.provider_owns = false;
+  s.waited = false;
   s.error = 0;
   s.prov_errno = 0;
   s.peer = peer;
@@ -146,6 +184,13 @@ Request FabricLink::take_slot(int peer, bool is_send, uint64_t tag, size_t len) 
   s.tag = tag;
   s.len = len;
   return i;
+}
+
+void FabricLink::release_if_free(Request r) {
+  Slot& s = slots_[r];
+  if (!s.waited || s.provider_owns) return;
+  s.in_use = false;
+  free_slots_.push_back(r);
 }
 
 template <class TryPost>
@@ -156,9 +201,14 @@ void FabricLink::post(Slot& s, const char* call, TryPost try_post) {
   std::chrono::steady_clock::time_point deadline{};
   for (;;) {
     const ssize_t rc = try_post();
-    if (rc == 0) return;
+    if (rc == 0) {
+      s.provider_owns = true;
+      return;
+    }
     if (rc != -FI_EAGAIN) fail(s, fi_error(call, static_cast<int>(rc)));
-    if (progress(0)) continue;
+    const bool completions = progress(0);
+    throw_failed_send();
+    if (completions) continue;
     const auto now = std::chrono::steady_clock::now();
     if (deadline == std::chrono::steady_clock::time_point{}) deadline = now + post_timeout_;
     if (now >= deadline) {
@@ -169,14 +219,34 @@ void FabricLink::post(Slot& s, const char* call, TryPost try_post) {
 }
 
 Request FabricLink::isend(int peer, const void* buf, size_t len, uint64_t tag) {
+  std::lock_guard lock(mutex_);
+  ++calls_;
+  throw_failed_send();
   const Request r = take_slot(peer, true, tag, len);
   const fi_addr_t to = peers_.at(static_cast<size_t>(peer));
-  post(slots_[r], "fi_tsend",
-       [&] { return fi_tsend(ep_, buf, len, nullptr, to, tag, &slots_[r].ctx); });
+  Slot& s = slots_[r];
+  if (len <= inject_size_) {
+    // Copied by the provider before fi_tsendmsg returns: complete for the caller now.
+    iovec iov{const_cast<void*>(buf), len};
+    fi_msg_tagged msg{};
+    msg.msg_iov = &iov;
+    msg.iov_count = 1;
+    msg.addr = to;
+    msg.tag = tag;
+    msg.context = &s.ctx;
+    post(s, "fi_tsendmsg(FI_INJECT)", [&] { return fi_tsendmsg(ep_, &msg, FI_INJECT); });
+    s.done = true;
+    if (!drainer_) drainer_ = std::make_unique<SendDrainer>(*this);
+    return r;
+  }
+  post(s, "fi_tsend", [&] { return fi_tsend(ep_, buf, len, nullptr, to, tag, &s.ctx); });
   return r;
 }
 
 Request FabricLink::irecv(int peer, void* buf, size_t len, uint64_t tag) {
+  std::lock_guard lock(mutex_);
+  ++calls_;
+  throw_failed_send();
   const Request r = take_slot(peer, false, tag, len);
   post(slots_[r], "fi_trecv",
        [&] { return fi_trecv(ep_, buf, len, nullptr, FI_ADDR_UNSPEC, tag, 0, &slots_[r].ctx); });
@@ -192,18 +262,35 @@ bool FabricLink::progress(int block_ms) {
     if (fi_cq_readerr(cq_, &err, 0) == 1) {
       auto* s = static_cast<Slot*>(err.op_context);
       s->done = true;
+      s->provider_owns = false;
       s->error = err.err ? err.err : FI_EOTHER;
       s->prov_errno = err.prov_errno;
       s->received = err.len;
+      if (s->waited) {
+        // An injected send the caller is done with: its failure is thrown by the
+        // caller's next call (progress may run on the drainer, which cannot throw).
+        if (!failed_send_) failed_send_ = *s;
+        --detached_;
+        release_if_free(static_cast<Request>(s - slots_.data()));
+      }
     }
     return true;
   }
   for (ssize_t i = 0; i < n; ++i) {
     auto* s = static_cast<Slot*>(e[i].op_context);
     s->done = true;
+    s->provider_owns = false;
     s->received = e[i].len;
+    if (s->waited) {  // an injected send's late completion
+      --detached_;
+      release_if_free(static_cast<Request>(s - slots_.data()));
+    }
   }
   return n > 0;
+}
+
+void FabricLink::throw_failed_send() const {
+  if (failed_send_) fail(*failed_send_, describe_error(*failed_send_));
 }
 
 void FabricLink::wait(Request r, std::chrono::steady_clock::time_point deadline) {
@@ -212,6 +299,9 @@ void FabricLink::wait(Request r, std::chrono::steady_clock::time_point deadline)
 
 void FabricLink::wait_all(std::span<const Request> rs,
                           std::chrono::steady_clock::time_point deadline) {
+  std::lock_guard lock(mutex_);
+  ++calls_;
+  throw_failed_send();
   // The clock is read once per kPollsPerClockRead polls: at ~37 ns a read (this VM) it
   // cost as much as the rest of an idle poll of a local peer, and the thresholds it
   // serves (a spin of a few us if set, a 500 us yield, a deadline of seconds) do not need more.
@@ -231,12 +321,15 @@ void FabricLink::wait_all(std::span<const Request> rs,
       now = std::chrono::steady_clock::now();
       if (now >= deadline) fail(slots_[rs[next]], "timed out");
     }
-    if (progress(0)) {
+    const bool completions = progress(0);
+    throw_failed_send();
+    if (completions) {
       last_event = now;
     } else if (now - last_event > spin_) {
       // Idle: give the CPU to the other ranks of this machine.
       if (cq_can_block_ && now - last_event > spin_ + yield_) {
         progress(1);
+        throw_failed_send();
         polls = kPollsPerClockRead - 1;  // a blocking poll is slow: read the clock next
       } else {
         std::this_thread::yield();
@@ -244,8 +337,38 @@ void FabricLink::wait_all(std::span<const Request> rs,
     }
   }
   for (Request r : rs) {
-    slots_[r].in_use = false;
-    free_slots_.push_back(r);
+    slots_[r].waited = true;
+    if (slots_[r].provider_owns) ++detached_;
+    release_if_free(r);
+  }
+}
+
+void FabricLink::finish_sends(std::chrono::steady_clock::time_point deadline) {
+  std::lock_guard lock(mutex_);
+  ++calls_;
+  finish_sends_locked(deadline);
+}
+
+void FabricLink::finish_sends_locked(std::chrono::steady_clock::time_point deadline) {
+  // Polls and yields like an idle wait_all, then blocks a millisecond at a time.
+  const auto start = std::chrono::steady_clock::now();
+  throw_failed_send();
+  while (detached_ > 0) {
+    const bool completions = progress(0);
+    throw_failed_send();
+    if (completions) continue;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      throw CollectiveError(
+          fmt::format("{} injected sends over '{}' were still unfinished at the deadline",
+                      detached_, provider_));
+    }
+    if (cq_can_block_ && now - start > yield_) {
+      progress(1);
+      throw_failed_send();
+    } else {
+      std::this_thread::yield();
+    }
   }
 }
 

@@ -1,7 +1,9 @@
 // FabricLink, two links in one process: over libfabric's tcp provider a message crosses
 // intact, and a peer that never progresses turns a send that the provider keeps refusing
 // (-FI_EAGAIN) into a CollectiveError at the post timeout, not a hang; over spray, a send
-// to a peer that is gone fails naming the provider's cause.
+// to a peer that is gone fails naming the provider's cause, an injected (small) one at the
+// next call after it, and injected sends by the thousand recycle their slots and arrive
+// while their sender is away.
 #include "collectives/fabric_link.h"
 
 #include <gtest/gtest.h>
@@ -88,7 +90,7 @@ TEST(FabricLink, AnErrorCompletionNamesTheProvidersCause) {
   LinkPair p = open_pair("spray");
   ASSERT_TRUE(p.a && p.b) << "the spray provider did not open (FI_PROVIDER_PATH?)";
   p.b.reset();  // rank 1 is gone: nothing answers at its address any more
-  std::vector<uint8_t> block(1000, 0x5a);
+  std::vector<uint8_t> block(64 * 1024, 0x5a);  // more than spray injects: a plain send
   std::string what;
   try {
     p.a->wait(p.a->isend(1, block.data(), block.size(), 9),
@@ -99,6 +101,69 @@ TEST(FabricLink, AnErrorCompletionNamesTheProvidersCause) {
   EXPECT_NE(what.find("to rank 1"), std::string::npos) << what;
   EXPECT_NE(what.find(fi_strerror(FI_EHOSTUNREACH)), std::string::npos) << what;
   EXPECT_NE(what.find("(spray: peer unreachable)"), std::string::npos) << what;
+}
+
+// A small send is injected: complete for the caller at once. If the provider fails it
+// later, the next wait throws that failure, naming the send, rather than letting it pass
+// unseen or waiting out its own deadline.
+TEST(FabricLink, AnInjectedSendThatFailsLaterFailsTheNextWait) {
+  LinkPair p = open_pair("spray");
+  ASSERT_TRUE(p.a && p.b) << "the spray provider did not open (FI_PROVIDER_PATH?)";
+  p.b.reset();
+  const uint64_t word = 0x1122334455667788;
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  const auto start = Clock::now();
+  p.a->wait(p.a->isend(1, &word, sizeof word, 9), deadline);  // injected: returns at once
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(1));
+  uint64_t never = 0;
+  std::string what;
+  try {
+    p.a->wait(p.a->irecv(1, &never, sizeof never, 10), deadline);
+  } catch (const CollectiveError& e) {
+    what = e.what();
+  }
+  EXPECT_LT(Clock::now(), deadline) << "the receive timed out: the send's failure was lost";
+  EXPECT_NE(what.find("send of 8 bytes to rank 1 (tag 0x9)"), std::string::npos) << what;
+  EXPECT_NE(what.find("(spray: peer unreachable)"), std::string::npos) << what;
+}
+
+// More injected sends than the link has slots, each waited for at once: their slots come
+// back when the provider's late completions arrive, and every message arrives intact
+// though the sender then stops calling in: spray's window holds back the last few
+// hundred, which only the link's drainer thread sends (without it this timed out).
+TEST(FabricLink, InjectedSendsRecycleTheirSlotsAndArriveWhileTheSenderIsAway) {
+  LinkPair p = open_pair("spray");
+  ASSERT_TRUE(p.a && p.b) << "the spray provider did not open (FI_PROVIDER_PATH?)";
+  constexpr uint32_t kMessages = 10000;  // the pool holds 4096
+  const auto deadline = Clock::now() + std::chrono::seconds(120);
+  std::vector<uint32_t> got(kMessages, 0);
+  std::string receive_error;
+  std::thread receiver([&] {
+    try {
+      constexpr uint32_t kBatch = 500;
+      for (uint32_t first = 0; first < kMessages; first += kBatch) {
+        std::vector<Request> rs;
+        for (uint32_t i = first; i < first + kBatch; ++i) {
+          rs.push_back(p.b->irecv(0, &got[i], sizeof got[i], i));
+        }
+        p.b->wait_all(rs, deadline);
+      }
+    } catch (const CollectiveError& e) {
+      receive_error = e.what();
+    }
+  });
+  try {
+    for (uint32_t i = 0; i < kMessages; ++i) {
+      const uint32_t value = i * 2654435761u;
+      p.a->wait(p.a->isend(1, &value, sizeof value, i), deadline);  // `value` reused at once
+    }
+  } catch (const CollectiveError& e) {
+    ADD_FAILURE() << e.what();
+  }
+  receiver.join();  // rank 0 is away: only its drainer polls its link
+  EXPECT_NO_THROW(p.a->finish_sends(deadline));
+  EXPECT_EQ(receive_error, "");
+  for (uint32_t i = 0; i < kMessages; ++i) ASSERT_EQ(got[i], i * 2654435761u) << "message " << i;
 }
 
 }  // namespace
