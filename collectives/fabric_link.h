@@ -9,18 +9,18 @@
 //
 // Small sends (up to the provider's inject_size) are posted with FI_INJECT: the provider
 // copies the payload, so the request is complete at once and a wait for it costs nothing.
-// Its completion still arrives later (it frees the slot then); if it is an error, the
-// next call throws it, naming the send. A provider with manual progress (spray) resends
-// a lost packet only while its owner calls in, and a rank may compute for a long time
-// between collectives; so once injected sends are due, a SendDrainer thread (see
-// send_drainer.h) polls the link while no caller holds it, until they have completed.
-// finish_sends() waits for them in the caller; the destructor gives them up to 1 s.
+// Why: a reliable provider completes a send only once the peer acknowledged it, a round
+// trip the algorithms would otherwise wait out on every small step (4-rank spray
+// all-reduce of 8 B-1 KiB: ~20-28 % of its time). The send's completion still arrives
+// later and frees its slot then; if it is an error, the next call throws it, naming the
+// send. A provider with manual progress (spray) resends a lost packet only while its
+// owner calls in, and a rank may compute for a long time between collectives; so once
+// injected sends are due, a SendDrainer thread (send_drainer.h) polls the link while the
+// caller is away, until they have completed. finish_sends() waits for them in the
+// caller; the destructor gives them up to 1 s.
 //
 // Thread safety: one caller thread at a time (FI_THREAD_DOMAIN), plus the drainer; the
-// public calls take mutex_, which the drainer only ever try-locks. Why: a reliable
-// provider completes a send only once the peer acknowledged it, a round trip the algorithms would
-// otherwise wait out on every small step (4-rank spray all-reduce of 8 B-1 KiB: ~20 % of its
-// latency).
+// public calls take mutex_, which the drainer only ever try-locks.
 //
 // Waiting (ranks may outnumber cores): poll the CQ in a tight loop for a spin (none by
 // default; SPRAY_COLL_SPIN_US sets one: spinning with more ranks than cores starves the
@@ -144,8 +144,10 @@ class FabricLink {
   std::chrono::milliseconds post_timeout_{30000};
   size_t inject_size_ = 0;  // sends up to this many bytes are injected (0: never)
   size_t detached_ = 0;     // injected sends waited for whose completion is still due
-  uint64_t calls_ = 0;      // public calls so far: the drainer polls only if none came since its
-  uint64_t calls_seen_by_drainer_ = 0;    // last visit (the caller is away)
+  // Public calls so far, and their count at the drainer's last visit: the drainer polls
+  // only if no call came in between (the caller is away).
+  uint64_t calls_ = 0;
+  uint64_t calls_seen_by_drainer_ = 0;
   std::optional<Slot> failed_send_;       // the first of those that failed; the link is broken
   mutable std::mutex mutex_;              // the caller's calls vs the drainer
   std::unique_ptr<SendDrainer> drainer_;  // started by the first injected send
