@@ -44,4 +44,13 @@ done
   --messages 17 --path-down --paths 2 --trim 0.01 --seed 9 --all-to-all >"$out" 2>&1
 rc=$?
 [[ $rc == 1 || $rc == 0 ]] || { tail -n 12 "$out"; fail "all-to-all, bitmap, seed 9: exit $rc"; }
+# Hosts 0 and 1 each had a send fail as path 0 died, and each one's MSG_ERR (telling the
+# other to skip that send id) failed once on the dead path. Counted as a lost answer,
+# that made each refuse the other's SYNs, so every later MSG_ERR was refused as well,
+# and host 0's sends acknowledged after the failed one waited at host 1 for good.
+"$transfer" --seed 21411 --hosts 3 --max-pdcs 4 --path-selection ecmp --cc nscc --loss 0.03 \
+  --trim 0.02 --reorder 0.28 --duplicate 0.05 --corrupt 0.005 --bytes 1000 --messages 10 \
+  --all-to-all --paths 2 --path-down >"$out" 2>&1
+rc=$?
+[[ $rc == 1 || $rc == 0 ]] || { tail -n 12 "$out"; fail "MSG_ERRs both ways, seed 21411: exit $rc"; }
 echo "PASS: spray-transfer ends every operation"

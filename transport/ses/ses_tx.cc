@@ -118,7 +118,14 @@ Status Ses::start(uint32_t slot, pds::Mode mode, Time now) {
   TxMessage& m = tx_[slot];
   m.packet_count = m.run.packet_count;
   m.run.next_packet = 0;
-  m.run.answer = !m.user_op;
+  // An answer is what the peer waits for with an operation of its own (a response, a
+  // read request, read data). A MSG_ERR is not: we resend it ourselves (skips_), and a
+  // PDC that fails with one aboard must not start a lost-answers notice at our end
+  // (Pds::lost_answers_to), which refuses the peer's SYNs: two peers each failing to
+  // tell the other of a skip refused each other's MSG_ERRs for their every try, and
+  // the messages acknowledged after the skipped ones were never delivered (faults
+  // sweep seed 21411).
+  m.run.answer = !m.user_op && m.kind != TxKind::kSkip;
   if (m.needs_response && !tx_by_id_.insert(id_key(m.peer, m.msg_id), slot)) {
     tx_.release(slot);
     return Status::kAgain;
