@@ -107,7 +107,7 @@ std::unique_ptr<FabricLink> FabricLink::open(const std::string& provider, std::s
 
 bool FabricLink::progress_due_sends() {
   std::unique_lock lock(mutex_, std::try_to_lock);
-  if (!lock) return false;  // a caller is in: it progresses the link itself
+  if (!lock) return false;                 // a caller is in: it progresses the link itself
   if (calls_ != calls_seen_by_drainer_) {  // a caller was in since the last visit: not away
     calls_seen_by_drainer_ = calls_;
     return false;
@@ -173,7 +173,6 @@ Request FabricLink::take_slot(int peer, bool is_send, uint64_t tag, size_t len) 
   const uint32_t i = free_slots_.back();
   free_slots_.pop_back();
   Slot& s = slots_[i];
-  s.in_use = true;
   s.done = false;
   s.provider_owns = false;
   s.waited = false;
@@ -189,7 +188,6 @@ Request FabricLink::take_slot(int peer, bool is_send, uint64_t tag, size_t len) 
 void FabricLink::release_if_free(Request r) {
   Slot& s = slots_[r];
   if (!s.waited || s.provider_owns) return;
-  s.in_use = false;
   free_slots_.push_back(r);
 }
 

@@ -98,8 +98,7 @@ class FabricLink {
 
  private:
   struct Slot {
-    fi_context2 ctx{};  // first: the provider hands it back as op_context
-    bool in_use = false;
+    fi_context2 ctx{};           // first: the provider hands it back as op_context
     bool done = false;           // complete as far as the caller is concerned
     bool provider_owns = false;  // posted and its completion not read yet
     bool waited = false;         // the caller waited for it: free once provider_owns ends
@@ -113,7 +112,8 @@ class FabricLink {
   };
   FabricLink() = default;
   Request take_slot(int peer, bool is_send, uint64_t tag, size_t len);
-  // Returns slot `r` to the pool once it is both waited for and back from the provider.
+  // Returns slot `r` to the pool once it is both waited for and back from the provider
+  // (a slot is free exactly then: nothing else marks it).
   void release_if_free(Request r);
   // Reads completions once; true if any arrived. `block_ms` > 0 blocks in fi_cq_sread.
   // Never throws (the drainer calls it): a failed injected send goes to failed_send_.
