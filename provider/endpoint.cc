@@ -86,9 +86,11 @@ void complete(Endpoint& ep, const ses::Completion& c) {
   if (!cq) return;
   fi_cq_err_entry err{};
   err.op_context = op.context;
-  err.flags = op.flags;
+  // A truncated receive still reports what it placed, its overflow, tag and data.
+  err.flags = op.flags | (c.has_data ? FI_REMOTE_CQ_DATA : 0);
   err.buf = receive ? op.buf : nullptr;
   err.len = receive ? c.length : 0;
+  err.olen = receive ? c.overflow : 0;
   err.tag = c.tag;
   err.data = c.has_data ? c.data : 0;
   err.err = to_fi_errno(c.status);

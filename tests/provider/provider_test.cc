@@ -191,6 +191,8 @@ TEST_F(Fabric, truncation__is_an_error_completion_with_the_prefix_placed) {
   fi_cq_err_entry err = wait_error();
   EXPECT_EQ(err.err, FI_ETRUNC);
   EXPECT_EQ(err.op_context, in.data());
+  EXPECT_EQ(err.len, 40u);
+  EXPECT_EQ(err.olen, 60u);  // the bytes that did not fit
   EXPECT_TRUE(std::equal(in.begin(), in.end(), out.begin()));
 }
 

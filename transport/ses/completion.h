@@ -31,9 +31,10 @@ struct Completion {
   UserContext context = 0;
   OpKind op = OpKind::kSend;
   Status status = Status::kOk;
-  uint64_t length = 0;  // bytes placed (receive) or transferred (send, RMA)
-  uint64_t tag = 0;     // tagged receive: the sender's tag
-  uint64_t data = 0;    // immediate data, when has_data
+  uint64_t length = 0;    // bytes placed (receive) or transferred (send, RMA)
+  uint64_t overflow = 0;  // truncated receive: the message's bytes that did not fit
+  uint64_t tag = 0;       // tagged receive: the sender's tag
+  uint64_t data = 0;      // immediate data, when has_data
   bool has_data = false;
   PeerIndex peer = pds::kNoPeer;  // receive: the source
 };

@@ -237,6 +237,7 @@ void Ses::push_receive_completion(const RecvSpec& recv, PeerIndex peer, uint64_t
   c.status =
       status != Status::kOk ? status : (total > recv.length ? Status::kTruncated : Status::kOk);
   c.length = placed;
+  c.overflow = c.status == Status::kTruncated ? total - recv.length : 0;
   c.tag = tag;
   c.data = data;
   c.has_data = has_data;
