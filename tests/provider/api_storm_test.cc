@@ -1,10 +1,12 @@
 // A storm of random libfabric calls on three endpoints of one domain, one seed per test:
 // tagged and untagged sends of 0 B to 200 KiB (plain, inject, with remote CQ data),
 // receives of random sizes that match by tag class or anything, from one source or any,
-// cancels of posted receives, RMA reads and writes (valid, wrong key, out of bounds),
-// sends and writes to an endpoint that was closed, calls that are misuse, and CQ reads,
-// interleaved as the seed says. Fixed tests post one pattern at a time; applications do
-// not, and the provider's bookkeeping (matching, unexpected messages, truncation,
+// cancels of posted receives, probes (FI_PEEK alone, with FI_DISCARD, or with FI_CLAIM
+// and then a claiming receive that may discard), RMA reads and writes (valid, with remote
+// CQ data, wrong key, out of bounds), sends and writes to an endpoint that was closed,
+// calls that are misuse, and CQ reads, interleaved as the seed says (which calls; their
+// timing, and so some outcomes, vary from run to run). Fixed tests post one pattern at a time;
+// applications do not, and the provider's bookkeeping (matching, unexpected messages, truncation,
 // cancel, error completions) must hold for every interleaving.
 //
 // After the storm every receive that could still wait is given a catch-all receive per
@@ -13,12 +15,15 @@
 //   - every operation completed exactly once (inject: never), and nothing else did;
 //   - every send to a live endpoint succeeded and was received exactly once, by a receive
 //     that could match it, with its source, length, data and every byte (a truncated
-//     one: the prefix, with FI_ETRUNC); bytes past the message stay untouched;
+//     one: the prefix, with FI_ETRUNC and the overflow); bytes past the message stay
+//     untouched; a probe finds only what it could match, and what it claimed or
+//     discarded no receive takes (a claimed message goes to the claiming receive);
 //   - messages matched in order (FI_ORDER_SAS): of two receives that both could take
 //     either of two sends from one source, the earlier posted took the earlier sent;
 //   - a canceled receive matched nothing; a send or write to the closed endpoint failed
 //     with FI_EHOSTUNREACH; a wrong key or bounds failed as said and wrote nothing;
-//   - every valid write landed and every read returned what the region held.
+//   - every valid write landed and every read returned what the region held; a write with
+//     data that landed, and only such a write, was reported once at its target.
 // SPRAY_STORM_SEEDS=FIRST-LAST runs those seeds instead of the built-in ones (sweeps).
 #include <sys/socket.h>
 #include <unistd.h>
@@ -66,13 +71,13 @@ constexpr uint8_t kUntouched = 0xa5;  // fill of receive and read buffers
 // in a deque, so the address the provider holds stays valid.
 struct Op {
   fi_context2 ctx{};
-  enum Kind { kSend, kRecv, kWrite, kRead } kind = kSend;
+  enum Kind { kSend, kRecv, kProbe, kWrite, kRead } kind = kSend;
   uint64_t id = 0;  // index in the storm's ops: the send id carried in tag or data
   int ep = 0;       // the endpoint that posted it
   int peer = -1;    // send, RMA: the target endpoint; receive: the directed source or -1
   bool tagged = false;
   bool inject = false;       // no completion expected
-  bool with_data = false;    // carries id as remote CQ data
+  bool with_data = false;    // send, write: carries id as remote CQ data
   uint64_t tag = 0;          // send: its tag; receive: the tag it selects
   uint64_t ignore = 0;       // receive: the ignore mask
   size_t size = 0;           // send, RMA: bytes; receive: buffer bytes
@@ -81,8 +86,14 @@ struct Op {
   size_t slot = 0, offset = 0;
   int expect_err = 0;
   bool cancel_requested = false;
+  // Probe (a tagged receive with FI_PEEK): alone, with FI_DISCARD or with FI_CLAIM; a
+  // claim found is followed by an FI_CLAIM receive of the same context, which may discard.
+  uint64_t probe_flags = 0;
+  bool claim_discards = false;
   int completions = 0;
-  Op* matched = nullptr;  // send <-> receive
+  int expected_completions = 1;  // a probe whose claim found a message: 2
+  bool remote_seen = false;      // write with data: the target's completion arrived
+  Op* matched = nullptr;         // send <-> receive, or the probe that claimed or discarded it
 };
 
 // A region of kSlots slots an endpoint serves for RMA, with what each byte must hold.
@@ -104,8 +115,8 @@ struct ApiStorm : Fabric {
   size_t injected_to_dead = 0, inject_errors = 0;
   // What the storm went through, printed per seed so a reader sees it exercised each path.
   struct Tally {
-    size_t received = 0, truncated = 0, canceled = 0, rma_done = 0, rma_refused = 0,
-           failed_to_dead = 0, misuses = 0;
+    size_t received = 0, truncated = 0, canceled = 0, peeked = 0, claimed = 0, discarded = 0,
+           rma_done = 0, rma_refused = 0, remote_writes = 0, failed_to_dead = 0, misuses = 0;
   } tally;
   std::string failure;   // the first oracle violation, with the seed's context
   int port_holder = -1;  // holds the closed endpoint's UDP port (see SetUp)
@@ -229,13 +240,7 @@ struct ApiStorm : Fabric {
   void post_recv(int at, bool catch_all, bool tagged) {
     Op& r = new_op(Op::kRecv, at);
     r.tagged = tagged;
-    r.peer = !catch_all && chance(40) ? static_cast<int>(pick(kLive)) : -1;
-    if (tagged && !catch_all && chance(60)) {
-      r.tag = uint64_t{pick(kClasses)} << kTagClassShift;
-      r.ignore = kIdMask;
-    } else {
-      r.ignore = ~uint64_t{0};
-    }
+    pick_criteria(r, catch_all);
     // Untagged buffers hold at least a send id; catch-alls hold any message whole.
     const size_t min = tagged ? 0 : 8;
     r.size = catch_all ? kSizes[std::size(kSizes) - 1]
@@ -263,6 +268,45 @@ struct ApiStorm : Fabric {
       if (rc != 0 && rc != -FI_ENOENT) fail("fi_cancel returned " + std::to_string(rc));
       return;
     }
+  }
+
+  // Selects messages as a receive would: by tag class or any tag, from one source or any.
+  void pick_criteria(Op& r, bool catch_all) {
+    r.peer = !catch_all && chance(40) ? static_cast<int>(pick(kLive)) : -1;
+    if (r.tagged && !catch_all && chance(60)) {
+      r.tag = uint64_t{pick(kClasses)} << kTagClassShift;
+      r.ignore = kIdMask;
+    } else {
+      r.ignore = ~uint64_t{0};
+    }
+  }
+
+  // fi_trecvmsg of `r`'s selection, context and buffer (none: a peek or a discard).
+  ssize_t trecvmsg(Op& r, bool with_buffer, uint64_t flags) {
+    iovec iov{r.buf.data(), r.size};
+    fi_msg_tagged m{};
+    m.msg_iov = with_buffer ? &iov : nullptr;
+    m.iov_count = with_buffer ? 1 : 0;
+    m.addr = r.peer < 0 ? FI_ADDR_UNSPEC : addrs[r.peer];
+    m.tag = r.tag;
+    m.ignore = r.ignore;
+    m.context = &r.ctx;
+    return fi_trecvmsg(eps[r.ep], &m, flags | FI_COMPLETION);
+  }
+
+  void post_probe() {
+    const int at = static_cast<int>(pick(kLive));
+    if (pending[at] >= kMaxPendingPerEp) return;
+    Op& p = new_op(Op::kProbe, at);
+    p.tagged = true;
+    pick_criteria(p, false);
+    const size_t mode = pick(3);
+    p.probe_flags = FI_PEEK | (mode == 1 ? FI_DISCARD : mode == 2 ? FI_CLAIM : 0);
+    if (!post_op([&] { return trecvmsg(p, false, p.probe_flags); })) {
+      ops.pop_back();
+      return;
+    }
+    ++pending[at];
   }
 
   void post_rma() {
@@ -295,8 +339,12 @@ struct ApiStorm : Fabric {
       (write ? r.writers : r.readers)[a.slot]++;
     }
     a.buf = write ? payload(a.id, a.size) : std::vector<uint8_t>(a.size + 1, kUntouched);
+    a.with_data = write && chance(30);  // the target's CQ reports it (only if it lands)
     fid_ep* ep = eps[from];
     const bool posted = post_op([&]() -> ssize_t {
+      if (a.with_data)
+        return fi_writedata(ep, a.buf.data(), a.size, nullptr, a.id, addrs[a.peer], addr, key,
+                            &a.ctx);
       return write ? fi_write(ep, a.buf.data(), a.size, nullptr, addrs[a.peer], addr, key, &a.ctx)
                    : fi_read(ep, a.buf.data(), a.size, nullptr, addrs[a.peer], addr, key, &a.ctx);
     });
@@ -430,18 +478,26 @@ struct ApiStorm : Fabric {
     s->matched = &r;
     r.matched = s;
     if (src && *src != addrs[s->ep]) fail(pair + ": from another endpoint");
-    const size_t want_len = std::min(s->size, r.size);
+    check_delivery(pair, r, *s, len, olen, flags, data, err);
+  }
+
+  // A message `s` placed in `r`'s buffer: length, truncation and overflow, CQ data, every
+  // byte, and nothing past the message written.
+  void check_delivery(const std::string& pair, const Op& r, const Op& s, size_t len, size_t olen,
+                      uint64_t flags, uint64_t data, int err) {
+    const size_t want_len = std::min(s.size, r.size);
     if (len != want_len) fail(pair + ": length " + std::to_string(len));
-    if ((err == FI_ETRUNC) != (s->size > r.size)) fail(pair + ": truncation misreported");
-    if (err == FI_ETRUNC && olen != s->size - r.size)
+    if ((err == FI_ETRUNC) != (s.size > r.size)) fail(pair + ": truncation misreported");
+    if (err == FI_ETRUNC && olen != s.size - r.size)
       fail(pair + ": overflow " + std::to_string(olen) + " of a truncated message");
-    if (s->with_data && (!(flags & FI_REMOTE_CQ_DATA) || data != s->id))
-      fail(pair + ": remote CQ data lost (" + describe(*s) + "; flags " + std::to_string(flags) +
+    if (s.with_data && (!(flags & FI_REMOTE_CQ_DATA) || data != s.id)) {
+      fail(pair + ": remote CQ data lost (" + describe(s) + "; flags " + std::to_string(flags) +
            ", data " + std::to_string(data) + ", err " + std::to_string(err) + ")");
+    }
     ++tally.received;
     if (err == FI_ETRUNC) ++tally.truncated;
     for (size_t i = 0; i < want_len; ++i) {
-      if (r.buf[i] != payload_byte(s->id, i)) {
+      if (r.buf[i] != payload_byte(s.id, i)) {
         fail(pair + ": byte " + std::to_string(i) + " differs");
         break;
       }
@@ -452,6 +508,84 @@ struct ApiStorm : Fabric {
         break;
       }
     }
+  }
+
+  // A probe's completions: the peek's (found or FI_ENOMSG), then for a claim found the
+  // claiming receive's.
+  void on_probe(Op& p, size_t len, size_t olen, uint64_t tag, uint64_t flags, uint64_t data,
+                std::optional<fi_addr_t> src, int err) {
+    const std::string who = "probe " + std::to_string(p.id) + " at ep " + std::to_string(p.ep);
+    if (p.completions == 2) {  // the claiming receive
+      const std::string pair = who + " claimed send " + std::to_string(p.matched->id);
+      if (tag != p.matched->tag) fail(pair + ", but its receive got tag " + std::to_string(tag));
+      if (p.claim_discards) {
+        if (err != 0 || len != 0) fail(pair + ": the discard ended with " + std::to_string(err));
+        ++tally.discarded;
+        return;
+      }
+      if (err != 0 && err != FI_ETRUNC) fail(pair + ": the receive failed: " + fi_strerror(err));
+      check_delivery(pair, p, *p.matched, len, olen, flags, data, err);
+      ++tally.claimed;
+      return;
+    }
+    if (err == FI_ENOMSG) return;
+    if (err != 0) {
+      fail(who + " failed: " + fi_strerror(err));
+      return;
+    }
+    if (!src || std::find(addrs.begin(), addrs.end(), *src) == addrs.end()) {
+      fail(who + " found a message from outside the AV");
+      return;
+    }
+    Op* s = send_of(p, tag, flags, data);
+    if (!s) return;
+    const std::string pair = who + " found send " + std::to_string(s->id);
+    ++tally.peeked;
+    if (!can_match(p, *s)) fail(pair + ": it could not match it");
+    if (*src != addrs[s->ep]) fail(pair + ": from another endpoint");
+    if (len != s->size) fail(pair + ": length " + std::to_string(len));
+    if (s->with_data && (!(flags & FI_REMOTE_CQ_DATA) || data != s->id))
+      fail(pair + ": remote CQ data lost");
+    if (!(p.probe_flags & (FI_CLAIM | FI_DISCARD))) return;
+    // Claimed or discarded: no receive may take it from now on.
+    if (s->matched) fail(pair + ", already taken by op " + std::to_string(s->matched->id));
+    s->matched = &p;
+    p.matched = s;
+    if (p.probe_flags & FI_DISCARD) {
+      ++tally.discarded;
+      return;
+    }
+    p.expected_completions = 2;
+    p.claim_discards = chance(20);
+    if (!p.claim_discards) {  // a buffer that may be a little short of the message
+      p.size = s->size - std::min(s->size, pick(2) * pick(64));
+      p.buf.assign(p.size + 1, kUntouched);
+    }
+    const uint64_t claim = FI_CLAIM | (p.claim_discards ? FI_DISCARD : 0);
+    if (!post_op([&] { return trecvmsg(p, !p.claim_discards, claim); }))
+      fail(pair + ": its claiming receive could not be posted");
+  }
+
+  // The target's completion of a write with data: no context, FI_REMOTE_WRITE, the data.
+  void on_remote_write(size_t len, uint64_t data, fi_addr_t src) {
+    const std::string who = "remote write completion (data " + std::to_string(data) + ")";
+    if (data >= ops.size() || ops[data].kind != Op::kWrite || !ops[data].with_data ||
+        ops[data].expect_err != 0) {
+      fail(who + " for no write with data that could land");
+      return;
+    }
+    Op& a = ops[data];
+    if (a.remote_seen) fail(who + " twice");
+    a.remote_seen = true;
+    ++tally.remote_writes;
+    if (len != a.size) fail(who + ": length " + std::to_string(len));
+    if (src != addrs[a.ep]) fail(who + ": from another endpoint");
+    // Until the writer's own completion the slot is the write's: its bytes must be there.
+    const Region& r = regions[a.peer];
+    const size_t at = a.slot * kSlotBytes + a.offset;
+    if (a.completions == 0 &&
+        !std::equal(a.buf.begin(), a.buf.end(), r.bytes.begin() + static_cast<long>(at)))
+      fail(who + ": reported before its bytes landed");
   }
 
   void on_rma(Op& a, int err) {
@@ -486,11 +620,13 @@ struct ApiStorm : Fabric {
   void complete(Op& op, size_t len, size_t olen, uint64_t tag, uint64_t flags, uint64_t data,
                 std::optional<fi_addr_t> src, int err) {
     if (op.inject) fail("injected send " + std::to_string(op.id) + " completed");
-    if (++op.completions > 1) {
+    // A claim found posts its claiming receive from here, whose completion may be read
+    // (nested) before this returns: `seen` says which completion this call handles.
+    const int seen = ++op.completions;
+    if (seen > op.expected_completions) {
       fail("op " + std::to_string(op.id) + " completed twice");
       return;
     }
-    --pending[op.ep];
     switch (op.kind) {
       case Op::kSend:
         if (err == FI_EHOSTUNREACH) ++tally.failed_to_dead;
@@ -501,10 +637,14 @@ struct ApiStorm : Fabric {
       case Op::kRecv:
         on_recv(op, len, olen, tag, flags, data, src, err);
         break;
+      case Op::kProbe:
+        on_probe(op, len, olen, tag, flags, data, src, err);
+        break;
       default:
         on_rma(op, err);
         break;
     }
+    if (seen == op.expected_completions) --pending[op.ep];
   }
 
   // One batch of completions, successes and errors.
@@ -513,6 +653,10 @@ struct ApiStorm : Fabric {
     fi_addr_t src[16];
     const ssize_t n = fi_cq_readfrom(cq, e, 16, src);
     for (ssize_t i = 0; i < n; ++i) {
+      if (!e[i].op_context && (e[i].flags & FI_REMOTE_WRITE)) {
+        on_remote_write(e[i].len, e[i].data, src[i]);
+        continue;
+      }
       if (Op* op = op_of(e[i].op_context, e[i].flags, 0))
         complete(*op, e[i].len, 0, e[i].tag, e[i].flags, e[i].data, src[i], 0);
     }
@@ -529,7 +673,7 @@ struct ApiStorm : Fabric {
     }
   }
 
-  bool ended(const Op& op) const { return op.completions > 0 || op.inject; }
+  bool ended(const Op& op) const { return op.inject || op.completions == op.expected_completions; }
   // Every send received (or failed towards the dead endpoint, injects too) and every op but the
   // receives ended; with `receives_too`, the receives as well.
   bool settled(bool receives_too) const {
@@ -537,6 +681,8 @@ struct ApiStorm : Fabric {
     for (const Op& op : ops) {
       if (!ended(op) && (receives_too || op.kind != Op::kRecv)) return false;
       if (op.kind == Op::kSend && op.peer != kDead && !op.matched) return false;
+      if (op.kind == Op::kWrite && op.with_data && op.expect_err == 0 && !op.remote_seen)
+        return false;
     }
     return true;
   }
@@ -619,6 +765,8 @@ struct ApiStorm : Fabric {
         if (pending[at] < kMaxPendingPerEp) post_recv(at, false, chance(70));
       } else if (roll < 63) {
         cancel_some_recv();
+      } else if (roll < 67) {
+        post_probe();
       } else if (roll < 75) {
         post_rma();
       } else if (roll < 78) {
@@ -680,10 +828,12 @@ TEST_P(ApiStormSeed, every_operation_ends_once_and_every_message_arrives_intact_
   EXPECT_EQ(failure, "") << "seed " << seed << " (" << ops.size() << " ops)";
   std::printf("seed %" PRIu64
               ": %zu ops; %zu messages received (%zu truncated), %zu receives "
-              "canceled, %zu RMA done and %zu refused, %zu failed towards the closed "
-              "endpoint, %zu misuses refused\n",
-              seed, ops.size(), tally.received, tally.truncated, tally.canceled, tally.rma_done,
-              tally.rma_refused, tally.failed_to_dead, tally.misuses);
+              "canceled, %zu messages peeked, %zu claimed, %zu discarded, %zu RMA done and %zu "
+              "refused, %zu remote write completions, %zu failed towards the closed endpoint, "
+              "%zu misuses refused\n",
+              seed, ops.size(), tally.received, tally.truncated, tally.canceled, tally.peeked,
+              tally.claimed, tally.discarded, tally.rma_done, tally.rma_refused,
+              tally.remote_writes, tally.failed_to_dead, tally.misuses);
   EXPECT_GT(tally.received, 300u);  // the storm did post and deliver
 }
 
