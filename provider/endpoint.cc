@@ -37,12 +37,14 @@ Counter* counter_for(const Endpoint& ep, uint64_t flags) {
 // after it. While at least min_multi_recv bytes remain, the rest of the buffer is posted
 // again under the same operation; otherwise the buffer is released and this completion
 // carries FI_MULTI_RECV. `op` is updated to describe this message's part of the buffer.
-// Returns true when the operation stays posted.
+// Returns true when the operation stays posted. A cancel that waited for this message
+// (multi_cancel_pending) releases the buffer with an entry of its own, after this one.
 bool advance_multi_recv(Endpoint& ep, uint32_t index, const ses::Completion& c, Endpoint::Op& op) {
   Endpoint::Op& slot = ep.ops[index];
   op.buf = static_cast<uint8_t*>(slot.buf) + slot.multi_used;
   slot.multi_used += c.length;
   const size_t left = slot.multi_capacity - slot.multi_used;
+  if (slot.multi_cancel_pending && c.status != Status::kCanceled) return false;
   if (c.status != Status::kCanceled && left > 0 && left >= ep.min_multi_recv) {
     ses::RecvSpec rest;
     rest.buffer = static_cast<uint8_t*>(slot.buf) + slot.multi_used;
@@ -55,13 +57,8 @@ bool advance_multi_recv(Endpoint& ep, uint32_t index, const ses::Completion& c, 
   return false;
 }
 
-void complete(Endpoint& ep, const ses::Completion& c) {
-  if (c.op == ses::OpKind::kRemoteWrite) return complete_remote_write(ep, c);
-  const uint32_t index = static_cast<uint32_t>(c.context);
-  if (index >= ep.ops.size() || !ep.ops[index].in_use) return;
-  Endpoint::Op op = ep.ops[index];
-  const bool stays = op.multi_capacity > 0 && advance_multi_recv(ep, index, c, op);
-  if (!stays) ep.release_op(index);
+// The CQ entry and counter update of operation `op` ending as `c` says.
+void report(Endpoint& ep, const ses::Completion& c, const Endpoint::Op& op) {
   const bool receive = (op.flags & FI_RECV) != 0;
   CompletionQueue* cq = receive ? ep.rx_cq : ep.tx_cq;
   Counter* cntr = counter_for(ep, op.flags);
@@ -96,6 +93,24 @@ void complete(Endpoint& ep, const ses::Completion& c) {
   err.err = to_fi_errno(c.status);
   err.prov_errno = static_cast<int>(c.status);
   cq->errors.push_back(err);
+}
+
+void complete(Endpoint& ep, const ses::Completion& c) {
+  if (c.op == ses::OpKind::kRemoteWrite) return complete_remote_write(ep, c);
+  const uint32_t index = static_cast<uint32_t>(c.context);
+  if (index >= ep.ops.size() || !ep.ops[index].in_use) return;
+  Endpoint::Op op = ep.ops[index];
+  const bool stays = op.multi_capacity > 0 && advance_multi_recv(ep, index, c, op);
+  // A cancel that waited for this message releases the buffer with its own entry, next.
+  const bool cancel_follows = op.multi_cancel_pending && c.status != Status::kCanceled;
+  if (!stays) ep.release_op(index);
+  report(ep, c, op);
+  if (cancel_follows) {
+    ses::Completion canceled;
+    canceled.status = Status::kCanceled;
+    op.flags |= FI_MULTI_RECV;
+    report(ep, canceled, op);
+  }
 }
 
 int ep_close(fid* f) {
@@ -252,6 +267,12 @@ ssize_t ep_cancel(fid* f, void* context) {
         endpoint_progress(*ep);  // delivers the FI_ECANCELED entry
         return FI_SUCCESS;
       }
+      // A multi-receive buffer whose rest is not posted now: a message is landing in it.
+      // The cancel takes effect when that message has (it is not posted again).
+      if (op.multi_capacity > 0 && !op.multi_cancel_pending) {
+        ep->ops[i].multi_cancel_pending = true;
+        return FI_SUCCESS;
+      }
     }
   }
   return -FI_ENOENT;
@@ -261,11 +282,13 @@ int ep_getopt(fid* f, int level, int name, void* val, size_t* len) {
   auto* ep = fid_to<Endpoint>(f);
   if (level != FI_OPT_ENDPOINT || !val || !len) return -FI_ENOPROTOOPT;
   switch (name) {
-    case FI_OPT_MIN_MULTI_RECV:
+    case FI_OPT_MIN_MULTI_RECV: {
       if (*len < sizeof(size_t)) return -FI_ETOOSMALL;
+      std::lock_guard lock(ep->domain->mutex);
       *static_cast<size_t*>(val) = ep->min_multi_recv;
       *len = sizeof(size_t);
       return FI_SUCCESS;
+    }
     case FI_OPT_CM_DATA_SIZE:
       if (*len < sizeof(size_t)) return -FI_ETOOSMALL;
       *static_cast<size_t*>(val) = 0;
@@ -281,6 +304,8 @@ int ep_setopt(fid* f, int level, int name, const void* val, size_t len) {
   if (level != FI_OPT_ENDPOINT || !val) return -FI_ENOPROTOOPT;
   if (name == FI_OPT_MIN_MULTI_RECV) {
     if (len != sizeof(size_t)) return -FI_EINVAL;
+    // Under the domain's mutex: a progress thread (FI_PROGRESS_AUTO) reads it.
+    std::lock_guard lock(ep->domain->mutex);
     ep->min_multi_recv = *static_cast<const size_t*>(val);
     return FI_SUCCESS;
   }

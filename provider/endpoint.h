@@ -24,6 +24,10 @@ struct Endpoint {
     size_t multi_capacity = 0;
     size_t multi_used = 0;
     pds::PeerIndex multi_source = pds::kNoPeer;
+    // fi_cancel came while a message was landing in the multi-receive buffer (nothing of
+    // it posted to cancel): the buffer is not posted again, and an FI_ECANCELED entry
+    // releases it right after that message's.
+    bool multi_cancel_pending = false;
   };
   static constexpr uint32_t kNone = ~0u;
 

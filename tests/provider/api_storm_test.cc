@@ -30,9 +30,11 @@
 
 #include <cerrno>
 #include <cinttypes>
+#include <climits>
 #include <deque>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <tuple>
 
@@ -71,7 +73,7 @@ constexpr uint8_t kUntouched = 0xa5;  // fill of receive and read buffers
 // in a deque, so the address the provider holds stays valid.
 struct Op {
   fi_context2 ctx{};
-  enum Kind { kSend, kRecv, kProbe, kWrite, kRead } kind = kSend;
+  enum Kind { kSend, kRecv, kMulti, kProbe, kWrite, kRead } kind = kSend;
   uint64_t id = 0;  // index in the storm's ops: the send id carried in tag or data
   int ep = 0;       // the endpoint that posted it
   int peer = -1;    // send, RMA: the target endpoint; receive: the directed source or -1
@@ -81,6 +83,7 @@ struct Op {
   uint64_t tag = 0;          // send: its tag; receive: the tag it selects
   uint64_t ignore = 0;       // receive: the ignore mask
   size_t size = 0;           // send, RMA: bytes; receive: buffer bytes
+  size_t multi_used = 0;     // multi-receive (kMulti): bytes of the buffer messages took
   std::vector<uint8_t> buf;  // send payload, receive or read buffer
   // RMA: the target slot and byte offset in it; the error a bad one must fail with.
   size_t slot = 0, offset = 0;
@@ -91,9 +94,13 @@ struct Op {
   uint64_t probe_flags = 0;
   bool claim_discards = false;
   int completions = 0;
-  int expected_completions = 1;  // a probe whose claim found a message: 2
-  bool remote_seen = false;      // write with data: the target's completion arrived
-  Op* matched = nullptr;         // send <-> receive, or the probe that claimed or discarded it
+  // A probe whose claim found a message: 2. A multi-receive: unknown (INT_MAX) until the
+  // completion that releases its buffer.
+  int expected_completions = 1;
+  bool remote_seen = false;  // write with data: the target's completion arrived
+  // Send <-> receive, or the probe that claimed or discarded it; a send taken by a
+  // multi-receive names it (the multi-receive names none: it takes many).
+  Op* matched = nullptr;
 };
 
 // A region of kSlots slots an endpoint serves for RMA, with what each byte must hold.
@@ -107,7 +114,8 @@ struct ApiStorm : Fabric {
   std::mt19937_64 rng;
   std::deque<Op> ops;
   Region regions[kLive];
-  size_t pending[kLive] = {};  // per endpoint: its sends and receives not yet completed
+  size_t pending[kLive] = {};         // per endpoint: its sends and receives not yet completed
+  size_t min_multi_recv[kLive] = {};  // per endpoint: FI_OPT_MIN_MULTI_RECV, bytes
   size_t inject_size = 0;
   int misuse_marker = 0;  // the context of calls that must fail at once
   // Injected sends to the closed endpoint, and the error completions (no context: an
@@ -115,14 +123,15 @@ struct ApiStorm : Fabric {
   size_t injected_to_dead = 0, inject_errors = 0;
   // What the storm went through, printed per seed so a reader sees it exercised each path.
   struct Tally {
-    size_t received = 0, truncated = 0, canceled = 0, peeked = 0, claimed = 0, discarded = 0,
-           rma_done = 0, rma_refused = 0, remote_writes = 0, failed_to_dead = 0, misuses = 0;
+    size_t received = 0, truncated = 0, canceled = 0, into_multi = 0, peeked = 0, claimed = 0,
+           discarded = 0, rma_done = 0, rma_refused = 0, remote_writes = 0, failed_to_dead = 0,
+           misuses = 0;
   } tally;
   std::string failure;   // the first oracle violation, with the seed's context
   int port_holder = -1;  // holds the closed endpoint's UDP port (see SetUp)
 
   void SetUp() override {
-    open(FI_EP_RDM, FI_MSG | FI_TAGGED | FI_RMA | FI_DIRECTED_RECV | FI_SOURCE,
+    open(FI_EP_RDM, FI_MSG | FI_TAGGED | FI_RMA | FI_MULTI_RECV | FI_DIRECTED_RECV | FI_SOURCE,
          FI_MR_PROV_KEY | FI_MR_VIRT_ADDR);
     if (HasFatalFailure()) return;
     inject_size = info->tx_attr->inject_size;
@@ -259,10 +268,38 @@ struct ApiStorm : Fabric {
     ++pending[at];
   }
 
+  // An untagged FI_MULTI_RECV buffer of 4 KiB to 300 KiB, from one source or any.
+  void post_multi() {
+    const int at = static_cast<int>(pick(kLive));
+    if (pending[at] >= kMaxPendingPerEp) return;
+    Op& m = new_op(Op::kMulti, at);
+    pick_criteria(m, false);
+    constexpr size_t kMultiSizes[] = {4096, 65536, 300000};
+    m.size = kMultiSizes[pick(std::size(kMultiSizes))] + pick(100);
+    m.buf.assign(m.size, kUntouched);
+    m.expected_completions = INT_MAX;
+    iovec iov{m.buf.data(), m.size};
+    fi_msg msg{};
+    msg.msg_iov = &iov;
+    msg.iov_count = 1;
+    msg.addr = m.peer < 0 ? FI_ADDR_UNSPEC : addrs[m.peer];
+    msg.context = &m.ctx;
+    if (!post_op([&] { return fi_recvmsg(eps[at], &msg, FI_MULTI_RECV | FI_COMPLETION); })) {
+      ops.pop_back();
+      return;
+    }
+    ++pending[at];
+  }
+
+  // A receive (multi or not) still posted, as far as the oracle knows.
+  bool receive_waiting(const Op& r) const {
+    return (r.kind == Op::kRecv || r.kind == Op::kMulti) && !ended(r) && !r.cancel_requested;
+  }
+
   void cancel_some_recv() {
     for (int tries = 0; tries < 8 && !ops.empty(); ++tries) {
       Op& r = ops[pick(ops.size())];
-      if (r.kind != Op::kRecv || r.completions > 0 || r.cancel_requested) continue;
+      if (!receive_waiting(r)) continue;
       r.cancel_requested = true;
       const ssize_t rc = fi_cancel(&eps[r.ep]->fid, &r.ctx);
       if (rc != 0 && rc != -FI_ENOENT) fail("fi_cancel returned " + std::to_string(rc));
@@ -435,15 +472,16 @@ struct ApiStorm : Fabric {
     return nullptr;
   }
 
-  // The send a receive completion names: by tag, by CQ data, else by the payload's id.
-  Op* send_of(const Op& r, uint64_t tag, uint64_t flags, uint64_t data) {
+  // The send a receive completion names: by tag, by CQ data, else by the id in the
+  // payload's first bytes, at `at`.
+  Op* send_of(const Op& r, const uint8_t* at, uint64_t tag, uint64_t flags, uint64_t data) {
     uint64_t id = 0;
     if (r.tagged) {
       id = tag & kIdMask;
     } else if (flags & FI_REMOTE_CQ_DATA) {
       id = data;
     } else {
-      for (int i = 7; i >= 0; --i) id = id << 8 | r.buf[static_cast<size_t>(i)];
+      for (int i = 7; i >= 0; --i) id = id << 8 | at[i];
     }
     if (id >= ops.size() || ops[id].kind != Op::kSend) {
       fail("receive " + std::to_string(r.id) + " got a message of no send (id " +
@@ -469,7 +507,7 @@ struct ApiStorm : Fabric {
       fail(who + " got a message from outside the AV (another process's traffic?)");
       return;
     }
-    Op* s = send_of(r, tag, flags, data);
+    Op* s = send_of(r, r.buf.data(), tag, flags, data);
     if (!s) return;
     const std::string pair = who + " <- send " + std::to_string(s->id);
     if (!can_match(r, *s)) fail(pair + ": could not match it");
@@ -478,17 +516,70 @@ struct ApiStorm : Fabric {
     s->matched = &r;
     r.matched = s;
     if (src && *src != addrs[s->ep]) fail(pair + ": from another endpoint");
-    check_delivery(pair, r, *s, len, olen, flags, data, err);
+    check_delivery(pair, r.buf, r.size, true, *s, len, olen, flags, data, err);
   }
 
-  // A message `s` placed in `r`'s buffer: length, truncation and overflow, CQ data, every
-  // byte, and nothing past the message written.
-  void check_delivery(const std::string& pair, const Op& r, const Op& s, size_t len, size_t olen,
-                      uint64_t flags, uint64_t data, int err) {
-    const size_t want_len = std::min(s.size, r.size);
+  // A multi-receive's completions: each message lands right after the one before (at
+  // `at`, which the completion names), and the completion after which fewer than the
+  // endpoint's FI_OPT_MIN_MULTI_RECV bytes remain, or a cancel, releases the buffer with
+  // FI_MULTI_RECV (a cancel asked for while a message was landing: its FI_ECANCELED entry,
+  // right after the message's). Bytes past a message are not checked: the next one may
+  // be there.
+  void on_multi(Op& m, const void* at, size_t len, size_t olen, uint64_t flags, uint64_t data,
+                std::optional<fi_addr_t> src, int err) {
+    const std::string who = "multi-receive " + std::to_string(m.id) + " at ep " +
+                            std::to_string(m.ep) + " (" + std::to_string(m.multi_used) + " of " +
+                            std::to_string(m.size) + " B used)";
+    const bool released = (flags & FI_MULTI_RECV) != 0;
+    if (released) m.expected_completions = m.completions;
+    if (err == FI_ECANCELED) {
+      if (!m.cancel_requested) fail(who + " canceled though nobody asked");
+      if (!released) fail(who + " canceled without FI_MULTI_RECV (its buffer released)");
+      ++tally.canceled;
+      return;
+    }
+    if (err != 0 && err != FI_ETRUNC) {
+      fail(who + " failed: " + fi_strerror(err));
+      return;
+    }
+    const std::span<const uint8_t> room = std::span(m.buf).subspan(m.multi_used);
+    if (at != room.data()) {
+      fail(who + ": a message landed elsewhere than right after the one before");
+      return;
+    }
+    if (src && std::find(addrs.begin(), addrs.end(), *src) == addrs.end()) {
+      fail(who + " got a message from outside the AV");
+      return;
+    }
+    Op* s = send_of(m, room.data(), 0, flags, data);
+    if (!s) return;
+    const std::string pair = who + " <- send " + std::to_string(s->id);
+    if (!can_match(m, *s)) fail(pair + ": could not match it");
+    if (s->matched)
+      fail(pair + ": the send was already received by " + std::to_string(s->matched->id));
+    s->matched = &m;
+    if (src && *src != addrs[s->ep]) fail(pair + ": from another endpoint");
+    check_delivery(pair, room, room.size(), false, *s, len, olen, flags, data, err);
+    ++tally.into_multi;
+    m.multi_used += len;
+    const size_t left = m.size - m.multi_used;
+    // Once a cancel is asked for, the FI_ECANCELED entry may be the one that releases.
+    const bool must_release = left == 0 || left < min_multi_recv[m.ep];
+    if (released ? !must_release : must_release && !m.cancel_requested)
+      fail(pair + ": FI_MULTI_RECV " + (released ? "set" : "missing") + " with " +
+           std::to_string(left) + " B left");
+  }
+
+  // A message `s` placed at the start of `buffer`, which had `room` bytes for it: length,
+  // truncation and overflow, CQ data, every byte and, with `tail_untouched`, nothing past
+  // the message written up to the buffer's end (a receive's buffer holds one byte more).
+  void check_delivery(const std::string& pair, std::span<const uint8_t> buffer, size_t room,
+                      bool tail_untouched, const Op& s, size_t len, size_t olen, uint64_t flags,
+                      uint64_t data, int err) {
+    const size_t want_len = std::min(s.size, room);
     if (len != want_len) fail(pair + ": length " + std::to_string(len));
-    if ((err == FI_ETRUNC) != (s.size > r.size)) fail(pair + ": truncation misreported");
-    if (err == FI_ETRUNC && olen != s.size - r.size)
+    if ((err == FI_ETRUNC) != (s.size > room)) fail(pair + ": truncation misreported");
+    if (err == FI_ETRUNC && olen != s.size - room)
       fail(pair + ": overflow " + std::to_string(olen) + " of a truncated message");
     if (s.with_data && (!(flags & FI_REMOTE_CQ_DATA) || data != s.id)) {
       fail(pair + ": remote CQ data lost (" + describe(s) + "; flags " + std::to_string(flags) +
@@ -497,17 +588,14 @@ struct ApiStorm : Fabric {
     ++tally.received;
     if (err == FI_ETRUNC) ++tally.truncated;
     for (size_t i = 0; i < want_len; ++i) {
-      if (r.buf[i] != payload_byte(s.id, i)) {
+      if (buffer[i] != payload_byte(s.id, i)) {
         fail(pair + ": byte " + std::to_string(i) + " differs");
         break;
       }
     }
-    for (size_t i = want_len; i < r.buf.size(); ++i) {
-      if (r.buf[i] != kUntouched) {
-        fail(pair + ": byte " + std::to_string(i) + " past the message was written");
-        break;
-      }
-    }
+    if (tail_untouched && std::any_of(buffer.begin() + static_cast<long>(want_len), buffer.end(),
+                                      [](uint8_t b) { return b != kUntouched; }))
+      fail(pair + ": a byte past the message was written");
   }
 
   // A probe's completions: the peek's (found or FI_ENOMSG), then for a claim found the
@@ -524,7 +612,7 @@ struct ApiStorm : Fabric {
         return;
       }
       if (err != 0 && err != FI_ETRUNC) fail(pair + ": the receive failed: " + fi_strerror(err));
-      check_delivery(pair, p, *p.matched, len, olen, flags, data, err);
+      check_delivery(pair, p.buf, p.size, true, *p.matched, len, olen, flags, data, err);
       ++tally.claimed;
       return;
     }
@@ -537,7 +625,7 @@ struct ApiStorm : Fabric {
       fail(who + " found a message from outside the AV");
       return;
     }
-    Op* s = send_of(p, tag, flags, data);
+    Op* s = send_of(p, nullptr, tag, flags, data);
     if (!s) return;
     const std::string pair = who + " found send " + std::to_string(s->id);
     ++tally.peeked;
@@ -617,8 +705,8 @@ struct ApiStorm : Fabric {
     release_slot(a);
   }
 
-  void complete(Op& op, size_t len, size_t olen, uint64_t tag, uint64_t flags, uint64_t data,
-                std::optional<fi_addr_t> src, int err) {
+  void complete(Op& op, const void* buf, size_t len, size_t olen, uint64_t tag, uint64_t flags,
+                uint64_t data, std::optional<fi_addr_t> src, int err) {
     if (op.inject) fail("injected send " + std::to_string(op.id) + " completed");
     // A claim found posts its claiming receive from here, whose completion may be read
     // (nested) before this returns: `seen` says which completion this call handles.
@@ -636,6 +724,9 @@ struct ApiStorm : Fabric {
         break;
       case Op::kRecv:
         on_recv(op, len, olen, tag, flags, data, src, err);
+        break;
+      case Op::kMulti:
+        on_multi(op, buf, len, olen, flags, data, src, err);
         break;
       case Op::kProbe:
         on_probe(op, len, olen, tag, flags, data, src, err);
@@ -658,7 +749,7 @@ struct ApiStorm : Fabric {
         continue;
       }
       if (Op* op = op_of(e[i].op_context, e[i].flags, 0))
-        complete(*op, e[i].len, 0, e[i].tag, e[i].flags, e[i].data, src[i], 0);
+        complete(*op, e[i].buf, e[i].len, 0, e[i].tag, e[i].flags, e[i].data, src[i], 0);
     }
     if (n == -FI_EAVAIL) {
       fi_cq_err_entry err{};
@@ -667,7 +758,8 @@ struct ApiStorm : Fabric {
         return;
       }
       if (Op* op = op_of(err.op_context, err.flags, err.err))
-        complete(*op, err.len, err.olen, err.tag, err.flags, err.data, std::nullopt, err.err);
+        complete(*op, err.buf, err.len, err.olen, err.tag, err.flags, err.data, std::nullopt,
+                 err.err);
     } else if (n < 0 && n != -FI_EAGAIN) {
       fail("fi_cq_readfrom returned " + std::to_string(n));
     }
@@ -679,7 +771,8 @@ struct ApiStorm : Fabric {
   bool settled(bool receives_too) const {
     if (inject_errors < injected_to_dead) return false;
     for (const Op& op : ops) {
-      if (!ended(op) && (receives_too || op.kind != Op::kRecv)) return false;
+      const bool receive = op.kind == Op::kRecv || op.kind == Op::kMulti;
+      if (!ended(op) && (receives_too || !receive)) return false;
       if (op.kind == Op::kSend && op.peer != kDead && !op.matched) return false;
       if (op.kind == Op::kWrite && op.with_data && op.expect_err == 0 && !op.remote_seen)
         return false;
@@ -756,6 +849,12 @@ struct ApiStorm : Fabric {
 
   void storm(uint64_t seed) {
     rng.seed(seed);
+    for (int at = 0; at < kLive; ++at) {
+      min_multi_recv[at] = 8 + pick(2048);
+      ASSERT_EQ(fi_setopt(&eps[at]->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV,
+                          &min_multi_recv[at], sizeof(size_t)),
+                0);
+    }
     for (size_t step = 0; step < kSteps && failure.empty(); ++step) {
       const size_t roll = pick(100);
       if (roll < 30) {
@@ -767,6 +866,8 @@ struct ApiStorm : Fabric {
         cancel_some_recv();
       } else if (roll < 67) {
         post_probe();
+      } else if (roll < 69) {
+        post_multi();
       } else if (roll < 75) {
         post_rma();
       } else if (roll < 78) {
@@ -781,7 +882,7 @@ struct ApiStorm : Fabric {
     if (!run_until([&] { return settled(false) || !failure.empty(); }, std::chrono::seconds(60)))
       fail("not settled within 60 s:" + unfinished());
     for (Op& r : ops) {
-      if (r.kind == Op::kRecv && r.completions == 0 && !r.cancel_requested) {
+      if (receive_waiting(r)) {
         r.cancel_requested = true;
         const ssize_t rc = fi_cancel(&eps[r.ep]->fid, &r.ctx);
         if (rc != 0)
@@ -828,11 +929,12 @@ TEST_P(ApiStormSeed, every_operation_ends_once_and_every_message_arrives_intact_
   EXPECT_EQ(failure, "") << "seed " << seed << " (" << ops.size() << " ops)";
   std::printf("seed %" PRIu64
               ": %zu ops; %zu messages received (%zu truncated), %zu receives "
-              "canceled, %zu messages peeked, %zu claimed, %zu discarded, %zu RMA done and %zu "
+              "canceled, %zu messages into multi-receive buffers, %zu peeked, %zu claimed, %zu "
+              "discarded, %zu RMA done and %zu "
               "refused, %zu remote write completions, %zu failed towards the closed endpoint, "
               "%zu misuses refused\n",
-              seed, ops.size(), tally.received, tally.truncated, tally.canceled, tally.peeked,
-              tally.claimed, tally.discarded, tally.rma_done, tally.rma_refused,
+              seed, ops.size(), tally.received, tally.truncated, tally.canceled, tally.into_multi,
+              tally.peeked, tally.claimed, tally.discarded, tally.rma_done, tally.rma_refused,
               tally.remote_writes, tally.failed_to_dead, tally.misuses);
   EXPECT_GT(tally.received, 300u);  // the storm did post and deliver
 }

@@ -106,6 +106,62 @@ TEST_F(MultiRecv, rendezvous_sized_messages_land_back_to_back) {
   EXPECT_EQ(cancel(b, &ctx), FI_ECANCELED);
 }
 
+// fi_cancel at any moment of a rendezvous landing in the buffer: while the message is
+// still arriving nothing of the buffer is posted, yet the cancel must hold (it used to
+// return FI_ENOENT there, and the rest of the buffer was posted again for good). Each
+// round cancels after one more CQ read, so some round catches the message mid-flight.
+TEST_F(MultiRecv, cancel__while_a_message_lands_releases_the_buffer_after_it) {
+  fid_ep* a = endpoint();
+  fid_ep* b = endpoint();
+  const auto big = pattern(300000, 7);
+  for (int reads_before_cancel = 0; reads_before_cancel < 12; ++reads_before_cancel) {
+    SCOPED_TRACE(reads_before_cancel);
+    std::vector<uint8_t> buf(2 * big.size(), 0xee);
+    int ctx = 0;
+    ASSERT_EQ(post_multi(b, buf, &ctx), 0);
+    int sctx = 0;
+    ASSERT_EQ(fi_send(a, big.data(), big.size(), nullptr, addrs[1], &sctx), 0);
+    // Completions read before the cancel: the send's, and the message's (if it landed).
+    std::vector<fi_cq_tagged_entry> seen;
+    for (int i = 0; i < reads_before_cancel; ++i) {
+      fi_cq_tagged_entry e;
+      if (fi_cq_read(cq, &e, 1) == 1) seen.push_back(e);
+    }
+    ASSERT_EQ(fi_cancel(&b->fid, &ctx), 0) << "the buffer is still posted in part";
+    // Then one FI_ECANCELED entry releases the buffer; a message that matched before it
+    // landed whole, and its completion came first (CQ entries are read before errors).
+    int canceled = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (canceled == 0 && std::chrono::steady_clock::now() < deadline) {
+      fi_cq_tagged_entry e;
+      const ssize_t r = fi_cq_read(cq, &e, 1);
+      if (r == 1) seen.push_back(e);
+      fi_cq_err_entry err{};
+      if (r == -FI_EAVAIL && fi_cq_readerr(cq, &err, 0) == 1) {
+        EXPECT_EQ(err.err, FI_ECANCELED);
+        EXPECT_EQ(err.op_context, &ctx);
+        EXPECT_TRUE(err.flags & FI_MULTI_RECV);
+        ++canceled;
+      }
+    }
+    ASSERT_EQ(canceled, 1);
+    const auto has = [&](void* c) {
+      return std::any_of(seen.begin(), seen.end(), [&](auto& e) { return e.op_context == c; });
+    };
+    if (has(&ctx)) {
+      EXPECT_TRUE(std::equal(big.begin(), big.end(), buf.begin()));
+      if (!has(&sctx)) wait(1);  // the send's completion
+    } else {
+      // Canceled before the message matched: it waits, unexpected, for another receive.
+      std::vector<uint8_t> in(big.size());
+      ASSERT_EQ(fi_recv(b, in.data(), in.size(), nullptr, FI_ADDR_UNSPEC, &in), 0);
+      wait(has(&sctx) ? 1 : 2);
+      EXPECT_EQ(in, big);
+    }
+    EXPECT_EQ(buf[big.size()], 0xee);  // nothing more landed after the cancel
+  }
+}
+
 TEST_F(MultiRecv, misuse__tagged_empty_or_without_the_capability_is_invalid) {
   endpoint();
   fid_ep* b = endpoint();
