@@ -207,6 +207,17 @@ struct ApiStorm : Fabric {
     }
   }
 
+  // Posts the op last added to `ops` with `post` (see post_op): then it is pending at its
+  // endpoint; if it could not be posted it is forgotten.
+  template <typename Post>
+  void submit(Post&& post) {
+    if (!post_op(post)) {
+      ops.pop_back();
+      return;
+    }
+    ++pending[ops.back().ep];
+  }
+
   void post_send() {
     const int src = static_cast<int>(pick(kLive));
     if (pending[src] >= kMaxPendingPerEp) return;
@@ -257,15 +268,10 @@ struct ApiStorm : Fabric {
     r.buf.assign(r.size + 1, kUntouched);  // one byte more: it must stay untouched
     fid_ep* ep = eps[at];
     const fi_addr_t from = r.peer < 0 ? FI_ADDR_UNSPEC : addrs[r.peer];
-    const bool posted = post_op([&]() -> ssize_t {
+    submit([&]() -> ssize_t {
       return r.tagged ? fi_trecv(ep, r.buf.data(), r.size, nullptr, from, r.tag, r.ignore, &r.ctx)
                       : fi_recv(ep, r.buf.data(), r.size, nullptr, from, &r.ctx);
     });
-    if (!posted) {
-      ops.pop_back();
-      return;
-    }
-    ++pending[at];
   }
 
   // An untagged FI_MULTI_RECV buffer of 4 KiB to 300 KiB, from one source or any.
@@ -284,11 +290,7 @@ struct ApiStorm : Fabric {
     msg.iov_count = 1;
     msg.addr = m.peer < 0 ? FI_ADDR_UNSPEC : addrs[m.peer];
     msg.context = &m.ctx;
-    if (!post_op([&] { return fi_recvmsg(eps[at], &msg, FI_MULTI_RECV | FI_COMPLETION); })) {
-      ops.pop_back();
-      return;
-    }
-    ++pending[at];
+    submit([&] { return fi_recvmsg(eps[at], &msg, FI_MULTI_RECV | FI_COMPLETION); });
   }
 
   // A receive (multi or not) still posted, as far as the oracle knows.
@@ -339,11 +341,7 @@ struct ApiStorm : Fabric {
     pick_criteria(p, false);
     const size_t mode = pick(3);
     p.probe_flags = FI_PEEK | (mode == 1 ? FI_DISCARD : mode == 2 ? FI_CLAIM : 0);
-    if (!post_op([&] { return trecvmsg(p, false, p.probe_flags); })) {
-      ops.pop_back();
-      return;
-    }
-    ++pending[at];
+    submit([&] { return trecvmsg(p, false, p.probe_flags); });
   }
 
   void post_rma() {
@@ -491,6 +489,26 @@ struct ApiStorm : Fabric {
     return &ops[id];
   }
 
+  // The send whose message receive `r` (named `who`) got, now taken by it: the message
+  // came from an endpoint of the AV, names a send `r` could match, from that send's
+  // endpoint, and no receive took that send before. nullptr when it names no send.
+  Op* take_send(Op& r, const std::string& who, const uint8_t* at, uint64_t tag, uint64_t flags,
+                uint64_t data, std::optional<fi_addr_t> src) {
+    if (src && std::find(addrs.begin(), addrs.end(), *src) == addrs.end()) {
+      fail(who + " got a message from outside the AV (another process's traffic?)");
+      return nullptr;
+    }
+    Op* s = send_of(r, at, tag, flags, data);
+    if (!s) return nullptr;
+    const std::string pair = who + " <- send " + std::to_string(s->id);
+    if (!can_match(r, *s)) fail(pair + ": could not match it");
+    if (s->matched)
+      fail(pair + ": the send was already received by " + std::to_string(s->matched->id));
+    s->matched = &r;
+    if (src && *src != addrs[s->ep]) fail(pair + ": from another endpoint");
+    return s;
+  }
+
   void on_recv(Op& r, size_t len, size_t olen, uint64_t tag, uint64_t flags, uint64_t data,
                std::optional<fi_addr_t> src, int err) {
     const std::string who = "receive " + std::to_string(r.id) + " at ep " + std::to_string(r.ep);
@@ -503,19 +521,10 @@ struct ApiStorm : Fabric {
       fail(who + " failed: " + fi_strerror(err));
       return;
     }
-    if (src && std::find(addrs.begin(), addrs.end(), *src) == addrs.end()) {
-      fail(who + " got a message from outside the AV (another process's traffic?)");
-      return;
-    }
-    Op* s = send_of(r, r.buf.data(), tag, flags, data);
+    Op* s = take_send(r, who, r.buf.data(), tag, flags, data, src);
     if (!s) return;
-    const std::string pair = who + " <- send " + std::to_string(s->id);
-    if (!can_match(r, *s)) fail(pair + ": could not match it");
-    if (s->matched)
-      fail(pair + ": the send was already received by " + std::to_string(s->matched->id));
-    s->matched = &r;
     r.matched = s;
-    if (src && *src != addrs[s->ep]) fail(pair + ": from another endpoint");
+    const std::string pair = who + " <- send " + std::to_string(s->id);
     check_delivery(pair, r.buf, r.size, true, *s, len, olen, flags, data, err);
   }
 
@@ -547,18 +556,9 @@ struct ApiStorm : Fabric {
       fail(who + ": a message landed elsewhere than right after the one before");
       return;
     }
-    if (src && std::find(addrs.begin(), addrs.end(), *src) == addrs.end()) {
-      fail(who + " got a message from outside the AV");
-      return;
-    }
-    Op* s = send_of(m, room.data(), 0, flags, data);
+    Op* s = take_send(m, who, room.data(), 0, flags, data, src);
     if (!s) return;
     const std::string pair = who + " <- send " + std::to_string(s->id);
-    if (!can_match(m, *s)) fail(pair + ": could not match it");
-    if (s->matched)
-      fail(pair + ": the send was already received by " + std::to_string(s->matched->id));
-    s->matched = &m;
-    if (src && *src != addrs[s->ep]) fail(pair + ": from another endpoint");
     check_delivery(pair, room, room.size(), false, *s, len, olen, flags, data, err);
     ++tally.into_multi;
     m.multi_used += len;
