@@ -318,10 +318,15 @@ int no_tx_ctx(fid_ep*, int, fi_tx_attr*, fid_ep**, void*) {
 int no_rx_ctx(fid_ep*, int, fi_rx_attr*, fid_ep**, void*) {
   return -FI_ENOSYS;
 }
-ssize_t size_left(fid_ep* f) {
+ssize_t tx_size_left(fid_ep* f) {
   auto* ep = fid_to<Endpoint>(f);
   std::lock_guard lock(ep->domain->mutex);
-  return static_cast<ssize_t>(ep->free_ops.size());
+  return static_cast<ssize_t>(ep->tx_ops_limit - ep->tx_ops_in_use);
+}
+ssize_t rx_size_left(fid_ep* f) {
+  auto* ep = fid_to<Endpoint>(f);
+  std::lock_guard lock(ep->domain->mutex);
+  return static_cast<ssize_t>(ep->rx_ops_limit - ep->rx_ops_in_use);
 }
 
 int ep_getname(fid_t f, void* addr, size_t* addrlen) {
@@ -376,8 +381,8 @@ fi_ops_ep ep_ops = {
     .setopt = ep_setopt,
     .tx_ctx = no_tx_ctx,
     .rx_ctx = no_rx_ctx,
-    .rx_size_left = size_left,
-    .tx_size_left = size_left,
+    .rx_size_left = rx_size_left,
+    .tx_size_left = tx_size_left,
 };
 
 fi_ops_cm cm_ops = {
@@ -421,7 +426,10 @@ fi_addr_t Endpoint::source(pds::PeerIndex p) {
 }
 
 uint32_t Endpoint::take_op(void* context, uint64_t flags, void* buf, bool report) {
-  if (free_ops.empty()) return kNone;
+  const bool receive = (flags & FI_RECV) != 0;
+  size_t& in_use = receive ? rx_ops_in_use : tx_ops_in_use;
+  if (in_use >= (receive ? rx_ops_limit : tx_ops_limit) || free_ops.empty()) return kNone;
+  ++in_use;
   const uint32_t i = free_ops.back();
   free_ops.pop_back();
   ops[i] = Op{context, buf, flags, kNone, report, true};
@@ -430,6 +438,7 @@ uint32_t Endpoint::take_op(void* context, uint64_t flags, void* buf, bool report
 
 void Endpoint::release_op(uint32_t index) {
   Op& op = ops[index];
+  --((op.flags & FI_RECV) ? rx_ops_in_use : tx_ops_in_use);
   if (op.inject != kNone) free_injects.push_back(op.inject);
   op = Op{};
   free_ops.push_back(index);
@@ -511,8 +520,9 @@ int endpoint_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context
     return -FI_EADDRNOTAVAIL;
   }
 
-  const size_t slots = std::max<size_t>(info->tx_attr ? info->tx_attr->size : 0, 1024) +
-                       std::max<size_t>(info->rx_attr ? info->rx_attr->size : 0, 1024);
+  ep->tx_ops_limit = std::max<size_t>(info->tx_attr ? info->tx_attr->size : 0, 1024);
+  ep->rx_ops_limit = std::max<size_t>(info->rx_attr ? info->rx_attr->size : 0, 1024);
+  const size_t slots = ep->tx_ops_limit + ep->rx_ops_limit;
   ep->ops.resize(slots);
   ep->free_ops.reserve(slots);
   for (size_t i = slots; i-- > 0;) ep->free_ops.push_back(static_cast<uint32_t>(i));

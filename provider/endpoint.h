@@ -55,8 +55,15 @@ struct Endpoint {
   std::vector<pds::PeerIndex> peer_of;  // by fi_addr_t: the engine's peer (kNoPeer: not yet)
   std::vector<fi_addr_t> fi_addr_of;    // by engine peer: the AV entry, once known
 
+  // Operation slots: tx_ops_limit for sends, writes and reads, rx_ops_limit for receives
+  // (tx_attr->size and rx_attr->size: separate queues, so receives posted in bulk never
+  // take the room of the sends that would satisfy them); ops holds both.
   std::vector<Op> ops;
   std::vector<uint32_t> free_ops;
+  size_t tx_ops_limit = 0;
+  size_t rx_ops_limit = 0;
+  size_t tx_ops_in_use = 0;
+  size_t rx_ops_in_use = 0;
   std::vector<uint8_t> inject_storage;  // free_injects.size() slots of inject_size bytes
   std::vector<uint32_t> free_injects;
   size_t inject_size = 0;
@@ -65,7 +72,8 @@ struct Endpoint {
   pds::PeerIndex peer(fi_addr_t addr);
   // The AV entry of an engine peer, or FI_ADDR_NOTAVAIL.
   fi_addr_t source(pds::PeerIndex p);
-  // Takes an operation slot; kNone when all are in flight.
+  // Takes an operation slot (from the rx queue if `flags` has FI_RECV, else the tx
+  // queue); kNone when that queue is full.
   uint32_t take_op(void* context, uint64_t flags, void* buf, bool report);
   void release_op(uint32_t index);
   // Copies an inject payload into a buffer the operation in `slot` holds until it ends,

@@ -208,6 +208,31 @@ TEST_F(Fabric, cancel__completes_a_posted_receive_with_ecanceled) {
   EXPECT_EQ(fi_cancel(&b->fid, buf), -FI_ENOENT);  // nothing left to cancel
 }
 
+// tx_attr->size and rx_attr->size are separate queues: receives posted up to the
+// rx size (more get -FI_EAGAIN) must leave room for sends, or an endpoint with many
+// receives posted (a NCCL plugin with many peers) can send nothing to satisfy them.
+TEST_F(Fabric, queues__receives_fill_the_rx_queue_only_and_sends_still_go) {
+  fid_ep* a = endpoint();
+  const size_t rx_size = info->rx_attr->size;
+  std::vector<uint64_t> sink(rx_size + 1);
+  size_t posted = 0;
+  while (posted <= rx_size && fi_trecv(a, &sink[posted], sizeof(uint64_t), nullptr, FI_ADDR_UNSPEC,
+                                       posted, 0, &sink[posted]) == 0) {
+    ++posted;
+  }
+  EXPECT_EQ(posted, rx_size) << "receives beyond rx_attr->size must get -FI_EAGAIN";
+  EXPECT_EQ(fi_trecv(a, &sink[0], sizeof(uint64_t), nullptr, FI_ADDR_UNSPEC, 0, 0, &sink[0]),
+            -FI_EAGAIN);
+  // A send to ourselves still goes, and fills the receive its tag names.
+  const uint64_t value = 0x1234567890abcdef;
+  ASSERT_EQ(fi_tsend(a, &value, sizeof value, nullptr, addrs[0], 7, nullptr), 0);
+  const auto got = wait(2);  // the receive and the send
+  EXPECT_EQ(sink[7], value);
+  // The receive's completion freed a place in the rx queue.
+  EXPECT_EQ(fi_trecv(a, &sink[7], sizeof(uint64_t), nullptr, FI_ADDR_UNSPEC, 7, 0, &sink[7]), 0);
+  for (size_t i = 0; i < posted; ++i) fi_cancel(&a->fid, &sink[i]);
+}
+
 TEST_F(Fabric, sread__blocks_until_the_timeout_when_nothing_arrives) {
   endpoint();
   fi_cq_tagged_entry e;
