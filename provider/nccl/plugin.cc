@@ -445,13 +445,19 @@ ncclResult_t test(void* request, int* done, int* sizes) {
   *done = 0;
   NetEndpoint& e = r->comm->endpoint;
   std::lock_guard lock(e.mutex());
+  ReceiveComm* partly_posted_on = nullptr;
   if (r->comm->kind == Comm::Kind::receive) {
     auto* c = static_cast<ReceiveComm*>(r->comm);
     if (c->partly_posted == r) post_receives(*c, *r);
+    if (c->partly_posted == r) partly_posted_on = c;
   }
   e.progress();
   if (r->error != ncclSuccess) {
     const ncclResult_t error = r->error;
+    if (partly_posted_on) {  // its remaining buffers are never posted
+      partly_posted_on->partly_posted = nullptr;
+      r->count = r->posted;
+    }
     r->state = Request::State::abandoned;
     if (!r->outstanding()) r->comm->give_back(*r);
     return error;

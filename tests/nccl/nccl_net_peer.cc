@@ -9,6 +9,8 @@
 //              must be untouched. Groups of 1-8 buffers, sends of a group posted in a
 //              random order (the tag picks the buffer), sizes 0 B-512 KiB, zero-byte
 //              sends included. Both processes derive the same schedule from --seed.
+//   stream     `a` sends --steps messages of --bytes to `b`, 8 in flight as NCCL keeps
+//              them; `b` prints the rate (scripts/nccl-net-compare.sh runs it per provider).
 //   peer-dies  `b` connects both ways and exits without closing; `a` must see its sends
 //              fail with ncclRemoteError (never hang), and closing its comms must return.
 //
@@ -17,6 +19,7 @@
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -314,6 +317,65 @@ int run_peer_dies(const Connection& c, char me) {
   return 0;
 }
 
+// `a` streams `steps` messages of `bytes` to `b` with NCCL's 8 steps in flight; `b`
+// checks each one's size and first byte and prints the rate of the last 90 % (the first
+// 10 % warm the path up), then both close.
+int run_stream(const Connection& c, char me, int steps, size_t bytes) {
+  constexpr int kInFlight = 8;  // NCCL_STEPS
+  std::vector<uint8_t> buffers(kInFlight * std::max<size_t>(bytes, 1));
+  void* mh = nullptr;
+  check(net->regMr(me == 'a' ? c.send : c.recv, buffers.data(), buffers.size(), NCCL_PTR_HOST, &mh),
+        "regMr");
+  void* requests[kInFlight] = {};
+  int posted = 0, finished = 0;
+  const int warmup = steps / 10;
+  Clock::time_point start = Clock::now();
+  const auto deadline = Clock::now() + 10 * kTimeout;
+  while (finished < steps) {
+    if (Clock::now() > deadline) fail(fmt::format("stream stuck at {} of {}", finished, steps));
+    if (posted < steps && posted - finished < kInFlight) {
+      const int slot = posted % kInFlight;
+      uint8_t* b = buffers.data() + static_cast<size_t>(slot) * bytes;
+      const int size = static_cast<int>(bytes);
+      if (me == 'a') {
+        if (bytes > 0) b[0] = static_cast<uint8_t>(posted);
+        check(net->isend(c.send, b, size, 0, mh, &requests[slot]), "isend");
+      } else {
+        void* data[1] = {b};
+        int capacity[1] = {size};
+        int tags[1] = {0};
+        void* mhs[1] = {mh};
+        check(net->irecv(c.recv, 1, data, capacity, tags, mhs, &requests[slot]), "irecv");
+      }
+      if (requests[slot]) ++posted;
+    }
+    const int slot = finished % kInFlight;
+    if (finished < posted) {
+      int done = 0;
+      int size = -1;
+      check(net->test(requests[slot], &done, &size), "test");
+      if (done) {
+        const uint8_t* b = buffers.data() + static_cast<size_t>(slot) * bytes;
+        if (size != static_cast<int>(bytes) ||
+            (me == 'b' && bytes > 0 && b[0] != static_cast<uint8_t>(finished))) {
+          fail(
+              fmt::format("stream message {}: size {} or its first byte is wrong", finished, size));
+        }
+        if (++finished == warmup) start = Clock::now();
+      }
+    }
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  const auto timed = static_cast<double>(steps - warmup);
+  if (me == 'b') {
+    fmt::print("STREAM {} bytes x {}: {:.1f} MB/s, {:.2f} us a message\n", bytes, steps - warmup,
+               timed * static_cast<double>(bytes) / seconds / 1e6, seconds / timed * 1e6);
+  }
+  check(net->deregMr(nullptr, mh), "deregMr");
+  fmt::print("PASS {}: streamed {} messages of {} bytes\n", me, steps, bytes);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -325,7 +387,9 @@ int main(int argc, char** argv) {
   app.add_option("--dir", dir, "where the two exchange their handles")->required();
   app.add_option("--seed", seed, "schedule seed (the same on both sides)");
   app.add_option("--steps", steps, "grouped receives each way");
-  app.add_option("--scenario", scenario)->check(CLI::IsMember({"exchange", "peer-dies"}));
+  size_t bytes = 1 << 20;
+  app.add_option("--bytes", bytes, "stream: bytes a message")->check(CLI::Range(0, 1 << 30));
+  app.add_option("--scenario", scenario)->check(CLI::IsMember({"exchange", "peer-dies", "stream"}));
   CLI11_PARSE(app, argc, argv);
   std::string error;
   net = load_plugin(error);
@@ -334,7 +398,11 @@ int main(int argc, char** argv) {
   const char other = me == 'a' ? 'b' : 'a';
   Connection c = connect_both_ways(dir, me, other);
   if (scenario == "peer-dies") return run_peer_dies(c, me);
-  run_exchange(c, me, other, seed, steps);
+  if (scenario == "stream") {
+    run_stream(c, me, steps, bytes);
+  } else {
+    run_exchange(c, me, other, seed, steps);
+  }
   // Both must be done before either closes: the last acknowledgements still travel.
   publish(dir, std::string(1, me) + ".done", "", 0);
   await_file(std::filesystem::path(dir) / (std::string(1, other) + ".done"), 0);

@@ -70,18 +70,20 @@ struct SelfConnection : ::testing::Test {
       EXPECT_EQ(net->closeListen(listen), ncclSuccess);
     }
   }
-  void connect_and_accept() {
-    send = recv = nullptr;
+  void connect_and_accept() { connect_pair(send, recv); }
+  // A new connection through `listen`: connect and accept until both comms exist.
+  void connect_pair(void*& s, void*& r) {
+    s = r = nullptr;
     const auto deadline = Clock::now() + std::chrono::seconds(20);
-    while ((!send || !recv) && Clock::now() < deadline) {
-      if (!send) {
-        ASSERT_EQ(net->connect(0, handle, &send, nullptr), ncclSuccess);
+    while ((!s || !r) && Clock::now() < deadline) {
+      if (!s) {
+        ASSERT_EQ(net->connect(0, handle, &s, nullptr), ncclSuccess);
       }
-      if (!recv) {
-        ASSERT_EQ(net->accept(listen, &recv, nullptr), ncclSuccess);
+      if (!r) {
+        ASSERT_EQ(net->accept(listen, &r, nullptr), ncclSuccess);
       }
     }
-    ASSERT_TRUE(send && recv) << "connect/accept did not finish";
+    ASSERT_TRUE(s && r) << "connect/accept did not finish";
   }
   // Polls `request` until done; the result of the last test().
   ncclResult_t wait(void* request, int* sizes) {
@@ -212,6 +214,103 @@ TEST_F(SelfConnection, sends_beyond_the_request_pool_wait_their_turn_and_all_arr
     EXPECT_EQ(sizes[0], 1);
   }
   for (void* s : sends) ASSERT_EQ(wait(s, nullptr), ncclSuccess);
+}
+
+// More grouped receives than the provider's receive queue holds (5 comms x 32 groups of
+// 7 buffers): a group the provider takes only in part is posted whole later, before any
+// later group of its comm, and every message still lands in its own buffer.
+TEST_F(SelfConnection, receives_beyond_the_provider_queue_are_posted_later_in_order) {
+  constexpr int kComms = 5, kGroups = NCCL_NET_MAX_REQUESTS, kGroup = 7;
+  std::vector<void*> sends = {send}, recvs = {recv};
+  for (int c = 1; c < kComms; ++c) {
+    void* s = nullptr;
+    void* r = nullptr;
+    connect_pair(s, r);
+    sends.push_back(s);
+    recvs.push_back(r);
+  }
+  const auto index = [](int c, int g, int i) {
+    return (static_cast<size_t>(c) * kGroups + static_cast<size_t>(g)) * kGroup +
+           static_cast<size_t>(i);
+  };
+  std::vector<uint64_t> inbox(index(kComms, 0, 0), 0), values(inbox.size());
+  for (size_t k = 0; k < values.size(); ++k) values[k] = 0x5eed0000u + k;
+  void* in_reg = nullptr;
+  void* out_reg = nullptr;
+  ASSERT_EQ(net->regMr(recv, inbox.data(), inbox.size() * 8, NCCL_PTR_HOST, &in_reg), ncclSuccess);
+  ASSERT_EQ(net->regMr(send, values.data(), values.size() * 8, NCCL_PTR_HOST, &out_reg),
+            ncclSuccess);
+  // Posts group g of comm c; null when the plugin says "later".
+  const auto post = [&](int c, int g) {
+    void* data[kGroup];
+    int sizes[kGroup];
+    int tags[kGroup];
+    void* mhs[kGroup];
+    for (int i = 0; i < kGroup; ++i) {
+      data[i] = &inbox[index(c, g, i)];
+      sizes[i] = 8;
+      tags[i] = i;
+      mhs[i] = in_reg;
+    }
+    void* r = nullptr;
+    EXPECT_EQ(net->irecv(recvs[static_cast<size_t>(c)], kGroup, data, sizes, tags, mhs, &r),
+              ncclSuccess);
+    return r;
+  };
+  std::vector<std::vector<void*>> groups(kComms);
+  for (int c = 0; c < kComms; ++c) {
+    for (int g = 0; g < kGroups; ++g) {
+      void* r = post(c, g);
+      if (!r) break;
+      groups[static_cast<size_t>(c)].push_back(r);
+    }
+  }
+  size_t posted = 0;
+  for (const auto& g : groups) posted += g.size();
+  if (std::strcmp(provider_name(), "spray") == 0) {  // spray's rx queue: 1024 buffers
+    ASSERT_LT(posted, size_t{kComms * kGroups}) << "the provider's receive queue never filled";
+  }
+  // Each comm's groups in order; its sends in reverse tag order. Groups refused above are
+  // posted once room returns.
+  std::vector<void*> sent;
+  for (int c = 0; c < kComms; ++c) {
+    auto& mine = groups[static_cast<size_t>(c)];
+    for (int g = 0; g < kGroups; ++g) {
+      if (static_cast<size_t>(g) == mine.size()) {
+        void* r = nullptr;
+        const auto deadline = Clock::now() + std::chrono::seconds(20);
+        while (!(r = post(c, g)) && Clock::now() < deadline) {
+        }
+        ASSERT_NE(r, nullptr) << "comm " << c << " group " << g << " never posted";
+        mine.push_back(r);
+      }
+      for (int i = kGroup - 1; i >= 0; --i) {
+        void* r = nullptr;
+        const auto deadline = Clock::now() + std::chrono::seconds(20);
+        while (!r && Clock::now() < deadline) {
+          ASSERT_EQ(
+              net->isend(sends[static_cast<size_t>(c)], &values[index(c, g, i)], 8, i, out_reg, &r),
+              ncclSuccess);
+        }
+        ASSERT_NE(r, nullptr);
+        sent.push_back(r);
+      }
+      int sizes[kGroup];
+      ASSERT_EQ(wait(mine[static_cast<size_t>(g)], sizes), ncclSuccess);
+      for (int i = 0; i < kGroup; ++i) {
+        EXPECT_EQ(sizes[i], 8);
+        EXPECT_EQ(inbox[index(c, g, i)], values[index(c, g, i)])
+            << "comm " << c << " group " << g << " buffer " << i;
+      }
+    }
+  }
+  for (void* r : sent) ASSERT_EQ(wait(r, nullptr), ncclSuccess);
+  for (int c = 1; c < kComms; ++c) {
+    EXPECT_EQ(net->closeSend(sends[static_cast<size_t>(c)]), ncclSuccess);
+    EXPECT_EQ(net->closeRecv(recvs[static_cast<size_t>(c)]), ncclSuccess);
+  }
+  EXPECT_EQ(net->deregMr(recv, in_reg), ncclSuccess);
+  EXPECT_EQ(net->deregMr(send, out_reg), ncclSuccess);
 }
 
 TEST_F(SelfConnection, closing_with_receives_posted_gives_them_back) {
@@ -398,16 +497,7 @@ TEST_F(SelfConnection, forged_hellos_are_dropped_and_the_listener_keeps_listenin
   // The listener still connects a real sender.
   void* s2 = nullptr;
   void* r2 = nullptr;
-  const auto deadline = Clock::now() + std::chrono::seconds(20);
-  while ((!s2 || !r2) && Clock::now() < deadline) {
-    if (!s2) {
-      ASSERT_EQ(net->connect(0, handle, &s2, nullptr), ncclSuccess);
-    }
-    if (!r2) {
-      ASSERT_EQ(net->accept(listen, &r2, nullptr), ncclSuccess);
-    }
-  }
-  ASSERT_TRUE(s2 && r2);
+  connect_pair(s2, r2);
   EXPECT_EQ(net->closeSend(s2), ncclSuccess);
   EXPECT_EQ(net->closeRecv(r2), ncclSuccess);
 }
