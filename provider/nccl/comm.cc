@@ -11,7 +11,10 @@ void Request::complete(int index, size_t bytes, ncclResult_t failure) {
   // A send's size is the one posted: libfabric defines `len` for receives only.
   if (comm->kind != Comm::Kind::send) sizes[index] = static_cast<int>(bytes);
   if (failure != ncclSuccess && error == ncclSuccess) error = failure;
-  if (state == State::abandoned && !outstanding()) comm->give_back(*this);
+  if (state == State::abandoned) {
+    if (failure != ncclSuccess && injected && comm->failed == ncclSuccess) comm->failed = failure;
+    if (!outstanding()) comm->give_back(*this);
+  }
 }
 
 Comm::Comm(Kind k, NetEndpoint& e, int request_count, int width)
@@ -46,6 +49,7 @@ Request* Comm::take(int count) {
   r->posted = 0;
   r->returned = 0;
   r->error = ncclSuccess;
+  r->injected = false;
   return r;
 }
 

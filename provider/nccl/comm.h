@@ -15,6 +15,13 @@
 // message). A request is one send, or one grouped receive of up to kMaxRecvs buffers,
 // each buffer an Operation the provider completes on its own.
 //
+// Sends up to the provider's inject size are injected: the provider copies the payload,
+// so NCCL may reuse the buffer at once and test() reports the send done on its first
+// call, where a reliable provider would otherwise complete it only once the peer
+// acknowledged it (a round trip per small step, which NCCL's LL protocols feel). The
+// request returns to the pool when the provider's completion arrives; if that is an
+// error, the comm fails and says so on its next call.
+//
 // Ownership: NCCL owns a request from isend/irecv until test() reports it done or failed;
 // the provider owns each posted Operation until its completion has been read. A comm is
 // freed only once the provider has handed back every Operation it holds.
@@ -87,9 +94,11 @@ struct Comm;
 struct Request {
   static constexpr uint32_t kMagic = 0x53505251;  // "SPRQ"
   enum class State : uint8_t {
-    free,       // in its comm's pool
-    active,     // NCCL's: posted, not yet reported done
-    abandoned,  // reported failed: back to the pool once the provider returns its operations
+    free,    // in its comm's pool
+    active,  // NCCL's: posted, not yet reported done
+    // NCCL's no longer (reported done or failed): back to the pool once the provider
+    // returns its operations.
+    abandoned,
   };
   uint32_t magic = kMagic;
   State state = State::free;
@@ -97,6 +106,7 @@ struct Request {
   int posted = 0;                    // handed to the provider so far, in buffer order
   int returned = 0;                  // completions read back, successful or not
   ncclResult_t error = ncclSuccess;  // the first failure of any operation
+  bool injected = false;             // a send whose payload the provider copied: done once posted
   Comm* comm = nullptr;
   Operation* operations = nullptr;    // count of them, owned by the comm
   int* sizes = nullptr;               // bytes sent / received per buffer, owned by the comm
@@ -114,6 +124,9 @@ struct Comm {
   Kind kind;
   NetEndpoint& endpoint;
   fi_addr_t peer = FI_ADDR_UNSPEC;
+  // The failure of an operation NCCL had already been told was done (an injected send):
+  // every later call on the comm returns it.
+  ncclResult_t failed = ncclSuccess;
 
   // `requests` requests of `width` operations each.
   Comm(Kind k, NetEndpoint& e, int requests, int width);

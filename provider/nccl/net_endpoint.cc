@@ -88,6 +88,7 @@ std::unique_ptr<NetEndpoint> NetEndpoint::open(const std::string& provider, std:
   }
   e->name_.resize(bytes);
   e->max_message_bytes_ = info->ep_attr->max_msg_size;
+  e->inject_bytes_ = info->tx_attr->inject_size;
   if (info->nic && info->nic->link_attr && info->nic->link_attr->speed > 0) {
     e->link_speed_mbps_ = static_cast<int>(info->nic->link_attr->speed / 1000000);
   }

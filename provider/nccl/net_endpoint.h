@@ -43,6 +43,8 @@ class NetEndpoint {
   const std::string& provider() const { return provider_; }
   // The endpoint's own name (fi_getname), what peers enter into their AVs.
   std::span<const uint8_t> name() const { return name_; }
+  // Largest send the provider copies at once (FI_INJECT); 0 when it copies none.
+  size_t inject_bytes() const { return inject_bytes_; }
   // Largest message the provider takes.
   size_t max_message_bytes() const { return max_message_bytes_; }
   // Link speed the provider reports for its NIC, Mbit/s; 0 when it reports none.
@@ -68,6 +70,7 @@ class NetEndpoint {
   fid_ep* ep_ = nullptr;
   std::vector<uint8_t> name_;
   size_t max_message_bytes_ = 0;
+  size_t inject_bytes_ = 0;
   int link_speed_mbps_ = 0;
   std::map<std::vector<uint8_t>, fi_addr_t> addresses_;  // peer name -> AV address
 };

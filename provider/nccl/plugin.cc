@@ -92,6 +92,12 @@ std::string buffer_problem(const void* data, int size, void* mhandle, size_t max
   return "";
 }
 
+// The error of a comm an injected send failed on, said once more.
+ncclResult_t failed_comm(const Comm& c, const char* call) {
+  warn("NET/Spray: {}: an earlier send on this comm failed after it was reported done", call);
+  return c.failed;
+}
+
 // Posts the hello receive of `l` if none is posted. ncclSuccess also when the provider
 // asked to try later (accept() does).
 ncclResult_t post_hello_receive(ListenComm& l) {
@@ -366,11 +372,19 @@ ncclResult_t isend(void* send_comm, void* data, int size, int tag, void* mhandle
   const auto bytes = static_cast<size_t>(size);
   NetEndpoint& e = s->endpoint;
   std::lock_guard lock(e.mutex());
+  if (s->failed != ncclSuccess) return failed_comm(*s, "isend");
   Request* r = s->take(1);
   if (!r) return ncclSuccess;  // every request in flight: NCCL calls again
   r->sizes[0] = size;
-  const ssize_t rc = fi_tsend(e.ep(), data, bytes, nullptr, s->peer, data_tag(s->id, tag),
-                              &r->operations[0].context);
+  r->injected = bytes <= e.inject_bytes();
+  const iovec iov{data, bytes};
+  fi_msg_tagged msg{};
+  msg.msg_iov = &iov;
+  msg.iov_count = 1;
+  msg.addr = s->peer;
+  msg.tag = data_tag(s->id, tag);
+  msg.context = &r->operations[0].context;
+  const ssize_t rc = fi_tsendmsg(e.ep(), &msg, FI_COMPLETION | (r->injected ? FI_INJECT : 0));
   if (rc != 0) {
     s->give_back(*r);
     if (rc == -FI_EAGAIN) {
@@ -462,9 +476,14 @@ ncclResult_t test(void* request, int* done, int* sizes) {
     if (!r->outstanding()) r->comm->give_back(*r);
     return error;
   }
-  if (r->returned < r->count) return ncclSuccess;
+  if (r->comm->failed != ncclSuccess) return failed_comm(*r->comm, "test");
+  if (r->returned < r->count && !r->injected) return ncclSuccess;
   if (sizes) std::memcpy(sizes, r->sizes, sizeof(int) * static_cast<size_t>(r->count));
-  r->comm->give_back(*r);
+  if (r->outstanding()) {
+    r->state = Request::State::abandoned;  // an injected send the provider still holds
+  } else {
+    r->comm->give_back(*r);
+  }
   *done = 1;
   return ncclSuccess;
 }

@@ -12,7 +12,8 @@
 //   stream     `a` sends --steps messages of --bytes to `b`, 8 in flight as NCCL keeps
 //              them; `b` prints the rate (scripts/nccl-net-compare.sh runs it per provider).
 //   peer-dies  `b` connects both ways and exits without closing; `a` must see its sends
-//              fail with ncclRemoteError (never hang), and closing its comms must return.
+//              fail with ncclRemoteError (never hang), large ones in test() and small
+//              (injected) ones on a later call, and closing its comms must return.
 //
 // Prints "PASS <me> ..." and exits 0, or names the first mismatch and exits 1.
 #include <fmt/format.h>
@@ -113,6 +114,7 @@ struct Connection {
   void* listen = nullptr;
   void* send = nullptr;
   void* recv = nullptr;
+  std::vector<char> peer_handle;  // what the peer's listen() wrote
 };
 
 // listen, swap handles with the peer, then connect and accept until both exist.
@@ -121,7 +123,8 @@ Connection connect_both_ways(const std::filesystem::path& dir, char me, char oth
   char handle[NCCL_NET_HANDLE_MAXSIZE];
   check(net->listen(0, handle, &c.listen), "listen");
   publish(dir, std::string(1, me) + ".handle", handle, sizeof handle);
-  std::vector<char> peer = await_file(dir / (std::string(1, other) + ".handle"), sizeof handle);
+  c.peer_handle = await_file(dir / (std::string(1, other) + ".handle"), sizeof handle);
+  std::vector<char> peer = c.peer_handle;
   const auto deadline = Clock::now() + kTimeout;
   while (!c.send || !c.recv) {
     ncclNetDeviceHandle_v8_t* dev = nullptr;
@@ -272,12 +275,48 @@ int run_exchange(const Connection& c, char me, char other, uint64_t seed, int st
 }
 
 // `a` sends until a send fails; it must fail with ncclRemoteError, not hang.
-int run_peer_dies(const Connection& c, char me) {
-  if (me == 'b') std::_Exit(0);  // gone without closing anything
+// Sends `bytes` at a time on `send` until one fails; it must fail with ncclRemoteError
+// and a WARN line, never hang. Large sends fail in test(); small ones are injected
+// (reported done at once), so their failure comes from a later isend or test.
+void send_until_failure(void* send, std::vector<uint8_t>& buffer, size_t bytes, void* mh) {
+  const auto deadline = Clock::now() + kTimeout;
+  for (int sends = 0;; ++sends) {
+    void* request = nullptr;
+    ncclResult_t rc = ncclSuccess;
+    while (!request && rc == ncclSuccess) {
+      rc = net->isend(send, buffer.data(), static_cast<int>(bytes), 1, mh, &request);
+      if (Clock::now() > deadline) fail("isend kept refusing");
+    }
+    int done = 0;
+    while (rc == ncclSuccess && !done && (rc = net->test(request, &done, nullptr)) == ncclSuccess) {
+      if (Clock::now() > deadline) fail(fmt::format("send {} to a dead peer still pending", sends));
+    }
+    if (rc == ncclRemoteError) {
+      const std::string why = spray_nccl_test::take_last_warning();
+      if (why.empty()) fail("ncclRemoteError without a WARN line saying why");
+      fmt::print("{}-byte send {} failed as it should: {}\n", bytes, sends, why);
+      return;
+    }
+    if (rc != ncclSuccess) fail(fmt::format("{} returned, not ncclRemoteError", int(rc)));
+    if (Clock::now() > deadline) fail(fmt::format("{} sends to a dead peer succeeded", sends));
+  }
+}
+
+// `b` connects both ways and is gone without closing anything; `a` sends large messages
+// on its connection and small ones on a second connection to b's handle until each
+// fails, and closing every comm (one with a receive still posted) must return.
+int run_peer_dies(const Connection& c, char me, const std::vector<char>& peer_handle) {
+  if (me == 'b') std::_Exit(0);
+  void* second = nullptr;
+  const auto deadline = Clock::now() + kTimeout;
+  while (!second) {
+    std::vector<char> handle = peer_handle;
+    check(net->connect(0, handle.data(), &second, nullptr), "connect (second)");
+    if (Clock::now() > deadline) fail("a second connect did not finish");
+  }
   std::vector<uint8_t> buffer(64 * 1024, 1);
   void* mh = nullptr;
   check(net->regMr(c.send, buffer.data(), buffer.size(), NCCL_PTR_HOST, &mh), "regMr");
-  // A receive that will never be matched: closing its comm must still return.
   std::vector<uint8_t> inbox(4096);
   void* recv_mh = nullptr;
   check(net->regMr(c.recv, inbox.data(), inbox.size(), NCCL_PTR_HOST, &recv_mh), "regMr");
@@ -287,29 +326,11 @@ int run_peer_dies(const Connection& c, char me) {
   void* mhs[1] = {recv_mh};
   void* never = nullptr;
   check(net->irecv(c.recv, 1, data, capacity, tags, mhs, &never), "irecv");
-  const auto deadline = Clock::now() + kTimeout;
-  for (int sends = 0;; ++sends) {
-    void* request = nullptr;
-    while (!request) {
-      check(net->isend(c.send, buffer.data(), static_cast<int>(buffer.size()), 1, mh, &request),
-            "isend");
-      if (Clock::now() > deadline) fail("isend kept refusing");
-    }
-    int done = 0;
-    ncclResult_t rc = ncclSuccess;
-    while (!done && (rc = net->test(request, &done, nullptr)) == ncclSuccess) {
-      if (Clock::now() > deadline) fail(fmt::format("send {} to a dead peer still pending", sends));
-    }
-    if (rc == ncclRemoteError) {
-      const std::string why = spray_nccl_test::take_last_warning();
-      if (why.empty()) fail("ncclRemoteError without a WARN line saying why");
-      fmt::print("send {} failed as it should: {}\n", sends, why);
-      break;
-    }
-    if (rc != ncclSuccess) fail(fmt::format("test returned {}, not ncclRemoteError", int(rc)));
-  }
+  send_until_failure(c.send, buffer, buffer.size(), mh);
+  send_until_failure(second, buffer, 8, mh);
   check(net->deregMr(c.send, mh), "deregMr");
   check(net->closeSend(c.send), "closeSend");
+  check(net->closeSend(second), "closeSend (second)");
   check(net->closeRecv(c.recv), "closeRecv (a receive still posted)");
   check(net->deregMr(nullptr, recv_mh), "deregMr");
   check(net->closeListen(c.listen), "closeListen");
@@ -397,7 +418,7 @@ int main(int argc, char** argv) {
   const char me = me_name[0];
   const char other = me == 'a' ? 'b' : 'a';
   Connection c = connect_both_ways(dir, me, other);
-  if (scenario == "peer-dies") return run_peer_dies(c, me);
+  if (scenario == "peer-dies") return run_peer_dies(c, me, c.peer_handle);
   if (scenario == "stream") {
     run_stream(c, me, steps, bytes);
   } else {
