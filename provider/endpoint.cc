@@ -136,6 +136,9 @@ int ep_close(fid* f) {
                        d->endpoints.end());
     --d->refs;
   }
+  // The progress thread may be asleep in poll() on this endpoint's sockets, which keeps
+  // them (and their ports) open; it gathers no descriptor of ours from here on.
+  if (d->progress_thread) d->progress_thread->finish_poll();
   if (ep->engine) {
     // Out of the domain's lists, so no other thread reaches the engine: it runs here
     // without the mutex, and the domain's other endpoints progress meanwhile.

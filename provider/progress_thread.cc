@@ -2,6 +2,8 @@
 #include "provider/progress_thread.h"
 
 #include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <vector>
@@ -19,18 +21,48 @@ void wake(T* object) {
 
 }  // namespace
 
-ProgressThread::ProgressThread(Domain& domain) : domain_(domain), thread_([this] { run(); }) {}
+ProgressThread::ProgressThread(Domain& domain)
+    : domain_(domain),
+      wake_fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)),
+      thread_([this] { run(); }) {}
 
 ProgressThread::~ProgressThread() {
   stop_.store(true, std::memory_order_relaxed);
+  if (wake_fd_ >= 0) {
+    const uint64_t one = 1;
+    [[maybe_unused]] const ssize_t n = ::write(wake_fd_, &one, sizeof one);
+  }
   thread_.join();  // at most one sleep (1 ms) away
+  if (wake_fd_ >= 0) ::close(wake_fd_);
+}
+
+void ProgressThread::start_pass() {
+  {
+    std::lock_guard lock(passes_mutex_);
+    ++passes_;
+  }
+  pass_started_.notify_all();
+}
+
+void ProgressThread::finish_poll() {
+  std::unique_lock lock(passes_mutex_);
+  const uint64_t now = passes_;
+  if (wake_fd_ >= 0) {
+    const uint64_t one = 1;
+    [[maybe_unused]] const ssize_t n = ::write(wake_fd_, &one, sizeof one);
+  }
+  // Without the eventfd the poll still ends within its 1 ms; the bound only guards
+  // against a thread that has stopped.
+  pass_started_.wait_for(lock, std::chrono::milliseconds(100), [&] { return passes_ != now; });
 }
 
 void ProgressThread::run() {
   std::vector<pollfd> fds;
   while (!stop_.load(std::memory_order_relaxed)) {
+    start_pass();
     bool can_sleep = true, without_fd = false;
     fds.clear();
+    if (wake_fd_ >= 0) fds.push_back({wake_fd_, POLLIN, 0});
     {
       std::lock_guard lock(domain_.mutex);
       size_t delivered = 0;
@@ -61,8 +93,9 @@ void ProgressThread::run() {
     if (!can_sleep) continue;
     if (without_fd) {
       std::this_thread::sleep_for(std::chrono::microseconds(100));
-    } else {
-      ::poll(fds.data(), fds.size(), 1);
+    } else if (::poll(fds.data(), fds.size(), 1) > 0 && fds[0].revents) {
+      uint64_t count;
+      [[maybe_unused]] const ssize_t n = ::read(wake_fd_, &count, sizeof count);
     }
   }
 }

@@ -11,10 +11,16 @@
 // 100 us sleeps for endpoints without a descriptor, DPDK).
 //
 // Ownership: the domain owns the thread; destroying it (domain close) stops and joins
-// it. It takes the domain mutex for each pass, like any entry point.
+// it. It takes the domain mutex for each pass, like any entry point, but sleeps in
+// poll() without it, on descriptors gathered under it: a poll holds its sockets open, so
+// closing an endpoint waits out the poll in flight (finish_poll) before the endpoint's
+// sockets are closed, or their ports would stay bound for up to a sleep after fi_close.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
 #include <thread>
 
 namespace spray::fi {
@@ -28,12 +34,22 @@ class ProgressThread {
   ProgressThread(const ProgressThread&) = delete;
   ProgressThread& operator=(const ProgressThread&) = delete;
 
+  // Returns once the thread has started a pass after this call (so a poll it was in has
+  // ended), waking it for that. Called without the domain mutex by a closer that has
+  // already taken its endpoint out of the domain's list.
+  void finish_poll();
+
  private:
   void run();
+  void start_pass();
 
   Domain& domain_;
   std::atomic<bool> stop_{false};
-  std::thread thread_;  // last: started once the members above exist
+  int wake_fd_ = -1;  // eventfd in every poll: finish_poll and the destructor write it
+  std::mutex passes_mutex_;
+  std::condition_variable pass_started_;
+  uint64_t passes_ = 0;  // passes started (guarded by passes_mutex_)
+  std::thread thread_;   // last: started once the members above exist
 };
 
 }  // namespace spray::fi

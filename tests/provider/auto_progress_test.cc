@@ -78,6 +78,31 @@ TEST_F(AutoProgress, sread__wakes_for_completions_the_thread_delivers) {
   EXPECT_EQ(into, data);
 }
 
+// Once fi_close returns, the endpoint's port is free: the progress thread may be asleep
+// in poll() on the endpoint's socket, which keeps the socket (and its port) alive until
+// the poll ends unless close waits that out. An application reopening on its port, or
+// a test holding the port of a closed peer, would otherwise see EADDRINUSE at random.
+TEST_F(AutoProgress, close__frees_the_port_before_it_returns) {
+  endpoint();  // a live endpoint keeps the thread polling
+  int busy = 0;
+  for (int round = 0; round < 200; ++round) {
+    fid_ep* ep = endpoint();
+    sockaddr_storage name{};
+    size_t len = sizeof(name);
+    ASSERT_EQ(fi_getname(&ep->fid, &name, &len), 0);
+    if (name.ss_family != AF_INET && name.ss_family != AF_INET6) GTEST_SKIP() << "not a socket";
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the thread polls it now
+    ASSERT_EQ(fi_close(&ep->fid), 0);
+    eps.pop_back();
+    addrs.pop_back();
+    const int s = socket(name.ss_family, SOCK_DGRAM, 0);
+    ASSERT_GE(s, 0);
+    if (bind(s, reinterpret_cast<sockaddr*>(&name), static_cast<socklen_t>(len)) != 0) ++busy;
+    close(s);
+  }
+  EXPECT_EQ(busy, 0) << "of 200 closed endpoints, " << busy << " still held their port";
+}
+
 TEST_F(Fabric, manual_progress__a_message_waits_for_the_application) {
   EXPECT_NE(info->domain_attr->data_progress, FI_PROGRESS_AUTO);
   endpoint();
