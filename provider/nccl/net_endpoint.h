@@ -21,12 +21,6 @@
 #include <string>
 #include <vector>
 
-struct fid_fabric;
-struct fid_domain;
-struct fid_ep;
-struct fid_av;
-struct fid_cq;
-
 namespace spray::nccl {
 
 class NetEndpoint {

@@ -136,9 +136,18 @@ void post_receives(ReceiveComm& c, Request& r) {
   c.partly_posted = r.posted < r.count ? &r : nullptr;
 }
 
-// Waits (bounded) until the provider has handed back every operation of `c`, then frees
-// it; leaks it with a warning if the provider still holds some at the deadline.
-ncclResult_t close_comm(Comm* c, const char* what) {
+// Closes NCCL's comm `p`, which must be of `kind`: waits (bounded) until the provider
+// has handed back every operation of it, then frees it; leaks it with a warning if the
+// provider still holds some at the deadline. `what` names the call in warnings.
+ncclResult_t close_comm(void* p, Comm::Kind kind, const char* what) {
+  Comm* c = comm_of(p, kind);
+  if (!c) {
+    warn("NET/Spray: {}: not a {} comm", what,
+         kind == Comm::Kind::send      ? "send"
+         : kind == Comm::Kind::receive ? "receive"
+                                       : "listen");
+    return ncclInternalError;
+  }
   NetEndpoint& e = c->endpoint;
   const auto deadline = std::chrono::steady_clock::now() + kCloseTimeout;
   {
@@ -489,30 +498,15 @@ ncclResult_t test(void* request, int* done, int* sizes) {
 }
 
 ncclResult_t close_send(void* send_comm) {
-  Comm* c = comm_of(send_comm, Comm::Kind::send);
-  if (!c) {
-    warn("NET/Spray: closeSend: not a send comm");
-    return ncclInternalError;
-  }
-  return close_comm(c, "closeSend");
+  return close_comm(send_comm, Comm::Kind::send, "closeSend");
 }
 
 ncclResult_t close_recv(void* recv_comm) {
-  Comm* c = comm_of(recv_comm, Comm::Kind::receive);
-  if (!c) {
-    warn("NET/Spray: closeRecv: not a receive comm");
-    return ncclInternalError;
-  }
-  return close_comm(c, "closeRecv");
+  return close_comm(recv_comm, Comm::Kind::receive, "closeRecv");
 }
 
 ncclResult_t close_listen(void* listen_comm) {
-  Comm* c = comm_of(listen_comm, Comm::Kind::listen);
-  if (!c) {
-    warn("NET/Spray: closeListen: not a listen comm");
-    return ncclInternalError;
-  }
-  return close_comm(c, "closeListen");
+  return close_comm(listen_comm, Comm::Kind::listen, "closeListen");
 }
 
 }  // namespace
