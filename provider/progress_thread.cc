@@ -93,7 +93,7 @@ void ProgressThread::run() {
     if (!can_sleep) continue;
     if (without_fd) {
       std::this_thread::sleep_for(std::chrono::microseconds(100));
-    } else if (::poll(fds.data(), fds.size(), 1) > 0 && fds[0].revents) {
+    } else if (::poll(fds.data(), fds.size(), 1) > 0 && wake_fd_ >= 0 && fds[0].revents) {
       uint64_t count;
       [[maybe_unused]] const ssize_t n = ::read(wake_fd_, &count, sizeof count);
     }
