@@ -102,7 +102,8 @@ void publish(const std::filesystem::path& dir, const std::string& name, const vo
 std::vector<char> await_file(const std::filesystem::path& path, size_t len) {
   const auto deadline = Clock::now() + kTimeout;
   while (!std::filesystem::exists(path)) {
-    if (Clock::now() > deadline) fail(fmt::format("no {} after {} s", path.string(), 60));
+    if (Clock::now() > deadline)
+      fail(fmt::format("no {} after {} s", path.string(), kTimeout.count()));
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   std::vector<char> bytes(len);
@@ -124,11 +125,10 @@ Connection connect_both_ways(const std::filesystem::path& dir, char me, char oth
   check(net->listen(0, handle, &c.listen), "listen");
   publish(dir, std::string(1, me) + ".handle", handle, sizeof handle);
   c.peer_handle = await_file(dir / (std::string(1, other) + ".handle"), sizeof handle);
-  std::vector<char> peer = c.peer_handle;
   const auto deadline = Clock::now() + kTimeout;
   while (!c.send || !c.recv) {
     ncclNetDeviceHandle_v8_t* dev = nullptr;
-    if (!c.send) check(net->connect(0, peer.data(), &c.send, &dev), "connect");
+    if (!c.send) check(net->connect(0, c.peer_handle.data(), &c.send, &dev), "connect");
     if (!c.recv) check(net->accept(c.listen, &c.recv, &dev), "accept");
     if (Clock::now() > deadline) fail("connect/accept did not finish");
   }
