@@ -28,6 +28,9 @@
 //   - every valid write landed and every read returned what the region held; a write with
 //     data that landed, and only such a write, was reported once at its target.
 // SPRAY_STORM_SEEDS=FIRST-LAST runs those seeds instead of the built-in ones (sweeps).
+#include <cstdio>
+#include <cstdlib>
+
 #include "tests/provider/api_storm.h"
 
 namespace spray_fi_test::storm {
@@ -35,7 +38,16 @@ namespace {
 std::vector<uint64_t> storm_seeds() {
   const char* range = std::getenv("SPRAY_STORM_SEEDS");
   uint64_t first = 1, last = 6;
-  if (range && std::sscanf(range, "%" SCNu64 "-%" SCNu64, &first, &last) != 2) first = last = 1;
+  if (range) {
+    char rest = 0;  // anything after LAST makes the range malformed
+    if (std::sscanf(range, "%" SCNu64 "-%" SCNu64 "%c", &first, &last, &rest) != 2 ||
+        first > last) {
+      // A sweep that quietly ran other seeds would report seeds it never ran.
+      std::fprintf(stderr, "SPRAY_STORM_SEEDS=\"%s\" is not FIRST-LAST with FIRST <= LAST\n",
+                   range);
+      std::exit(2);
+    }
+  }
   std::vector<uint64_t> seeds;
   for (uint64_t s = first; s <= last; ++s) seeds.push_back(s);
   return seeds;
