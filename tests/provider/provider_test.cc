@@ -233,6 +233,34 @@ TEST_F(Fabric, queues__receives_fill_the_rx_queue_only_and_sends_still_go) {
   for (size_t i = 0; i < posted; ++i) fi_cancel(&a->fid, &sink[i]);
 }
 
+TEST_F(Fabric, more__sends_posted_with_FI_MORE_leave_with_the_next_one_without_it) {
+  ASSERT_EQ(info->domain_attr->data_progress, FI_PROGRESS_MANUAL);
+  fid_ep* a = endpoint();
+  SeparateDomain far;
+  fi_addr_t to_far = 0, from_a = 0;
+  ASSERT_TRUE(far.open(fabric, info, av, a, to_far, from_a));
+  uint64_t got[4] = {};
+  for (uint64_t& g : got) ASSERT_EQ(fi_recv(far.ep, &g, sizeof g, nullptr, from_a, &g), 0);
+  const uint64_t values[4] = {11, 22, 33, 44};
+  auto send = [&](int i, uint64_t flags) {
+    const iovec iov{const_cast<uint64_t*>(&values[i]), sizeof(uint64_t)};
+    fi_msg m{};
+    m.msg_iov = &iov;
+    m.iov_count = 1;
+    m.addr = to_far;
+    m.context = const_cast<uint64_t*>(&values[i]);
+    return fi_sendmsg(a, &m, flags);
+  };
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(send(i, FI_MORE), 0);
+  // Nothing progresses `a` meanwhile, so nothing of the three has left.
+  EXPECT_EQ(far.poll(1, 50), 0);
+  EXPECT_EQ(got[0], 0u);
+  ASSERT_EQ(send(3, 0), 0);
+  EXPECT_EQ(far.poll(4, 10000), 4);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(got[i], values[i]) << "receive " << i;
+  EXPECT_EQ(wait(4).size(), 4u);  // the sends complete once far has acknowledged them
+}
+
 TEST_F(Fabric, sread__blocks_until_the_timeout_when_nothing_arrives) {
   endpoint();
   fi_cq_tagged_entry e;

@@ -120,6 +120,45 @@ TEST_F(Rma, inject_write__needs_no_buffer_and_reports_nothing) {
   EXPECT_EQ(target[100], 0);
 }
 
+TEST_F(Rma, more__a_write_posted_with_FI_MORE_lands_with_the_next_one_without_it) {
+  ASSERT_EQ(info->domain_attr->data_progress, FI_PROGRESS_MANUAL);
+  fid_ep* a = endpoint();
+  SeparateDomain far;
+  fi_addr_t to_far = 0, from_a = 0;
+  ASSERT_TRUE(far.open(fabric, info, av, a, to_far, from_a));
+  std::vector<uint8_t> target(64, 0);
+  fid_mr* mr = nullptr;
+  ASSERT_EQ(
+      fi_mr_reg(far.domain, target.data(), target.size(), FI_REMOTE_WRITE, 0, 0, 0, &mr, nullptr),
+      0);
+  const uint8_t bytes[2] = {0x5a, 0xa5};
+  auto write = [&](size_t i, uint64_t flags) {
+    const iovec iov{const_cast<uint8_t*>(&bytes[i]), 1};
+    const fi_rma_iov rma{remote(target.data(), i), 1, fi_mr_key(mr)};
+    fi_msg_rma m{};
+    m.msg_iov = &iov;
+    m.iov_count = 1;
+    m.addr = to_far;
+    m.rma_iov = &rma;
+    m.rma_iov_count = 1;
+    m.context = const_cast<uint8_t*>(&bytes[i]);
+    return fi_writemsg(a, &m, flags);
+  };
+  ASSERT_EQ(write(0, FI_MORE), 0);
+  EXPECT_EQ(far.poll(1, 50), 0);  // far progresses; nothing has come to write
+  EXPECT_EQ(target[0], 0);
+  ASSERT_EQ(write(1, 0), 0);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while ((target[0] == 0 || target[1] == 0) && std::chrono::steady_clock::now() < deadline) {
+    EXPECT_EQ(far.poll(1, 1), 0);  // writes without data complete nothing at the target
+  }
+  EXPECT_EQ(target[0], 0x5a);
+  EXPECT_EQ(target[1], 0xa5);
+  EXPECT_EQ(target[2], 0);
+  EXPECT_EQ(wait(2).size(), 2u);
+  EXPECT_EQ(fi_close(&mr->fid), 0);
+}
+
 TEST_F(Rma, errors__wrong_key_bounds_or_rights_fail_and_touch_nothing) {
   fid_ep* a = endpoint();
   endpoint();
