@@ -145,10 +145,11 @@ struct SeparateDomain {
   fid_cq* cq = nullptr;
   fid_ep* ep = nullptr;
 
-  // Opens it and enters each side's address into the other's AV: `to_far` is this
-  // endpoint in the fixture's AV, `near` is `near_ep` in this AV. False on any failure.
-  bool open(fid_fabric* fabric, fi_info* info, fid_av* near_av, fid_ep* near_ep, fi_addr_t& to_far,
-            fi_addr_t& near) {
+  fi_addr_t address = FI_ADDR_NOTAVAIL;  // this endpoint in the near side's AV
+  fi_addr_t near = FI_ADDR_NOTAVAIL;     // the near side's endpoint in this AV
+
+  // Opens it and enters each side's address into the other's AV. False on any failure.
+  bool open(fid_fabric* fabric, fi_info* info, fid_av* near_av, fid_ep* near_ep) {
     fi_av_attr av_attr{};
     av_attr.type = FI_AV_TABLE;
     fi_cq_attr cq_attr{};
@@ -160,7 +161,7 @@ struct SeparateDomain {
         fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV) != 0 || fi_enable(ep) != 0) {
       return false;
     }
-    return enter(ep, near_av, to_far) && enter(near_ep, av, near);
+    return enter(ep, near_av, address) && enter(near_ep, av, near);
   }
   // Polls this CQ (progressing this domain only) until it has read `want` completions or
   // `ms` milliseconds have passed; the completions it read, or -1 after an error one.

@@ -237,17 +237,16 @@ TEST_F(Fabric, more__sends_posted_with_FI_MORE_leave_with_the_next_one_without_i
   ASSERT_EQ(info->domain_attr->data_progress, FI_PROGRESS_MANUAL);
   fid_ep* a = endpoint();
   SeparateDomain far;
-  fi_addr_t to_far = 0, from_a = 0;
-  ASSERT_TRUE(far.open(fabric, info, av, a, to_far, from_a));
+  ASSERT_TRUE(far.open(fabric, info, av, a));
   uint64_t got[4] = {};
-  for (uint64_t& g : got) ASSERT_EQ(fi_recv(far.ep, &g, sizeof g, nullptr, from_a, &g), 0);
+  for (uint64_t& g : got) ASSERT_EQ(fi_recv(far.ep, &g, sizeof g, nullptr, far.near, &g), 0);
   const uint64_t values[4] = {11, 22, 33, 44};
   auto send = [&](int i, uint64_t flags) {
     const iovec iov{const_cast<uint64_t*>(&values[i]), sizeof(uint64_t)};
     fi_msg m{};
     m.msg_iov = &iov;
     m.iov_count = 1;
-    m.addr = to_far;
+    m.addr = far.address;
     m.context = const_cast<uint64_t*>(&values[i]);
     return fi_sendmsg(a, &m, flags);
   };

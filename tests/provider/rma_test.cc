@@ -124,8 +124,7 @@ TEST_F(Rma, more__a_write_posted_with_FI_MORE_lands_with_the_next_one_without_it
   ASSERT_EQ(info->domain_attr->data_progress, FI_PROGRESS_MANUAL);
   fid_ep* a = endpoint();
   SeparateDomain far;
-  fi_addr_t to_far = 0, from_a = 0;
-  ASSERT_TRUE(far.open(fabric, info, av, a, to_far, from_a));
+  ASSERT_TRUE(far.open(fabric, info, av, a));
   std::vector<uint8_t> target(64, 0);
   fid_mr* mr = nullptr;
   ASSERT_EQ(
@@ -138,7 +137,7 @@ TEST_F(Rma, more__a_write_posted_with_FI_MORE_lands_with_the_next_one_without_it
     fi_msg_rma m{};
     m.msg_iov = &iov;
     m.iov_count = 1;
-    m.addr = to_far;
+    m.addr = far.address;
     m.rma_iov = &rma;
     m.rma_iov_count = 1;
     m.context = const_cast<uint8_t*>(&bytes[i]);
