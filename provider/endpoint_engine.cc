@@ -25,6 +25,8 @@ namespace spray::fi {
 namespace {
 
 // One engine over a datapath of type D; owns both (the engine refers to the datapath).
+// Operations that may wait for a PDC (send, write, read) move the engine's clock to now
+// first: under manual progress the last progress may be long past (Engine::advance_clock).
 template <class D>
 class EngineOver final : public EndpointEngine {
  public:
@@ -36,6 +38,7 @@ class EngineOver final : public EndpointEngine {
   dp::NetAddr local_address() const override { return engine_.local_address(); }
   Status send(pds::PeerIndex peer, const void* buf, uint64_t len, ses::UserContext ctx,
               const ses::SendSpec& spec) override {
+    engine_.advance_clock(dp::monotonic_now());
     return engine_.send(peer, buf, len, ctx, spec);
   }
   Status send_datagram(pds::PeerIndex peer, const void* buf, uint64_t len, ses::UserContext ctx,
@@ -52,10 +55,12 @@ class EngineOver final : public EndpointEngine {
   }
   Status write(pds::PeerIndex peer, const void* local, uint64_t len, uint64_t remote_addr,
                uint64_t key, ses::UserContext ctx, const ses::SendSpec& spec) override {
+    engine_.advance_clock(dp::monotonic_now());
     return engine_.write(peer, local, len, remote_addr, key, ctx, spec);
   }
   Status read(pds::PeerIndex peer, void* local, uint64_t len, uint64_t remote_addr, uint64_t key,
               ses::UserContext ctx) override {
+    engine_.advance_clock(dp::monotonic_now());
     return engine_.read(peer, local, len, remote_addr, key, ctx);
   }
   Status register_memory(const ses::MemoryRegion& r) override { return engine_.register_memory(r); }

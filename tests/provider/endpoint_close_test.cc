@@ -1,12 +1,9 @@
 // fi_close of an endpoint closes its PDCs at its peers before it goes (FI_SPRAY_CLOSE_WAIT_MS),
 // so that no peer is left holding one for an endpoint that is gone.
 //
-// Its own main(): two-PDC tables, where an endpoint may hold one PDC of its own, and 100
-// retries, with which a CLOSE nobody answers takes about 50 s to fail, far longer than a
-// send waits for a PDC (10 s). Without the close at fi_close, A's send to C below waits
-// for A's PDC to the closed B to close, and fails with FI_EAGAIN.
-#include <cstdlib>
-
+// Run with two-PDC tables (two_pdc_tables_main.cc): without the close at fi_close, A's
+// send to C below waits for A's PDC to the closed B to close, which nobody answers, and
+// fails with FI_EAGAIN.
 #include "tests/provider/fabric_fixture.h"
 
 namespace spray_fi_test {
@@ -41,12 +38,3 @@ TEST_F(EndpointClose, a_peers_pdc_to_a_closed_endpoint_is_gone_and_its_next_peer
 
 }  // namespace
 }  // namespace spray_fi_test
-
-int main(int argc, char** argv) {
-  setenv("FI_PROVIDER_PATH", SPRAY_FI_DIR, 0);
-  setenv("FI_PROVIDER", "spray", 0);
-  setenv("FI_SPRAY_MAX_PDCS", "2", 1);
-  setenv("FI_SPRAY_RETRIES", "100", 1);
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}

@@ -66,6 +66,14 @@ class Engine {
   const dp::NetAddr& peer_address(PeerIndex p) const { return peers_.address(p); }
   dp::NetAddr local_address() const { return dp_.local_address(); }
 
+  // --- clock -------------------------------------------------------------------------
+  // Operations are stamped with the engine's clock, which progress(now) sets. An owner
+  // that may post without progressing first (manual progress after a pause, or a run of
+  // posts under FI_MORE) moves the clock here before each post; otherwise a send that
+  // waits for a PDC counts the time since the last progress as waited (cfg.pds.pdc_wait)
+  // and may fail at once. The clock never moves back.
+  void advance_clock(Time now) { now_ = std::max(now_, now); }
+
   // --- operations (forwarded to SES; each completes once via poll_completion) --------
   Status send(PeerIndex peer, const void* buf, uint64_t len, ses::UserContext ctx,
               const ses::SendSpec& spec = {}) {
