@@ -2,9 +2,7 @@
 
 #include "collectives/send_drainer.h"
 
-#include <rdma/fi_cm.h>
-#include <rdma/fi_domain.h>
-#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
@@ -39,53 +37,15 @@ std::string fi_error(const char* call, int rc) {
 std::unique_ptr<FabricLink> FabricLink::open(const std::string& provider, std::string& error) {
   std::unique_ptr<FabricLink> link(new FabricLink);
   link->provider_ = provider;
-  fi_info* hints = fi_allocinfo();
-  hints->fabric_attr->prov_name = strdup(provider.c_str());
-  hints->ep_attr->type = FI_EP_RDM;
-  hints->caps = FI_TAGGED;
-  hints->mode = FI_CONTEXT | FI_CONTEXT2;
-  // We register no memory, so providers that require FI_MR_LOCAL are filtered out.
-  hints->domain_attr->mr_mode = 0;
-  hints->domain_attr->threading = FI_THREAD_DOMAIN;
-  int rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &link->info_);
-  fi_freeinfo(hints);
-  if (rc != 0) {
-    error =
-        fmt::format("provider '{}' offers no tagged RDM endpoint: {}", provider, fi_strerror(-rc));
-    return nullptr;
-  }
-  fi_info* info = link->info_;
-  if ((rc = fi_fabric(info->fabric_attr, &link->fabric_, nullptr)) != 0 ||
-      (rc = fi_domain(link->fabric_, info, &link->domain_, nullptr)) != 0) {
-    error = fi_error("fi_fabric/fi_domain", rc);
-    return nullptr;
-  }
-  fi_av_attr av_attr{};
-  av_attr.type = FI_AV_TABLE;
-  if ((rc = fi_av_open(link->domain_, &av_attr, &link->av_, nullptr)) != 0) {
-    error = fi_error("fi_av_open", rc);
-    return nullptr;
-  }
-  fi_cq_attr cq_attr{};
-  cq_attr.format = FI_CQ_FORMAT_TAGGED;
-  cq_attr.size = kSlots;
-  cq_attr.wait_obj = FI_WAIT_UNSPEC;
-  if (fi_cq_open(link->domain_, &cq_attr, &link->cq_, nullptr) == 0) {
-    link->cq_can_block_ = true;
-  } else {
-    cq_attr.wait_obj = FI_WAIT_NONE;  // this provider only polls: we yield instead
-    if ((rc = fi_cq_open(link->domain_, &cq_attr, &link->cq_, nullptr)) != 0) {
-      error = fi_error("fi_cq_open", rc);
-      return nullptr;
-    }
-  }
-  if ((rc = fi_endpoint(link->domain_, info, &link->ep_, nullptr)) != 0 ||
-      (rc = fi_ep_bind(link->ep_, &link->av_->fid, 0)) != 0 ||
-      (rc = fi_ep_bind(link->ep_, &link->cq_->fid, FI_TRANSMIT | FI_RECV)) != 0 ||
-      (rc = fi_enable(link->ep_)) != 0) {
-    error = fi_error("fi_endpoint/bind/enable", rc);
-    return nullptr;
-  }
+  fi_client::RdmEndpointSpec spec;
+  spec.provider = provider;
+  spec.caps = FI_TAGGED;
+  spec.mode = FI_CONTEXT | FI_CONTEXT2;
+  spec.threading = FI_THREAD_DOMAIN;
+  spec.cq_entries = kSlots;
+  spec.cq_wait = FI_WAIT_UNSPEC;  // blocks when idle if the provider can; else we yield
+  link->fi_ = fi_client::RdmEndpoint::open(spec, error);
+  if (!link->fi_) return nullptr;
   link->spin_ = kDefaultSpin;
   link->yield_ = kDefaultYield;
   if (const char* spin = std::getenv("SPRAY_COLL_SPIN_US"); spin && *spin) {
@@ -94,7 +54,7 @@ std::unique_ptr<FabricLink> FabricLink::open(const std::string& provider, std::s
   if (const char* y = std::getenv("SPRAY_COLL_YIELD_US"); y && *y) {
     link->yield_ = std::chrono::microseconds(std::strtol(y, nullptr, 10));
   }
-  link->inject_size_ = info->tx_attr->inject_size;
+  link->inject_size_ = link->fi_->info().tx_attr->inject_size;
   if (const char* inj = std::getenv("SPRAY_COLL_INJECT_BYTES"); inj && *inj) {
     link->inject_size_ =
         std::min(link->inject_size_, static_cast<size_t>(std::strtoull(inj, nullptr, 10)));
@@ -118,39 +78,32 @@ bool FabricLink::progress_due_sends() {
 }
 
 FabricLink::~FabricLink() {
-  drainer_.reset();  // stopped first: it polls the CQ closed below
+  drainer_.reset();  // stopped first: it polls the CQ closed with fi_
   // What is still due (the last call's injected sends) is given a moment to arrive,
   // as a socket's linger would; a peer that is gone or failed does not hold us here.
-  if (cq_ != nullptr && detached_ > 0 && !failed_send_) {
+  if (fi_ && detached_ > 0 && !failed_send_) {
     try {
       finish_sends_locked(std::chrono::steady_clock::now() + std::chrono::seconds(1));
     } catch (const CollectiveError&) {
       // Reported by no one: the link is going away; its peers see their own errors.
     }
   }
-  for (fid* f : {ep_ ? &ep_->fid : nullptr, cq_ ? &cq_->fid : nullptr, av_ ? &av_->fid : nullptr,
-                 domain_ ? &domain_->fid : nullptr, fabric_ ? &fabric_->fid : nullptr}) {
-    if (f) fi_close(f);
-  }
-  if (info_) fi_freeinfo(info_);
+  // Closed here, before the slots: the provider may use their contexts (FI_CONTEXT2)
+  // until the endpoint is gone.
+  fi_.reset();
 }
 
 std::vector<uint8_t> FabricLink::address() const {
-  std::vector<uint8_t> name(256);
-  size_t len = name.size();
-  if (fi_getname(&ep_->fid, name.data(), &len) == -FI_ETOOSMALL) {
-    name.resize(len);
-    fi_getname(&ep_->fid, name.data(), &len);
-  }
-  name.resize(len);
-  return name;
+  return fi_->name();
 }
 
 bool FabricLink::set_peers(const std::vector<std::vector<uint8_t>>& addresses, std::string& error) {
   peers_.assign(addresses.size(), FI_ADDR_NOTAVAIL);
   for (size_t r = 0; r < addresses.size(); ++r) {
-    if (fi_av_insert(av_, addresses[r].data(), 1, &peers_[r], 0, nullptr) != 1) {
-      error = fmt::format("fi_av_insert refused the address of rank {}", r);
+    std::string why;
+    peers_[r] = fi_->enter(addresses[r], why);
+    if (peers_[r] == FI_ADDR_NOTAVAIL) {
+      error = fmt::format("the address of rank {}: {}", r, why);
       return false;
     }
   }
@@ -232,12 +185,12 @@ Request FabricLink::isend(int peer, const void* buf, size_t len, uint64_t tag) {
     msg.addr = to;
     msg.tag = tag;
     msg.context = &s.ctx;
-    post(s, "fi_tsendmsg(FI_INJECT)", [&] { return fi_tsendmsg(ep_, &msg, FI_INJECT); });
+    post(s, "fi_tsendmsg(FI_INJECT)", [&] { return fi_tsendmsg(fi_->ep(), &msg, FI_INJECT); });
     s.done = true;
     if (!drainer_) drainer_ = std::make_unique<SendDrainer>(*this);
     return r;
   }
-  post(s, "fi_tsend", [&] { return fi_tsend(ep_, buf, len, nullptr, to, tag, &s.ctx); });
+  post(s, "fi_tsend", [&] { return fi_tsend(fi_->ep(), buf, len, nullptr, to, tag, &s.ctx); });
   return r;
 }
 
@@ -246,18 +199,19 @@ Request FabricLink::irecv(int peer, void* buf, size_t len, uint64_t tag) {
   ++calls_;
   throw_failed_send();
   const Request r = take_slot(peer, false, tag, len);
-  post(slots_[r], "fi_trecv",
-       [&] { return fi_trecv(ep_, buf, len, nullptr, FI_ADDR_UNSPEC, tag, 0, &slots_[r].ctx); });
+  post(slots_[r], "fi_trecv", [&] {
+    return fi_trecv(fi_->ep(), buf, len, nullptr, FI_ADDR_UNSPEC, tag, 0, &slots_[r].ctx);
+  });
   return r;
 }
 
 bool FabricLink::progress(int block_ms) {
   fi_cq_tagged_entry e[16];
-  ssize_t n = block_ms > 0 && cq_can_block_ ? fi_cq_sread(cq_, e, 16, nullptr, block_ms)
-                                            : fi_cq_read(cq_, e, 16);
+  ssize_t n = block_ms > 0 && fi_->cq_can_block() ? fi_cq_sread(fi_->cq(), e, 16, nullptr, block_ms)
+                                                  : fi_cq_read(fi_->cq(), e, 16);
   if (n == -FI_EAVAIL) {
     fi_cq_err_entry err{};
-    if (fi_cq_readerr(cq_, &err, 0) == 1) {
+    if (fi_cq_readerr(fi_->cq(), &err, 0) == 1) {
       auto* s = static_cast<Slot*>(err.op_context);
       s->done = true;
       s->provider_owns = false;
@@ -325,7 +279,7 @@ void FabricLink::wait_all(std::span<const Request> rs,
       last_event = now;
     } else if (now - last_event > spin_) {
       // Idle: give the CPU to the other ranks of this machine.
-      if (cq_can_block_ && now - last_event > spin_ + yield_) {
+      if (fi_->cq_can_block() && now - last_event > spin_ + yield_) {
         progress(1);
         throw_failed_send();
         polls = kPollsPerClockRead - 1;  // a blocking poll is slow: read the clock next
@@ -361,7 +315,7 @@ void FabricLink::finish_sends_locked(std::chrono::steady_clock::time_point deadl
           fmt::format("{} injected sends over '{}' were still unfinished at the deadline",
                       detached_, provider_));
     }
-    if (cq_can_block_ && now - start > yield_) {
+    if (fi_->cq_can_block() && now - start > yield_) {
       progress(1);
       throw_failed_send();
     } else {
@@ -390,7 +344,7 @@ std::string FabricLink::describe_error(const Slot& s) const {
   std::string why = fi_strerror(s.error);
   if (s.prov_errno == 0) return why;
   char buf[128] = {};
-  const char* cause = fi_cq_strerror(cq_, s.prov_errno, nullptr, buf, sizeof buf);
+  const char* cause = fi_cq_strerror(fi_->cq(), s.prov_errno, nullptr, buf, sizeof buf);
   if (cause != nullptr && *cause != '\0' && why != cause) {
     why += fmt::format(" ({}: {})", provider_, cause);
   }

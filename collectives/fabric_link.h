@@ -45,11 +45,7 @@
 #include <string>
 #include <vector>
 
-struct fid_fabric;
-struct fid_domain;
-struct fid_ep;
-struct fid_av;
-struct fid_cq;
+#include "provider/client/rdm_endpoint.h"
 
 namespace spray::coll {
 
@@ -132,15 +128,9 @@ class FabricLink {
   [[noreturn]] void fail(const Slot& s, const std::string& why) const;
 
   std::string provider_;
-  fi_info* info_ = nullptr;
-  fid_fabric* fabric_ = nullptr;
-  fid_domain* domain_ = nullptr;
-  fid_av* av_ = nullptr;
-  fid_cq* cq_ = nullptr;
-  fid_ep* ep_ = nullptr;
-  bool cq_can_block_ = false;
-  std::chrono::microseconds spin_{};   // polling before blocking, per wait
-  std::chrono::microseconds yield_{};  // then polling with sched_yield before blocking
+  std::unique_ptr<fi_client::RdmEndpoint> fi_;  // the libfabric objects
+  std::chrono::microseconds spin_{};            // polling before blocking, per wait
+  std::chrono::microseconds yield_{};           // then polling with sched_yield before blocking
   std::chrono::milliseconds post_timeout_{30000};
   size_t inject_size_ = 0;  // sends up to this many bytes are injected (0: never)
   size_t detached_ = 0;     // injected sends waited for whose completion is still due

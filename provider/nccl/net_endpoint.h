@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "provider/client/rdm_endpoint.h"
+
 namespace spray::nccl {
 
 class NetEndpoint {
@@ -33,7 +35,7 @@ class NetEndpoint {
   NetEndpoint& operator=(const NetEndpoint&) = delete;
 
   std::mutex& mutex() { return mutex_; }
-  fid_ep* ep() const { return ep_; }
+  fid_ep* ep() const { return fi_->ep(); }
   const std::string& provider() const { return provider_; }
   // The endpoint's own name (fi_getname), what peers enter into their AVs.
   std::span<const uint8_t> name() const { return name_; }
@@ -56,12 +58,7 @@ class NetEndpoint {
 
   std::mutex mutex_;
   std::string provider_;
-  fi_info* info_ = nullptr;
-  fid_fabric* fabric_ = nullptr;
-  fid_domain* domain_ = nullptr;
-  fid_av* av_ = nullptr;
-  fid_cq* cq_ = nullptr;
-  fid_ep* ep_ = nullptr;
+  std::unique_ptr<fi_client::RdmEndpoint> fi_;  // the libfabric objects
   std::vector<uint8_t> name_;
   size_t max_message_bytes_ = 0;
   size_t inject_bytes_ = 0;

@@ -12,9 +12,7 @@
 //
 // Usage: spray-fi-rate [--provider P] [--burst N] [--more] [--messages N] [--window N]
 #include <rdma/fabric.h>
-#include <rdma/fi_cm.h>
-#include <rdma/fi_domain.h>
-#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
@@ -22,7 +20,6 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -30,6 +27,8 @@
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
+
+#include "provider/client/rdm_endpoint.h"
 
 namespace {
 
@@ -48,56 +47,30 @@ void check(int rc, const char* call) {
 class Side {
  public:
   explicit Side(const std::string& provider, size_t cq_entries) {
-    fi_info* hints = fi_allocinfo();
-    hints->fabric_attr->prov_name = strdup(provider.c_str());
-    hints->ep_attr->type = FI_EP_RDM;
-    hints->caps = FI_TAGGED;
-    hints->domain_attr->mr_mode = 0;
-    const int rc = fi_getinfo(FI_VERSION(1, 17), nullptr, nullptr, 0, hints, &info_);
-    fi_freeinfo(hints);
-    check(rc, "fi_getinfo (a tagged RDM endpoint)");
-    fi_av_attr av_attr{};
-    av_attr.type = FI_AV_TABLE;
-    fi_cq_attr cq_attr{};
-    cq_attr.format = FI_CQ_FORMAT_TAGGED;
-    cq_attr.size = cq_entries;
-    check(fi_fabric(info_->fabric_attr, &fabric_, nullptr), "fi_fabric");
-    check(fi_domain(fabric_, info_, &domain_, nullptr), "fi_domain");
-    check(fi_av_open(domain_, &av_attr, &av_, nullptr), "fi_av_open");
-    check(fi_cq_open(domain_, &cq_attr, &cq_, nullptr), "fi_cq_open");
-    check(fi_endpoint(domain_, info_, &ep_, nullptr), "fi_endpoint");
-    check(fi_ep_bind(ep_, &av_->fid, 0), "fi_ep_bind(av)");
-    check(fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV), "fi_ep_bind(cq)");
-    check(fi_enable(ep_), "fi_enable");
+    spray::fi_client::RdmEndpointSpec spec;
+    spec.provider = provider;
+    spec.cq_entries = cq_entries;
+    std::string error;
+    fi_ = spray::fi_client::RdmEndpoint::open(spec, error);
+    if (!fi_) fail(error);
   }
-  ~Side() {
-    for (fid* f : {ep_ ? &ep_->fid : nullptr, cq_ ? &cq_->fid : nullptr, av_ ? &av_->fid : nullptr,
-                   domain_ ? &domain_->fid : nullptr, fabric_ ? &fabric_->fid : nullptr}) {
-      if (f) fi_close(f);
-    }
-    fi_freeinfo(info_);
-  }
-  Side(const Side&) = delete;
-  Side& operator=(const Side&) = delete;
 
   // `other` entered into this side's AV.
   fi_addr_t enter(const Side& other) {
-    char name[256];
-    size_t len = sizeof(name);
-    check(fi_getname(&other.ep_->fid, name, &len), "fi_getname");
-    fi_addr_t address = FI_ADDR_NOTAVAIL;
-    if (fi_av_insert(av_, name, 1, &address, 0, nullptr) != 1) fail("fi_av_insert failed");
+    std::string error;
+    const fi_addr_t address = fi_->enter(other.fi_->name(), error);
+    if (address == FI_ADDR_NOTAVAIL) fail("fi_av_insert: " + error);
     return address;
   }
   // Completions read now (each entry's op_context into `contexts` when given); an error
   // completion fails the run.
   size_t poll(std::vector<void*>* contexts = nullptr) {
     fi_cq_tagged_entry entries[32];
-    const ssize_t n = fi_cq_read(cq_, entries, 32);
+    const ssize_t n = fi_cq_read(fi_->cq(), entries, 32);
     if (n == -FI_EAGAIN) return 0;
     if (n < 0) {
       fi_cq_err_entry err{};
-      fi_cq_readerr(cq_, &err, 0);
+      fi_cq_readerr(fi_->cq(), &err, 0);
       fail(fmt::format("error completion: {}", fi_strerror(err.err)));
     }
     if (contexts) {
@@ -105,16 +78,11 @@ class Side {
     }
     return static_cast<size_t>(n);
   }
-  fid_ep* ep() const { return ep_; }
-  size_t inject_size() const { return info_->tx_attr->inject_size; }
+  fid_ep* ep() const { return fi_->ep(); }
+  size_t inject_size() const { return fi_->info().tx_attr->inject_size; }
 
  private:
-  fi_info* info_ = nullptr;
-  fid_fabric* fabric_ = nullptr;
-  fid_domain* domain_ = nullptr;
-  fid_av* av_ = nullptr;
-  fid_cq* cq_ = nullptr;
-  fid_ep* ep_ = nullptr;
+  std::unique_ptr<spray::fi_client::RdmEndpoint> fi_;
 };
 
 struct Options {
