@@ -1,12 +1,7 @@
 #include "provider/nccl/net_endpoint.h"
 
-#include <rdma/fi_cm.h>
-#include <rdma/fi_domain.h>
-#include <rdma/fi_endpoint.h>
+#include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
-#include <rdma/fi_tagged.h>
-
-#include <cstring>
 
 #include <fmt/format.h>
 
