@@ -53,11 +53,12 @@ void write_entry(const CompletionQueue& cq, const fi_cq_tagged_entry& e, uint8_t
 // Domain mutex held.
 ssize_t read_locked(CompletionQueue& cq, void* buf, size_t count, fi_addr_t* src) {
   cq.progress();
-  if (cq.entries.empty()) return cq.errors.empty() ? -FI_EAGAIN : -FI_EAVAIL;
+  if (cq.entries.empty()) return -FI_EAGAIN;
+  if (cq.entries.front().error) return -FI_EAVAIL;
   auto* out = static_cast<uint8_t*>(buf);
   const size_t size = entry_size(cq.format);
   size_t n = 0;
-  while (n < count && !cq.entries.empty()) {
+  while (n < count && !cq.entries.empty() && !cq.entries.front().error) {
     const CqEntry& e = cq.entries.front();
     write_entry(cq, e.entry, out + n * size);
     if (src) src[n] = e.source;
@@ -82,13 +83,15 @@ ssize_t cq_readerr(fid_cq* f, fi_cq_err_entry* buf, uint64_t) {
   auto* cq = fid_to<CompletionQueue>(f);
   if (!buf) return -FI_EINVAL;
   std::lock_guard lock(cq->domain->mutex);
-  if (cq->errors.empty()) return -FI_EAGAIN;
+  // The next completion must be the error (fi_cq_read said -FI_EAVAIL).
+  if (cq->entries.empty() || !cq->entries.front().error) return -FI_EAGAIN;
   // API >= 1.5: the caller's err_data buffer, if any, is kept; we provide no extra data.
   void* err_data = buf->err_data;
   *buf = cq->errors.front();
   buf->err_data = err_data;
   buf->err_data_size = 0;
   cq->errors.pop_front();
+  cq->entries.pop_front();
   return 1;
 }
 

@@ -33,30 +33,6 @@ Counter* counter_for(const Endpoint& ep, uint64_t flags) {
   return ep.send_cntr;
 }
 
-// A message landed in a multi-receive buffer (FI_MULTI_RECV): the next message goes right
-// after it. While at least min_multi_recv bytes remain, the rest of the buffer is posted
-// again under the same operation; otherwise the buffer is released and this completion
-// carries FI_MULTI_RECV. `op` is updated to describe this message's part of the buffer.
-// Returns true when the operation stays posted. A cancel that waited for this message
-// (multi_cancel_pending) releases the buffer with an entry of its own, after this one.
-bool advance_multi_recv(Endpoint& ep, uint32_t index, const ses::Completion& c, Endpoint::Op& op) {
-  Endpoint::Op& slot = ep.ops[index];
-  op.buf = static_cast<uint8_t*>(slot.buf) + slot.multi_used;
-  slot.multi_used += c.length;
-  const size_t left = slot.multi_capacity - slot.multi_used;
-  if (slot.multi_cancel_pending && c.status != Status::kCanceled) return false;
-  if (c.status != Status::kCanceled && left > 0 && left >= ep.min_multi_recv) {
-    ses::RecvSpec rest;
-    rest.buffer = static_cast<uint8_t*>(slot.buf) + slot.multi_used;
-    rest.length = left;
-    rest.context = index;
-    rest.source = slot.multi_source;
-    if (ep.engine->post_recv(rest) == Status::kOk) return true;
-  }
-  op.flags |= FI_MULTI_RECV;
-  return false;
-}
-
 // The CQ entry and counter update of operation `op` ending as `c` says.
 void report(Endpoint& ep, const ses::Completion& c, const Endpoint::Op& op) {
   const bool receive = (op.flags & FI_RECV) != 0;
@@ -92,7 +68,7 @@ void report(Endpoint& ep, const ses::Completion& c, const Endpoint::Op& op) {
   err.data = c.has_data ? c.data : 0;
   err.err = to_fi_errno(c.status);
   err.prov_errno = static_cast<int>(c.status);
-  cq->errors.push_back(err);
+  cq->push_error(err);
 }
 
 void complete(Endpoint& ep, const ses::Completion& c) {
@@ -100,17 +76,14 @@ void complete(Endpoint& ep, const ses::Completion& c) {
   const uint32_t index = static_cast<uint32_t>(c.context);
   if (index >= ep.ops.size() || !ep.ops[index].in_use) return;
   Endpoint::Op op = ep.ops[index];
-  const bool stays = op.multi_capacity > 0 && advance_multi_recv(ep, index, c, op);
-  // A cancel that waited for this message releases the buffer with its own entry, next.
-  const bool cancel_follows = op.multi_cancel_pending && c.status != Status::kCanceled;
-  if (!stays) ep.release_op(index);
-  report(ep, c, op);
-  if (cancel_follows) {
-    ses::Completion canceled;
-    canceled.status = Status::kCanceled;
-    op.flags |= FI_MULTI_RECV;
-    report(ep, canceled, op);
+  // A multi-receive buffer's messages each report their part of it; the completion that
+  // releases the buffer (its last message's, or a cancel's) carries FI_MULTI_RECV.
+  if (op.multi) {
+    if (c.buffer) op.buf = c.buffer;
+    if (c.released) op.flags |= FI_MULTI_RECV;
   }
+  if (!op.multi || c.released) ep.release_op(index);
+  report(ep, c, op);
 }
 
 int ep_close(fid* f) {
@@ -266,14 +239,10 @@ ssize_t ep_cancel(fid* f, void* context) {
   for (uint32_t i = 0; i < ep->ops.size(); ++i) {
     const Endpoint::Op& op = ep->ops[i];
     if (op.in_use && op.context == context && (op.flags & FI_RECV)) {
+      // A multi-receive buffer with messages still landing in it is released (with
+      // FI_ECANCELED) after they have.
       if (ep->engine->cancel_recv(i) == Status::kOk) {
         endpoint_progress(*ep);  // delivers the FI_ECANCELED entry
-        return FI_SUCCESS;
-      }
-      // A multi-receive buffer whose rest is not posted now: a message is landing in it.
-      // The cancel takes effect when that message has (it is not posted again).
-      if (op.multi_capacity > 0 && !op.multi_cancel_pending) {
-        ep->ops[i].multi_cancel_pending = true;
         return FI_SUCCESS;
       }
     }

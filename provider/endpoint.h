@@ -19,15 +19,9 @@ struct Endpoint {
     uint32_t inject = kNone;  // inject buffer held until the engine is done with it
     bool report = true;       // false: no CQ entry (fi_inject, selective completion)
     bool in_use = false;
-    // FI_MULTI_RECV: `buf` holds multi_capacity bytes, multi_used of them filled by
-    // earlier messages (packed back to back); receives from multi_source only, if set.
-    size_t multi_capacity = 0;
-    size_t multi_used = 0;
-    pds::PeerIndex multi_source = pds::kNoPeer;
-    // fi_cancel came while a message was landing in the multi-receive buffer (nothing of
-    // it posted to cancel): the buffer is not posted again, and an FI_ECANCELED entry
-    // releases it right after that message's.
-    bool multi_cancel_pending = false;
+    // FI_MULTI_RECV: the transport packs message after message into `buf` and reports
+    // where each landed; the op ends with the completion that releases the buffer.
+    bool multi = false;
   };
   static constexpr uint32_t kNone = ~0u;
 

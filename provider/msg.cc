@@ -223,10 +223,9 @@ ssize_t post_recv(Endpoint& ep, void* buf, size_t len, fi_addr_t src, bool tagge
     return -FI_EAGAIN;
   }
   spec.context = slot;
-  if (multi) {
-    ep.ops[slot].multi_capacity = len;
-    ep.ops[slot].multi_source = spec.source;
-  }
+  spec.multi = multi;
+  spec.multi_min_free = ep.min_multi_recv;
+  ep.ops[slot].multi = multi;
   const Status s = ep.engine->post_recv(spec);
   if (s != Status::kOk) {
     ep.release_op(slot);

@@ -155,6 +155,7 @@ struct AddressVector {
 struct CqEntry {
   fi_cq_tagged_entry entry{};
   fi_addr_t source = FI_ADDR_NOTAVAIL;
+  bool error = false;  // a marker: the next of CompletionQueue::errors is read here
 };
 
 struct CompletionQueue {
@@ -162,12 +163,20 @@ struct CompletionQueue {
   Domain* domain = nullptr;
   fi_cq_format format = FI_CQ_FORMAT_CONTEXT;
   fi_wait_obj wait_obj = FI_WAIT_NONE;
+  // Completions in the order they happened. An error keeps its place with a marker in
+  // `entries` while its details wait in `errors`: fi_cq_read stops at it (-FI_EAVAIL) and
+  // fi_cq_readerr takes it, as libfabric's own CQs do. Without the order, a multi-receive
+  // buffer's release could be read before the error entry of a message placed in it.
   std::deque<CqEntry> entries;
   std::deque<fi_cq_err_entry> errors;
   std::vector<Endpoint*> endpoints;  // bound: progressing this CQ drives them
   bool signaled = false;
   std::unique_ptr<WaitFd> wait_fd;  // FI_WAIT_FD only
 
+  void push_error(const fi_cq_err_entry& e) {
+    errors.push_back(e);
+    entries.push_back(CqEntry{.error = true});
+  }
   void progress();  // drives the bound endpoints; domain mutex held
   // fi_trywait on this CQ: -FI_EAGAIN when there is something to read, else arms the
   // wait fd and returns FI_SUCCESS (domain mutex not held).

@@ -52,7 +52,8 @@ struct Replay {
   std::map<ses::UserContext, ses::Completion> got;
 };
 
-// Receives: untagged ones are contexts 0 and 2, tagged ones 1 and 3.
+// Receives: untagged ones are contexts 0 and 2, tagged ones 1 and 3, and the
+// multi-receive buffer kMultiReceive.
 void expect_received(Replay& r, ses::UserContext ctx, uint64_t len) {
   ASSERT_TRUE(r.got.contains(ctx));
   const ses::Completion& c = r.got[ctx];
@@ -112,9 +113,13 @@ TEST(EngineConversations, immediate_data_replays) {
 
 TEST(EngineConversations, rod_sends_replay_in_order) {
   Replay r("sends_rod_in_order");
-  // Three sends, into the two untagged receives: the first two are placed.
+  // Three sends: into the two untagged receives, then the multi-receive buffer behind
+  // them, at its start.
   expect_received(r, 0, 100);
   expect_received(r, 2, 100);
+  expect_received(r, kMultiReceive, 100);
+  EXPECT_EQ(r.got[kMultiReceive].buffer, r.target.recv[kMultiReceive].data());
+  EXPECT_FALSE(r.got[kMultiReceive].released);  // 8092 bytes left: still posted
 }
 
 TEST(EngineConversations, write_replays_into_the_region) {

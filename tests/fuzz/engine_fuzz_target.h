@@ -33,6 +33,10 @@ namespace spray::fuzz {
 inline constexpr uint64_t kRegionKey = 42;
 inline constexpr size_t kRegionBytes = 4096;
 inline constexpr size_t kReceives = 4;  // recv[i]: context i, tagged when i is odd
+// recv[kReceives], context kReceives: an untagged multi-receive buffer posted behind
+// them, so that messages (forged ones too) also land back to back in one buffer.
+inline constexpr ses::UserContext kMultiReceive = kReceives;
+inline constexpr uint64_t kMultiMinFree = 256;  // bytes
 inline constexpr size_t kReceiveBytes = 8192;
 inline constexpr int kMaxPackets = 64;           // per input
 inline constexpr size_t kMaxPacketBytes = 4096;  // the fabric's MTU
@@ -55,6 +59,12 @@ struct EngineFuzzTarget {
       (void)cluster.engine(0).post_recv(
           {recv[i].data(), recv[i].size(), uint64_t(i), i % 2 == 1, 0, ~0ULL});
     }
+    recv[kReceives].assign(kReceiveBytes, 0);
+    (void)cluster.engine(0).post_recv({.buffer = recv[kReceives].data(),
+                                       .length = kReceiveBytes,
+                                       .context = kMultiReceive,
+                                       .multi = true,
+                                       .multi_min_free = kMultiMinFree});
     outgoing.assign(kRudSendBytes + kRodSendBytes, 0x5a);
     (void)cluster.engine(0).send(1, outgoing.data(), kRudSendBytes, kRudSendContext);
     (void)cluster.engine(0).send(1, outgoing.data() + kRudSendBytes, kRodSendBytes, kRodSendContext,
@@ -120,7 +130,7 @@ struct EngineFuzzTarget {
 
   sim::Cluster cluster;
   std::vector<uint8_t> region;
-  std::vector<uint8_t> recv[kReceives];
+  std::vector<uint8_t> recv[kReceives + 1];
   std::vector<uint8_t> outgoing;  // host 0's two sends, back to back
 };
 

@@ -57,12 +57,19 @@ struct Op {
   int ep = 0;       // the endpoint that posted it
   int peer = -1;    // send, RMA: the target endpoint; receive: the directed source or -1
   bool tagged = false;
-  bool inject = false;       // no completion expected
-  bool with_data = false;    // send, write: carries id as remote CQ data
-  uint64_t tag = 0;          // send: its tag; receive: the tag it selects
-  uint64_t ignore = 0;       // receive: the ignore mask
-  size_t size = 0;           // send, RMA: bytes; receive: buffer bytes
-  size_t multi_used = 0;     // multi-receive (kMulti): bytes of the buffer messages took
+  bool inject = false;     // no completion expected
+  bool with_data = false;  // send, write: carries id as remote CQ data
+  uint64_t tag = 0;        // send: its tag; receive: the tag it selects
+  uint64_t ignore = 0;     // receive: the ignore mask
+  size_t size = 0;         // send, RMA: bytes; receive: buffer bytes
+  // Multi-receive (kMulti): the parts messages took so far, as completed (not in buffer
+  // order: a rendezvous may finish after an eager message carved behind it).
+  struct Part {
+    size_t offset = 0, len = 0;
+    int from = 0;       // the sending endpoint
+    uint64_t send = 0;  // the send's id
+  };
+  std::vector<Part> multi_parts;
   std::vector<uint8_t> buf;  // send payload, receive or read buffer
   // RMA: the target slot and byte offset in it; the error a bad one must fail with.
   size_t slot = 0, offset = 0;
@@ -198,12 +205,13 @@ struct ApiStorm : Fabric {
   void on_recv(Op& r, size_t len, size_t olen, uint64_t tag, uint64_t flags, uint64_t data,
                std::optional<fi_addr_t> src, int err);
 
-  // A multi-receive's completions: each message lands right after the one before (at
-  // `at`, which the completion names), and the completion after which fewer than the
-  // endpoint's FI_OPT_MIN_MULTI_RECV bytes remain, or a cancel, releases the buffer with
-  // FI_MULTI_RECV (a cancel asked for while a message was landing: its FI_ECANCELED entry,
-  // right after the message's). Bytes past a message are not checked: the next one may
-  // be there.
+  // A multi-receive's completions: each message lands at `at` (which the completion
+  // names) in a part of the buffer no other message took; messages from one sender take
+  // parts in their send order; and the last completion releases the buffer with
+  // FI_MULTI_RECV. Then the parts tile the buffer's start with no gap, and fewer than the
+  // endpoint's FI_OPT_MIN_MULTI_RECV bytes remain, unless a cancel released it (its
+  // FI_ECANCELED entry comes after the message completions). Bytes past a message are not
+  // checked: the next one may be there.
   void on_multi(Op& m, const void* at, size_t len, size_t olen, uint64_t flags, uint64_t data,
                 std::optional<fi_addr_t> src, int err);
 
@@ -255,10 +263,9 @@ struct ApiStorm : Fabric {
   void catch_everything();
 
   // FI_ORDER_SAS: of two receives at one endpoint that both could take either of two
-  // sends from one source, the one posted first took the one sent first. Probes are left
-  // out (a claim takes its message out of turn, by design), and so are multi-receive
-  // buffers: the provider posts a buffer's rest again behind receives posted after it,
-  // which fi_msg(3) leaves open.
+  // sends from one source, the one posted first took the one sent first; a multi-receive
+  // buffer keeps its place in line while it takes message after message. Probes are left
+  // out (a claim takes its message out of turn, by design).
   void check_order();
 
   // The whole test for one seed: kSteps random calls, then every message caught, the

@@ -87,8 +87,8 @@ void ApiStorm::on_recv(Op& r, size_t len, size_t olen, uint64_t tag, uint64_t fl
 void ApiStorm::on_multi(Op& m, const void* at, size_t len, size_t olen, uint64_t flags,
                         uint64_t data, std::optional<fi_addr_t> src, int err) {
   const std::string who = "multi-receive " + std::to_string(m.id) + " at ep " +
-                          std::to_string(m.ep) + " (" + std::to_string(m.multi_used) + " of " +
-                          std::to_string(m.size) + " B used)";
+                          std::to_string(m.ep) + " (" + std::to_string(m.multi_parts.size()) +
+                          " messages in " + std::to_string(m.size) + " B)";
   const bool released = (flags & FI_MULTI_RECV) != 0;
   if (released) m.expected_completions = m.completions;
   if (err == FI_ECANCELED) {
@@ -101,23 +101,44 @@ void ApiStorm::on_multi(Op& m, const void* at, size_t len, size_t olen, uint64_t
     fail(who + " failed: " + fi_strerror(err));
     return;
   }
-  const std::span<const uint8_t> room = std::span(m.buf).subspan(m.multi_used);
-  if (at != room.data()) {
-    fail(who + ": a message landed elsewhere than right after the one before");
+  const auto* base = m.buf.data();
+  const auto* where = static_cast<const uint8_t*>(at);
+  if (where < base || where > base + m.size) {
+    fail(who + ": a message landed outside the buffer");
     return;
   }
+  const auto offset = static_cast<size_t>(where - base);
+  const std::span<const uint8_t> room = std::span(m.buf).subspan(offset, m.size - offset);
   Op* s = take_send(m, who, room.data(), 0, flags, data, src);
   if (!s) return;
   const std::string pair = who + " <- send " + std::to_string(s->id);
   check_delivery(pair, room, room.size(), false, *s, len, olen, flags, data, err);
   ++tally.into_multi;
-  m.multi_used += len;
-  const size_t left = m.size - m.multi_used;
-  // Once a cancel is asked for, the FI_ECANCELED entry may be the one that releases.
-  const bool must_release = left == 0 || left < min_multi_recv[m.ep];
-  if (released ? !must_release : must_release && !m.cancel_requested)
-    fail(pair + ": FI_MULTI_RECV " + (released ? "set" : "missing") + " with " +
-         std::to_string(left) + " B left");
+  for (const Op::Part& p : m.multi_parts) {
+    if (offset < p.offset + p.len && p.offset < offset + len)
+      fail(pair + ": lands on the part of send " + std::to_string(p.send));
+    // An earlier send's part lies before this one (empty ones may share an offset).
+    const bool in_order = p.send < s->id ? p.offset + p.len <= offset : offset + len <= p.offset;
+    if (p.from == s->ep && !in_order)
+      fail(pair + ": took its part out of its sender's order (send " + std::to_string(p.send) +
+           ")");
+  }
+  m.multi_parts.push_back({offset, len, s->ep, s->id});
+  if (!released) return;
+  // The buffer is the user's again: its parts are all in, packed from its start.
+  std::vector<Op::Part> parts = m.multi_parts;
+  // By offset; at one offset an empty part before the one that fills it.
+  std::sort(parts.begin(), parts.end(), [](auto& a, auto& b) {
+    return std::pair(a.offset, a.len) < std::pair(b.offset, b.len);
+  });
+  size_t used = 0;
+  for (const Op::Part& p : parts) {
+    if (p.offset != used) fail(pair + ": a gap before the part of send " + std::to_string(p.send));
+    used = p.offset + p.len;
+  }
+  const size_t left = m.size - used;
+  if (!(left == 0 || left < min_multi_recv[m.ep]) && !m.cancel_requested)
+    fail(pair + ": FI_MULTI_RECV set with " + std::to_string(left) + " B left");
 }
 
 void ApiStorm::check_delivery(const std::string& pair, std::span<const uint8_t> buffer, size_t room,
@@ -339,20 +360,24 @@ std::string ApiStorm::unfinished() const {
 }
 
 void ApiStorm::check_order() {
-  std::vector<const Op*> taken;
+  // Every (receive, send it took) pair, in the order the receives were posted; a
+  // multi-receive buffer gives one pair per message.
+  std::vector<std::pair<const Op*, const Op*>> taken;
   for (const Op& r : ops) {
-    if (r.kind == Op::kRecv && r.matched) taken.push_back(&r);
+    if (r.kind == Op::kRecv && r.matched) taken.emplace_back(&r, r.matched);
+    if (r.kind != Op::kMulti) continue;
+    for (const Op::Part& p : r.multi_parts) taken.emplace_back(&r, &ops[p.send]);
   }
   for (size_t i = 0; i < taken.size(); ++i) {
     for (size_t j = i + 1; j < taken.size(); ++j) {
-      const Op& a = *taken[i];
-      const Op& b = *taken[j];
-      const Op& x = *a.matched;
-      const Op& y = *b.matched;
-      if (a.ep != b.ep || x.ep != y.ep || x.id < y.id) continue;
-      if (can_match(a, y) && can_match(b, x)) {
-        fail("receives " + std::to_string(a.id) + " and " + std::to_string(b.id) + " took sends " +
-             std::to_string(x.id) + " and " + std::to_string(y.id) + " out of order");
+      const auto [a, x] = taken[i];
+      const auto [b, y] = taken[j];
+      // Two messages in one buffer: on_multi checked their order.
+      if (a == b || a->ep != b->ep || x->ep != y->ep || x->id < y->id) continue;
+      if (can_match(*a, *y) && can_match(*b, *x)) {
+        fail("receives " + std::to_string(a->id) + " and " + std::to_string(b->id) +
+             " took sends " + std::to_string(x->id) + " and " + std::to_string(y->id) +
+             " out of order");
         return;
       }
     }

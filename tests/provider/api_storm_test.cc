@@ -21,8 +21,8 @@
 //     discarded no receive takes (a claimed message goes to the claiming receive);
 //   - messages matched in order (FI_ORDER_SAS): of two receives that both could take
 //     either of two sends from one source, the earlier posted took the earlier sent;
-//   - a multi-receive buffer packs messages back to back and says FI_MULTI_RECV exactly
-//     when it is released;
+//   - a multi-receive buffer packs messages back to back, keeps its place in line, and
+//     says FI_MULTI_RECV exactly when it is released;
 //   - a canceled receive matched nothing; a send or write to the closed endpoint failed
 //     with FI_EHOSTUNREACH; a wrong key or bounds failed as said and wrote nothing;
 //   - every valid write landed and every read returned what the region held; a write with

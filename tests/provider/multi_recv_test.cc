@@ -1,6 +1,7 @@
 // FI_MULTI_RECV through the public libfabric API: one posted buffer takes message after
-// message, packed back to back, until less than FI_OPT_MIN_MULTI_RECV bytes remain; the
-// completion that releases it carries FI_MULTI_RECV.
+// message, packed back to back in the order they match, and keeps its place in the queue
+// until less than FI_OPT_MIN_MULTI_RECV bytes remain; the completion that releases it
+// (the last of its messages to complete) carries FI_MULTI_RECV.
 #include "tests/provider/fabric_fixture.h"
 
 namespace spray_fi_test {
@@ -106,6 +107,47 @@ TEST_F(MultiRecv, rendezvous_sized_messages_land_back_to_back) {
   EXPECT_EQ(cancel(b, &ctx), FI_ECANCELED);
 }
 
+// While a rendezvous message is still being read into the buffer, the eager messages
+// behind it match the same buffer (it is still first in line), not the receive posted
+// after it. They complete before the rendezvous does; its completion, the last, releases
+// the buffer. (The buffer used to leave the queue until each message had landed, so
+// the eager ones went to the later receive.)
+TEST_F(MultiRecv, keeps_its_place_in_line_while_a_rendezvous_lands_in_it) {
+  fid_ep* a = endpoint();
+  fid_ep* b = endpoint();
+  const size_t min = 64;
+  ASSERT_EQ(fi_setopt(&b->fid, FI_OPT_ENDPOINT, FI_OPT_MIN_MULTI_RECV, &min, sizeof(min)), 0);
+  const auto big = pattern(70000, 1);
+  std::vector<std::vector<uint8_t>> smalls;
+  for (int i = 0; i < 3; ++i) smalls.push_back(pattern(100, static_cast<uint8_t>(2 + i)));
+  std::vector<uint8_t> buf(70000 + 3 * 100 + 50, 0xee);  // 50 < 64 left after all four
+  int ctx = 0;
+  ASSERT_EQ(post_multi(b, buf, &ctx), 0);
+  std::vector<uint8_t> later(4096, 0xee);
+  int later_ctx = 0;
+  ASSERT_EQ(fi_recv(b, later.data(), later.size(), nullptr, FI_ADDR_UNSPEC, &later_ctx), 0);
+  ASSERT_EQ(fi_send(a, big.data(), big.size(), nullptr, addrs[1], nullptr), 0);
+  for (auto& m : smalls) ASSERT_EQ(fi_send(a, m.data(), m.size(), nullptr, addrs[1], nullptr), 0);
+
+  auto got = receives(4);
+  ASSERT_EQ(got.size(), 4u);
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].op_context, &ctx) << i;
+    EXPECT_EQ((got[i].flags & FI_MULTI_RECV) != 0, i == 3) << "only the last releases: " << i;
+  }
+  EXPECT_TRUE(std::equal(big.begin(), big.end(), buf.begin()));
+  for (size_t i = 0; i < smalls.size(); ++i) {
+    const auto at = buf.begin() + static_cast<ptrdiff_t>(70000 + 100 * i);
+    EXPECT_TRUE(std::equal(smalls[i].begin(), smalls[i].end(), at)) << i;
+    const bool reported =
+        std::any_of(got.begin(), got.end(), [&](auto& e) { return e.buf == &*at && e.len == 100; });
+    EXPECT_TRUE(reported) << "small " << i << " reported at its part";
+  }
+  EXPECT_EQ(buf[70300], 0xee);
+  EXPECT_EQ(later[0], 0xee);
+  EXPECT_EQ(cancel(b, &later_ctx), FI_ECANCELED);  // nothing went to the later receive
+}
+
 // fi_cancel at any moment of a rendezvous landing in the buffer: while the message is
 // still arriving nothing of the buffer is posted, yet the cancel must hold (it used to
 // return FI_ENOENT there, and the rest of the buffer was posted again for good). Each
@@ -129,7 +171,7 @@ TEST_F(MultiRecv, cancel__while_a_message_lands_releases_the_buffer_after_it) {
     }
     ASSERT_EQ(fi_cancel(&b->fid, &ctx), 0) << "the buffer is still posted in part";
     // Then one FI_ECANCELED entry releases the buffer; a message that matched before it
-    // landed whole, and its completion came first (CQ entries are read before errors).
+    // landed whole, and its completion came first (the CQ keeps completions in order).
     int canceled = 0;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
     while (canceled == 0 && std::chrono::steady_clock::now() < deadline) {

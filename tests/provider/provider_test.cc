@@ -196,6 +196,44 @@ TEST_F(Fabric, truncation__is_an_error_completion_with_the_prefix_placed) {
   EXPECT_TRUE(std::equal(in.begin(), in.end(), out.begin()));
 }
 
+// Errors keep their place among the completions, as in libfabric's own CQs: fi_cq_read
+// stops at an error (-FI_EAVAIL) and fi_cq_readerr takes only the error at the head. The
+// receives are truncated, whole, truncated; whatever the loop tries first, they are seen
+// in that order (a separate error queue let the whole one overtake the first error).
+TEST_F(Fabric, cq__an_error_keeps_its_place_among_the_completions) {
+  fid_ep* a = endpoint();
+  fid_ep* b = endpoint();
+  const auto out = pattern(100, 3);
+  std::vector<uint8_t> small1(40), whole(200), small2(40);
+  for (auto* in : {&small1, &whole, &small2}) {
+    ASSERT_EQ(fi_recv(b, in->data(), in->size(), nullptr, FI_ADDR_UNSPEC, in->data()), 0);
+  }
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(fi_send(a, out.data(), out.size(), nullptr, addrs[1], nullptr), 0);
+  }
+  std::vector<std::pair<void*, int>> seen;  // receive context, error (0: success)
+  size_t sends_done = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (seen.size() < 3 && std::chrono::steady_clock::now() < deadline) {
+    fi_cq_err_entry err{};
+    if (fi_cq_readerr(cq, &err, 0) == 1) {
+      seen.emplace_back(err.op_context, err.err);
+      continue;
+    }
+    fi_cq_tagged_entry e;
+    if (fi_cq_read(cq, &e, 1) != 1) continue;
+    if (e.flags & FI_RECV) {
+      seen.emplace_back(e.op_context, 0);
+    } else {
+      ++sends_done;
+    }
+  }
+  const std::vector<std::pair<void*, int>> want = {
+      {small1.data(), FI_ETRUNC}, {whole.data(), 0}, {small2.data(), FI_ETRUNC}};
+  EXPECT_EQ(seen, want);
+  wait(3 - sends_done);
+}
+
 TEST_F(Fabric, cancel__completes_a_posted_receive_with_ecanceled) {
   endpoint();
   fid_ep* b = endpoint();

@@ -37,6 +37,9 @@ struct Completion {
   uint64_t data = 0;      // immediate data, when has_data
   bool has_data = false;
   PeerIndex peer = pds::kNoPeer;  // receive: the source
+  uint8_t* buffer = nullptr;      // receive: where its bytes start (a multi-receive part)
+  // Multi-receive buffer: this is the buffer's last completion; it is the user's again.
+  bool released = false;
 };
 
 // A FIFO of completions. Grows by doubling when full, so a slow consumer never loses a

@@ -131,6 +131,8 @@ class Ses {
   // --- user operations (each completes exactly once through poll_completion) --------
   Status send(PeerIndex peer, const void* buf, uint64_t len, UserContext ctx, const SendSpec& spec,
               Time now);
+  // A receive, or a multi-receive buffer (spec.multi: see matching.h), whose messages
+  // each complete with `buffer` naming their part and the last with `released`.
   Status post_recv(const RecvSpec& spec);
   Status write(PeerIndex peer, const void* local, uint64_t len, uint64_t remote_addr, uint64_t key,
                UserContext ctx, const SendSpec& spec, Time now);
@@ -145,6 +147,8 @@ class Ses {
   Status send_datagram(PeerIndex peer, const void* buf, uint64_t len, UserContext ctx,
                        const SendSpec& spec);
   // Cancels a posted receive; it completes with kCanceled. kInvalidArgument if not posted.
+  // A multi-receive buffer's kCanceled completion (released) comes after those of the
+  // messages still landing in it.
   Status cancel_recv(UserContext ctx);
   // Looks for the first unexpected message `spec` would match, without receiving it
   // (MPI_Probe/MPI_Improbe). Completes spec.context at once: kOk with the message's
@@ -462,6 +466,8 @@ class Ses {
   void bind(uint32_t slot, const RecvSpec& recv, Time now);
   void try_deliver(uint32_t slot);
   void complete_receive(const RxMessage& m, Status status, uint64_t placed);
+  Status post_multi_recv(const RecvSpec& spec);
+  void push_multi_canceled(const RecvSpec& recv);
   void push_receive_completion(const RecvSpec& recv, PeerIndex peer, uint64_t total,
                                uint64_t placed, Status status, uint64_t tag, bool has_data,
                                uint64_t data);

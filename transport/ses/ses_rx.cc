@@ -85,7 +85,7 @@ RxResult Ses::on_eager(PeerIndex peer, const wire::SesStandardRequest& h,
   // receive waiting. Delivered straight away, with no reassembly state at all.
   if (!datagram && som && payload.size() == total && h.common.message_id == expect_seq_[peer] &&
       !(h.common.message_id & 0x8000)) {
-    if (auto recv = posted_.take_match(tagged, peer, h.match_bits)) {
+    if (auto recv = posted_.take_match(tagged, peer, h.match_bits, total)) {
       const uint64_t placed = std::min<uint64_t>(total, recv->length);
       if (placed > 0) std::memcpy(recv->buffer, payload.data(), placed);
       push_receive_completion(*recv, peer, total, placed, Status::kOk, h.match_bits,
@@ -186,7 +186,7 @@ void Ses::release_in_order(PeerIndex peer) {
 
 void Ses::match_or_queue(uint32_t slot, Time now) {
   RxMessage& m = rx_[slot];
-  if (auto recv = posted_.take_match(m.tagged, m.peer, m.tag)) {
+  if (auto recv = posted_.take_match(m.tagged, m.peer, m.tag, m.total)) {
     bind(slot, *recv, now);
     return;
   }
@@ -231,6 +231,9 @@ void Ses::push_receive_completion(const RecvSpec& recv, PeerIndex peer, uint64_t
                                   uint64_t placed, Status status, uint64_t tag, bool has_data,
                                   uint64_t data) {
   if (recv.discard) return;  // dropped by a probe: the probe already reported it
+  const MultiRecvState multi = recv.multi_slot == RecvSpec::kNoMulti
+                                   ? MultiRecvState::kHeld
+                                   : posted_.settle(recv.multi_slot, true);
   Completion& c = completions_.emplace();
   c.context = recv.context;
   c.op = recv.tagged ? OpKind::kTaggedRecv : OpKind::kRecv;
@@ -242,7 +245,20 @@ void Ses::push_receive_completion(const RecvSpec& recv, PeerIndex peer, uint64_t
   c.data = data;
   c.has_data = has_data;
   c.peer = peer;
+  c.buffer = recv.buffer;
+  c.released = multi == MultiRecvState::kReleased;
   ++stats_.messages_received;
+  // A multi-receive buffer canceled while this part was landing: released now, after it.
+  if (multi == MultiRecvState::kReleasedCanceled) push_multi_canceled(recv);
+}
+
+// The kCanceled completion that releases a canceled multi-receive buffer.
+void Ses::push_multi_canceled(const RecvSpec& recv) {
+  Completion& c = completions_.emplace();
+  c.context = recv.context;
+  c.op = OpKind::kRecv;
+  c.status = Status::kCanceled;
+  c.released = true;
 }
 
 // MSG_ERR: the sender gave up on send `id`. Whatever arrived of it is dropped (a
@@ -306,6 +322,7 @@ void Ses::take_unexpected(uint32_t slot, uint32_t prev) {
 
 Status Ses::post_recv(const RecvSpec& spec) {
   if (spec.buffer == nullptr && spec.length != 0) return Status::kInvalidArgument;
+  if (spec.multi) return post_multi_recv(spec);
   // An unexpected message that fits takes precedence over posting.
   uint32_t prev = kNone;
   for (uint32_t i = unexpected_head_; i != kNone; prev = i, i = rx_[i].next_unexpected) {
@@ -318,9 +335,39 @@ Status Ses::post_recv(const RecvSpec& spec) {
   return posted_.post(spec);
 }
 
+// A multi-receive buffer is queued first, then takes the unexpected messages it accepts,
+// oldest first, for as long as it stays queued.
+Status Ses::post_multi_recv(const RecvSpec& spec) {
+  if (spec.tagged || spec.length == 0 || spec.discard) return Status::kInvalidArgument;
+  if (const Status s = posted_.post(spec); s != Status::kOk) return s;
+  uint32_t multi_slot = RecvSpec::kNoMulti;
+  uint32_t prev = kNone;
+  for (uint32_t i = unexpected_head_; i != kNone;) {
+    RxMessage& m = rx_[i];
+    const uint32_t following = m.next_unexpected;
+    if (!spec.accepts(m.tagged, m.peer, m.tag)) {
+      prev = i;
+      i = following;
+      continue;
+    }
+    // No receive queued earlier accepts an unexpected message (each looked when it was
+    // posted), so the match is a part of this buffer.
+    const auto part = posted_.take_match(m.tagged, m.peer, m.tag, m.total);
+    if (!part) break;
+    multi_slot = part->multi_slot;
+    take_unexpected(i, prev);
+    bind(i, *part, now_);
+    try_deliver(i);
+    if (!posted_.queued(multi_slot)) break;
+    i = following;
+  }
+  return Status::kOk;
+}
+
 // --- probes (FI_PEEK, FI_CLAIM, FI_DISCARD) --------------------------------------------
 
 Status Ses::probe(const RecvSpec& spec, ProbeAction action, uint64_t claim_key) {
+  if (spec.multi) return Status::kInvalidArgument;
   if (action == ProbeAction::kClaim &&
       std::any_of(claimed_.begin(), claimed_.end(),
                   [&](const auto& c) { return c.first == claim_key; })) {
@@ -360,6 +407,7 @@ Status Ses::probe(const RecvSpec& spec, ProbeAction action, uint64_t claim_key) 
 }
 
 Status Ses::recv_claimed(const RecvSpec& spec, uint64_t claim_key) {
+  if (spec.multi) return Status::kInvalidArgument;
   if (spec.buffer == nullptr && spec.length != 0 && !spec.discard) return Status::kInvalidArgument;
   const auto it = std::find_if(claimed_.begin(), claimed_.end(),
                                [&](const auto& c) { return c.first == claim_key; });
@@ -389,6 +437,11 @@ Status Ses::recv_claimed(const RecvSpec& spec, uint64_t claim_key) {
 Status Ses::cancel_recv(UserContext ctx) {
   const auto r = posted_.cancel(ctx);
   if (!r) return Status::kInvalidArgument;
+  if (r->multi) {
+    // Released now, or by the completion of its last part still landing.
+    if (posted_.settle(r->multi_slot, false) != MultiRecvState::kHeld) push_multi_canceled(*r);
+    return Status::kOk;
+  }
   Completion& c = completions_.emplace();
   c.context = r->context;
   c.op = r->tagged ? OpKind::kTaggedRecv : OpKind::kRecv;

@@ -12,11 +12,11 @@ TEST(PostedReceives, take_match__fifo_per_list_with_source_and_tag_rules) {
   ASSERT_EQ(p.post({nullptr, 0, 2, true, 0xab12, 0, 3}), Status::kOk);
   ASSERT_EQ(p.post({nullptr, 0, 3, false, 0, 0, 5}), Status::kOk);
   ASSERT_EQ(p.post({nullptr, 0, 4, false, 0, 0, pds::kNoPeer}), Status::kOk);
-  EXPECT_FALSE(p.take_match(true, 1, 0xac12));            // tag differs outside ignore bits
-  EXPECT_EQ(p.take_match(true, 3, 0xab12)->context, 1u);  // first posted wins
-  EXPECT_EQ(p.take_match(true, 3, 0xab12)->context, 2u);
-  EXPECT_EQ(p.take_match(false, 9, 0)->context, 4u);  // directed one skipped for source 9
-  EXPECT_EQ(p.take_match(false, 5, 0)->context, 3u);
+  EXPECT_FALSE(p.take_match(true, 1, 0xac12, 0));            // tag differs outside ignore bits
+  EXPECT_EQ(p.take_match(true, 3, 0xab12, 0)->context, 1u);  // first posted wins
+  EXPECT_EQ(p.take_match(true, 3, 0xab12, 0)->context, 2u);
+  EXPECT_EQ(p.take_match(false, 9, 0, 0)->context, 4u);  // directed one skipped for source 9
+  EXPECT_EQ(p.take_match(false, 5, 0, 0)->context, 3u);
   EXPECT_EQ(p.size(), 0u);
 }
 
@@ -25,9 +25,59 @@ TEST(PostedReceives, cancel__removes_from_the_middle) {
   for (uint64_t c = 1; c <= 3; ++c) p.post({nullptr, 0, c});
   EXPECT_EQ(p.cancel(2)->context, 2u);
   EXPECT_FALSE(p.cancel(2));
-  EXPECT_EQ(p.take_match(false, 0, 0)->context, 1u);
-  EXPECT_EQ(p.take_match(false, 0, 0)->context, 3u);
+  EXPECT_EQ(p.take_match(false, 0, 0, 0)->context, 1u);
+  EXPECT_EQ(p.take_match(false, 0, 0, 0)->context, 3u);
   EXPECT_EQ(p.post({nullptr, 0, 9}), Status::kOk);
+}
+
+// A multi-receive buffer gives each message the next part of it and keeps its place in
+// the queue (ahead of receives posted after it) until fewer than multi_min_free bytes
+// remain; it is released once it left the queue and its last part completed.
+TEST(PostedReceives, multi__carves_parts_in_place_and_releases_after_the_last_part) {
+  PostedReceives p(4);
+  uint8_t buf[1000];
+  RecvSpec multi{.buffer = buf, .length = 1000, .context = 1, .multi = true, .multi_min_free = 300};
+  ASSERT_EQ(p.post(multi), Status::kOk);
+  ASSERT_EQ(p.post({nullptr, 0, 2}), Status::kOk);
+  const auto a = p.take_match(false, 0, 0, 400);
+  const auto b = p.take_match(false, 0, 0, 250);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->context, 1u);
+  EXPECT_EQ(a->buffer, buf);
+  EXPECT_EQ(a->length, 400u);
+  EXPECT_EQ(b->buffer, buf + 400);
+  EXPECT_EQ(b->length, 250u);
+  EXPECT_TRUE(p.queued(a->multi_slot));            // 350 left: still first in line
+  const auto c = p.take_match(false, 0, 0, 5000);  // longer than the rest: gets the rest
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->buffer, buf + 650);
+  EXPECT_EQ(c->length, 350u);
+  EXPECT_FALSE(p.queued(c->multi_slot));
+  EXPECT_EQ(p.take_match(false, 0, 0, 1)->context, 2u);  // the next receive in line
+  // Parts complete in any order; the last one releases the buffer.
+  EXPECT_EQ(p.settle(b->multi_slot, true), MultiRecvState::kHeld);
+  EXPECT_EQ(p.settle(c->multi_slot, true), MultiRecvState::kHeld);
+  EXPECT_EQ(p.settle(a->multi_slot, true), MultiRecvState::kReleased);
+}
+
+TEST(PostedReceives, multi__cancel_releases_after_the_parts_still_landing) {
+  PostedReceives p(2);
+  uint8_t buf[100];
+  RecvSpec multi{.buffer = buf, .length = 100, .context = 7, .multi = true};
+  ASSERT_EQ(p.post(multi), Status::kOk);
+  const auto part = p.take_match(false, 3, 0, 10);
+  ASSERT_TRUE(part);
+  const auto canceled = p.cancel(7);
+  ASSERT_TRUE(canceled);
+  EXPECT_FALSE(p.queued(part->multi_slot));
+  EXPECT_FALSE(p.take_match(false, 3, 0, 10));
+  EXPECT_EQ(p.settle(canceled->multi_slot, false), MultiRecvState::kHeld);
+  EXPECT_EQ(p.settle(part->multi_slot, true), MultiRecvState::kReleasedCanceled);
+  // Canceled with nothing landing: released at once.
+  ASSERT_EQ(p.post(multi), Status::kOk);
+  const auto idle = p.cancel(7);
+  ASSERT_TRUE(idle);
+  EXPECT_EQ(p.settle(idle->multi_slot, false), MultiRecvState::kReleasedCanceled);
 }
 
 TEST(PostedReceives, post__reports_full) {
