@@ -1,7 +1,8 @@
 // The NCCL network plugin ABI, version 8 (ncclNet_v8, NCCL 2.19 and later): the types
 // NCCL and a net plugin share, declared here because a plugin carries its own copy of the
 // definitions it implements (NCCL is not installed where the plugin is built).
-// NCCL loads libnccl-net-<NCCL_NET_PLUGIN>.so and looks up the symbol `ncclNet_v8`.
+// NCCL loads libnccl-net-<NCCL_NET_PLUGIN>.so and looks up the symbol `ncclNetPlugin_v8`
+// (a ncclNet_v8_t).
 #pragma once
 
 #include <cstddef>

@@ -513,9 +513,11 @@ ncclResult_t close_listen(void* listen_comm) {
 }  // namespace spray::nccl
 
 extern "C" {
-// The symbol NCCL looks up. No device offload, so getDeviceMr and irecvConsumed are null.
-__attribute__((visibility("default"))) extern const ncclNet_v8_t ncclNet_v8;
-const ncclNet_v8_t ncclNet_v8 = {
+// The symbol NCCL looks up (dlsym "ncclNetPlugin_v8"; NCCL 2.20 and later try
+// ncclNetPlugin_v9 first and fall back to it). No device offload, so getDeviceMr and
+// irecvConsumed are null.
+__attribute__((visibility("default"))) extern const ncclNet_v8_t ncclNetPlugin_v8;
+const ncclNet_v8_t ncclNetPlugin_v8 = {
     "Spray",
     spray::nccl::init,
     spray::nccl::devices,

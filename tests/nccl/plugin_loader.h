@@ -1,6 +1,6 @@
 // Loads the NCCL net plugin the way NCCL does: dlopen("libnccl-net-spray.so" from the
-// build tree), dlsym("ncclNet_v8"), init(logger). The logger keeps the plugin's WARN
-// lines so tests can assert that a failure was explained.
+// build tree), dlsym("ncclNetPlugin_v8"), init(logger). The logger keeps the plugin's
+// WARN lines so tests can assert that a failure was explained.
 #pragma once
 
 #include <dlfcn.h>
@@ -40,16 +40,16 @@ inline std::string take_last_warning() {
   return last;
 }
 
-// The plugin's ncclNet_v8, initialised; null and `error` if it cannot be loaded.
+// The plugin's ncclNetPlugin_v8, initialised; null and `error` if it cannot be loaded.
 inline const ncclNet_v8_t* load_plugin(std::string& error) {
   void* lib = dlopen(SPRAY_NCCL_PLUGIN, RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     error = dlerror();
     return nullptr;
   }
-  auto* net = static_cast<const ncclNet_v8_t*>(dlsym(lib, "ncclNet_v8"));
+  auto* net = static_cast<const ncclNet_v8_t*>(dlsym(lib, "ncclNetPlugin_v8"));
   if (!net) {
-    error = "no ncclNet_v8 symbol";
+    error = "no ncclNetPlugin_v8 symbol";
     return nullptr;
   }
   if (net->init(record_log) != ncclSuccess) {
