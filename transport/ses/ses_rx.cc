@@ -340,7 +340,6 @@ Status Ses::post_recv(const RecvSpec& spec) {
 Status Ses::post_multi_recv(const RecvSpec& spec) {
   if (spec.tagged || spec.length == 0 || spec.discard) return Status::kInvalidArgument;
   if (const Status s = posted_.post(spec); s != Status::kOk) return s;
-  uint32_t multi_slot = RecvSpec::kNoMulti;
   uint32_t prev = kNone;
   for (uint32_t i = unexpected_head_; i != kNone;) {
     RxMessage& m = rx_[i];
@@ -354,11 +353,10 @@ Status Ses::post_multi_recv(const RecvSpec& spec) {
     // posted), so the match is a part of this buffer.
     const auto part = posted_.take_match(m.tagged, m.peer, m.tag, m.total);
     if (!part) break;
-    multi_slot = part->multi_slot;
     take_unexpected(i, prev);
     bind(i, *part, now_);
     try_deliver(i);
-    if (!posted_.queued(multi_slot)) break;
+    if (!posted_.queued(part->multi_slot)) break;
     i = following;
   }
   return Status::kOk;
