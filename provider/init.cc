@@ -5,7 +5,7 @@
 
 #include "provider/spray_fi.h"
 #include "transport/datapath/shm/shm_datapath.h"
-#include "transport/datapath/udp/interface_mtu.h"
+#include "transport/datapath/udp/local_interface.h"
 #include "transport/datapath/verbs/verbs_datapath.h"
 
 namespace spray::fi {

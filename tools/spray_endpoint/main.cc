@@ -88,6 +88,11 @@ int main(int argc, char** argv) {
     c->add_flag("--pingpong", o.pingpong, "latency mode: one message at a time, echoed");
     c->add_flag("!--no-gso", o.gso, "UDP: send every packet as its own datagram");
     c->add_flag("!--no-gro", o.gro, "UDP: receive every datagram on its own");
+    c->add_option("--interface", o.interface,
+                  "UDP: bind the sockets to this network device (SO_BINDTODEVICE)");
+    c->add_option("--socket-buffer", o.socket_buffer_bytes,
+                  "UDP: kernel receive and send buffer of each socket, bytes")
+        ->check(CLI::Range(uint32_t{4096}, uint32_t{1} << 30));
     c->add_option("--line-rate-gbps", o.line_rate_gbps, "link rate congestion control assumes");
     c->add_option("--base-rtt-us", o.base_rtt_us, "unloaded round trip congestion control assumes");
     c->add_option("--dpdk-args", o.dpdk_args, "EAL parameters (default: $FI_SPRAY_DPDK_ARGS)");
@@ -138,10 +143,18 @@ int main(int argc, char** argv) {
   c.mtu_bytes = o.mtu;
   c.gso = o.gso;
   c.gro = o.gro;
+  c.interface = o.interface;
+  c.socket_buffer_bytes = o.socket_buffer_bytes;
   auto d = dp::UdpDatapath::open(c, error);
   if (!d) {
     fmt::print(stderr, "spray-endpoint: {}\n", error);
     return 2;
+  }
+  if (const auto got = d->socket_buffers(); got.receive_bytes < c.socket_buffer_bytes) {
+    fmt::print(stderr,
+               "spray-endpoint: asked for {} bytes of socket buffer, the kernel granted {} "
+               "(net.core.rmem_max; CAP_NET_ADMIN lifts it)\n",
+               c.socket_buffer_bytes, got.receive_bytes);
   }
   return play<dp::UdpDatapath>(o, *d, udp_stats, is_client, target);
 }

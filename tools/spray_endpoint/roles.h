@@ -11,6 +11,7 @@
 
 #include "tools/common/byte_pattern.h"
 #include "transport/datapath/clock.h"
+#include "transport/datapath/udp/udp_datapath.h"
 #include "transport/engine/engine.h"
 #include "transport/engine/real_time_config.h"
 
@@ -27,9 +28,12 @@ struct Options {
   uint32_t mtu = 1472;
   std::string path_selection = "reps";
   double timeout_s = 60;
-  bool pingpong = false;       // latency: one message in flight, echoed back
-  bool gso = true;             // UDP only: segmentation offload for runs of packets
-  bool gro = true;             // UDP only: receive offload
+  bool pingpong = false;  // latency: one message in flight, echoed back
+  bool gso = true;        // UDP only: segmentation offload for runs of packets
+  bool gro = true;        // UDP only: receive offload
+  std::string interface;  // UDP only: the device the sockets are bound to; empty: none
+  // UDP only: each socket's kernel receive and send buffer.
+  uint32_t socket_buffer_bytes = dp::UdpConfig{}.socket_buffer_bytes;
   double line_rate_gbps = 10;  // what congestion control assumes the link carries
   double base_rtt_us = 100;    // congestion control's unloaded round trip
   // DPDK only.

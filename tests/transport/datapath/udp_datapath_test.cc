@@ -3,8 +3,11 @@
 #include "transport/datapath/udp/udp_datapath.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <numeric>
 #include <set>
 #include <span>
@@ -341,6 +344,77 @@ TEST(UdpDatapath, wait__times_out_when_nothing_arrives) {
   auto a = open_ok(UdpConfig{});
   ASSERT_TRUE(a);
   EXPECT_FALSE(a->wait(Duration::milliseconds(5)));
+}
+
+// net.core.rmem_max: what a process without CAP_NET_ADMIN may ask for at most.
+uint32_t receive_buffer_cap() {
+  std::ifstream f("/proc/sys/net/core/rmem_max");
+  uint32_t bytes = 0;
+  f >> bytes;
+  return bytes;
+}
+
+TEST(UdpDatapath, socket_buffer__is_granted_as_asked_or_up_to_the_kernel_cap) {
+  const uint32_t cap = receive_buffer_cap();
+  ASSERT_GT(cap, 0u);
+  for (const uint32_t asked : {uint32_t{256} << 10, 2 * cap}) {
+    UdpConfig c;
+    c.socket_buffer_bytes = asked;
+    auto d = open_ok(c);
+    ASSERT_TRUE(d);
+    const UdpDatapath::SocketBuffers got = d->socket_buffers();
+    if (::geteuid() == 0) {  // root may go past the cap (SO_RCVBUFFORCE)
+      EXPECT_EQ(got.receive_bytes, asked);
+      EXPECT_EQ(got.send_bytes, asked);
+    } else {
+      EXPECT_EQ(got.receive_bytes, std::min(asked, cap));
+    }
+  }
+}
+
+// Counts what `d` can still receive (freeing it) until 100 ms pass with nothing new.
+size_t drain(UdpDatapath& d) {
+  std::array<PacketBuf*, 64> in{};
+  size_t got = 0;
+  for (;;) {
+    const size_t n = d.rx_burst(in.data(), in.size());
+    d.free(in.data(), n);
+    got += n;
+    if (n == 0 && !d.wait(Duration::milliseconds(100))) return got;
+  }
+}
+
+// What the receive buffer is for: datagrams that arrive while the owner is not reading
+// wait there, and what does not fit is lost in the kernel.
+TEST(UdpDatapath, socket_buffer__holds_a_burst_nobody_reads_and_a_small_one_loses_most) {
+  constexpr size_t kBurst = 512;
+  UdpConfig send;
+  send.gso = false;  // one datagram per packet, so the receiver's buffer counts each
+  send.socket_buffer_bytes = 8 << 20;
+  auto a = open_ok(send);
+  ASSERT_TRUE(a);
+  for (const uint32_t buffer : {uint32_t{8} << 20, uint32_t{64} << 10}) {
+    UdpConfig recv;
+    recv.gro = false;
+    recv.socket_buffer_bytes = buffer;
+    auto b = open_ok(recv);
+    ASSERT_TRUE(b);
+    if (b->socket_buffers().receive_bytes < buffer) {
+      GTEST_SKIP() << "net.core.rmem_max allows only " << b->socket_buffers().receive_bytes
+                   << " bytes without CAP_NET_ADMIN";
+    }
+    std::vector<PacketBuf*> out(kBurst);
+    ASSERT_TRUE(test::make_burst(*a, std::span(out), b->local_address(), 1400));
+    EXPECT_EQ(a->tx_burst(out.data(), out.size()), kBurst);
+    const size_t got = drain(*b);
+    if (buffer > (1u << 20)) {
+      EXPECT_EQ(got, kBurst) << "an 8 MiB buffer holds 512 x 1400 B";
+    } else {
+      EXPECT_LT(got, kBurst / 4) << "64 KiB holds fewer than a quarter of them";
+      EXPECT_GT(got, 0u);
+    }
+  }
+  EXPECT_EQ(a->stats().tx_dropped, 0u);  // the losses were the receiver's, in its kernel
 }
 
 // Two engines over loopback UDP, in real time.

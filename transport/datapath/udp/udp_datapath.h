@@ -5,7 +5,7 @@
 // packet from port base + (EV mod entropy_ports), so the entropy value is the UDP source
 // port and kernel or switch ECMP hashing (L4) spreads packets over paths. A receiver
 // names the sender by its base (source port rounded down to the multiple), so every
-// endpoint of a job must use the same entropy_ports (FI_SPRAY_UDP_ENTROPY_PORTS).
+// endpoint of a job must use the same entropy_ports (FI_SPRAY_ENTROPY_PORTS).
 //
 // Batching: rx_burst is one recvmmsg; tx_burst groups a burst by source socket and
 // issues one sendmmsg per socket used, so a burst costs at most entropy_ports system
@@ -41,6 +41,11 @@ struct UdpConfig {
   uint16_t port = 0;                  // base port, a multiple of entropy_ports; 0 picks one
   uint16_t entropy_ports = 8;         // source ports per endpoint: a power of two, <= 64
   uint32_t mtu_bytes = 1472;          // UET bytes per datagram (1500 - IP - UDP headers)
+  // Kernel receive and send buffer of each socket, bytes (SO_RCVBUF / SO_SNDBUF). The
+  // receive buffer absorbs what arrives while the engine is busy elsewhere: too small,
+  // and bursts from many senders are dropped in the kernel and must be resent. Granted
+  // past net.core.{r,w}mem_max when the process has CAP_NET_ADMIN, else up to that cap;
+  // socket_buffers() tells what was granted.
   uint32_t socket_buffer_bytes = 4 << 20;
   uint32_t buffers = 8192;  // packet buffers in the pool
   // UDP GSO (UDP_SEGMENT): consecutive packets of a burst to one peer from one source
@@ -117,6 +122,15 @@ class UdpDatapath {
   // (a split GRO run) do not show on it: drain rx_burst before waiting.
   int wait_fd() const { return sockets_[0]; }
   const UdpStats& stats() const { return stats_; }
+
+  // The socket buffers the kernel granted, in the units UdpConfig::socket_buffer_bytes
+  // asks in (the kernel books twice that for its own overhead, and reports the booking;
+  // this halves it back). Less than asked when net.core.{r,w}mem_max capped the request.
+  struct SocketBuffers {
+    uint32_t receive_bytes = 0;
+    uint32_t send_bytes = 0;
+  };
+  SocketBuffers socket_buffers() const;
 
  private:
   UdpDatapath(const UdpConfig& config, NetAddr local, std::vector<int> sockets);

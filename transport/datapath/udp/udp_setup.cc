@@ -6,7 +6,9 @@
 #include <netinet/udp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <random>
 
@@ -39,6 +41,16 @@ bool enable_ecn(int fd, int family, std::string& error) {
   return true;
 }
 
+// Sets a socket buffer to `bytes`: past net.core.{r,w}mem_max when the process may
+// (CAP_NET_ADMIN: the FORCE option), else as far as that cap allows. Best effort: what
+// was granted is read back by UdpDatapath::socket_buffers(), and the provider warns
+// when it falls short.
+void set_buffer_size(int fd, int force_option, int option, uint32_t bytes) {
+  const int size = static_cast<int>(std::min<uint32_t>(bytes, INT32_MAX / 2));
+  if (::setsockopt(fd, SOL_SOCKET, force_option, &size, sizeof(size)) == 0) return;
+  ::setsockopt(fd, SOL_SOCKET, option, &size, sizeof(size));
+}
+
 // Creates and binds one socket; on failure fills `error` and returns -1.
 int open_socket(const UdpConfig& c, const NetAddr& addr, std::string& error) {
   const int family = addr.family == NetAddr::Family::kIpv6 ? AF_INET6 : AF_INET;
@@ -47,10 +59,8 @@ int open_socket(const UdpConfig& c, const NetAddr& addr, std::string& error) {
     error = fmt::format("socket(): {}", std::strerror(errno));
     return -1;
   }
-  const int size = static_cast<int>(c.socket_buffer_bytes);
-  // Best effort: the kernel caps these at net.core.{r,w}mem_max.
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
+  set_buffer_size(fd, SO_RCVBUFFORCE, SO_RCVBUF, c.socket_buffer_bytes);
+  set_buffer_size(fd, SO_SNDBUFFORCE, SO_SNDBUF, c.socket_buffer_bytes);
   if (family == AF_INET6) {
     const int only = 1;
     ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &only, sizeof(only));
@@ -166,6 +176,16 @@ UdpDatapath::UdpDatapath(const UdpConfig& config, NetAddr local, std::vector<int
 
 UdpDatapath::~UdpDatapath() {
   close_all(sockets_);
+}
+
+UdpDatapath::SocketBuffers UdpDatapath::socket_buffers() const {
+  const auto granted = [this](int option) {
+    int booked = 0;
+    socklen_t len = sizeof(booked);
+    if (::getsockopt(sockets_[0], SOL_SOCKET, option, &booked, &len) != 0) return 0u;
+    return static_cast<uint32_t>(booked) / 2;
+  };
+  return {granted(SO_RCVBUF), granted(SO_SNDBUF)};
 }
 
 }  // namespace spray::dp

@@ -1,5 +1,6 @@
-// udp_payload_mtu: the interface MTU of a local address, less headers, jumbo-capped.
-#include "transport/datapath/udp/interface_mtu.h"
+// Local interfaces: the MTU of a local address (less headers, jumbo-capped) and the
+// address of a named interface.
+#include "transport/datapath/udp/local_interface.h"
 
 #include <gtest/gtest.h>
 #include <net/if.h>
@@ -36,6 +37,17 @@ TEST(InterfaceMtu, address_no_interface_holds__is_zero_with_a_reason) {
   error.clear();
   EXPECT_EQ(udp_payload_mtu("not an address", error), 0u);
   EXPECT_FALSE(error.empty());
+}
+
+TEST(InterfaceAddress, loopback__is_its_ipv4_address) {
+  std::string error;
+  EXPECT_EQ(interface_address("lo", error), "127.0.0.1") << error;
+}
+
+TEST(InterfaceAddress, unknown_interface__is_empty_with_a_reason_that_names_it) {
+  std::string error;
+  EXPECT_EQ(interface_address("no-such-if0", error), "");
+  EXPECT_NE(error.find("no-such-if0"), std::string::npos) << error;
 }
 
 }  // namespace

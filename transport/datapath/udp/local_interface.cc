@@ -1,4 +1,4 @@
-#include "transport/datapath/udp/interface_mtu.h"
+#include "transport/datapath/udp/local_interface.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
@@ -15,6 +15,15 @@
 namespace spray::dp {
 namespace {
 
+using InterfaceList = std::unique_ptr<ifaddrs, decltype(&freeifaddrs)>;
+
+// This host's interface addresses (getifaddrs); null when they cannot be read.
+InterfaceList interface_list() {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) list = nullptr;
+  return InterfaceList(list, freeifaddrs);
+}
+
 // The name of the interface that holds `address`, or "" if none does.
 std::string interface_of(const std::string& address, bool& v6) {
   in_addr a4{};
@@ -22,10 +31,8 @@ std::string interface_of(const std::string& address, bool& v6) {
   const bool is4 = inet_pton(AF_INET, address.c_str(), &a4) == 1;
   v6 = !is4 && inet_pton(AF_INET6, address.c_str(), &a6) == 1;
   if (!is4 && !v6) return {};
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return {};
-  std::unique_ptr<ifaddrs, decltype(&freeifaddrs)> guard(list, freeifaddrs);
-  for (const ifaddrs* i = list; i; i = i->ifa_next) {
+  const InterfaceList list = interface_list();
+  for (const ifaddrs* i = list.get(); i; i = i->ifa_next) {
     if (!i->ifa_addr) continue;
     if (is4 && i->ifa_addr->sa_family == AF_INET &&
         std::memcmp(&reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr, &a4,
@@ -70,6 +77,33 @@ uint32_t udp_payload_mtu(const std::string& address, std::string& error) {
     return 0;
   }
   return mtu - headers;
+}
+
+std::string interface_address(const std::string& name, std::string& error) {
+  if (if_nametoindex(name.c_str()) == 0) {
+    error = "no network interface is named '" + name + "'";
+    return {};
+  }
+  const InterfaceList list = interface_list();
+  std::string v6;
+  for (const ifaddrs* i = list.get(); i; i = i->ifa_next) {
+    if (!i->ifa_addr || name != i->ifa_name) continue;
+    char text[INET6_ADDRSTRLEN] = {};
+    if (i->ifa_addr->sa_family == AF_INET) {
+      const auto* a = reinterpret_cast<const sockaddr_in*>(i->ifa_addr);
+      return inet_ntop(AF_INET, &a->sin_addr, text, sizeof(text));
+    }
+    if (i->ifa_addr->sa_family == AF_INET6 && v6.empty()) {
+      const auto* a = reinterpret_cast<const sockaddr_in6*>(i->ifa_addr);
+      if (!IN6_IS_ADDR_LINKLOCAL(&a->sin6_addr))
+        v6 = inet_ntop(AF_INET6, &a->sin6_addr, text, sizeof(text));
+    }
+  }
+  if (v6.empty()) {
+    error = "network interface '" + name +
+            "' has no IPv4 address and no IPv6 address that is not link-local";
+  }
+  return v6;
 }
 
 }  // namespace spray::dp
