@@ -35,13 +35,15 @@ char* dup(const char* s) {
   return s ? strdup(s) : nullptr;
 }
 
-// Resolves "node" / "service" to a socket address; numeric or by name.
-bool resolve(const char* node, const char* service, sockaddr_storage& out, size_t& len) {
+// Resolves "node" / "service" to a socket address, numeric or by name; without a node,
+// the local `address` (default_address).
+bool resolve(const char* node, const char* service, const std::string& address,
+             sockaddr_storage& out, size_t& len) {
   addrinfo hints{};
   hints.ai_socktype = SOCK_DGRAM;
   hints.ai_flags = node ? 0 : AI_PASSIVE;
   addrinfo* res = nullptr;
-  const std::string host = node ? node : params().address;
+  const std::string host = node ? node : address;
   if (getaddrinfo(host.c_str(), service, &hints, &res) != 0 || res == nullptr) return false;
   std::memcpy(&out, res->ai_addr, res->ai_addrlen);
   len = res->ai_addrlen;
@@ -57,7 +59,7 @@ bool set_addr(void*& field, size_t& field_len, const void* a, size_t len) {
   return true;
 }
 
-fi_info* make_template(fi_ep_type type) {
+fi_info* make_template(fi_ep_type type, const std::string& address) {
   fi_info* info = fi_allocinfo();
   if (!info) return nullptr;
   const bool rdm = type == FI_EP_RDM;
@@ -83,8 +85,7 @@ fi_info* make_template(fi_ep_type type) {
   info->ep_attr->type = type;
   info->ep_attr->protocol = FI_PROTO_UDP;
   info->ep_attr->protocol_version = 1;
-  info->ep_attr->max_msg_size =
-      rdm ? kMaxMsgSize : size_t{datagram_bytes(params().address)} - kUetHeaders;
+  info->ep_attr->max_msg_size = rdm ? kMaxMsgSize : size_t{datagram_bytes(address)} - kUetHeaders;
   info->ep_attr->tx_ctx_cnt = 1;
   info->ep_attr->rx_ctx_cnt = 1;
   // Tagged matching compares all 64 bits (with the receive's ignore mask), none reserved:
@@ -205,9 +206,10 @@ bool verbs_addresses(fi_info* info, const char* node, const fi_info* hints) {
   return true;
 }
 
-// Fills src_addr / dest_addr from node, service and the hints.
+// Fills src_addr / dest_addr from node, service and the hints; `address` is the local
+// address when they name none.
 bool addresses(fi_info* info, const char* node, const char* service, uint64_t flags,
-               const fi_info* hints) {
+               const fi_info* hints, const std::string& address) {
   sockaddr_storage a{};
   size_t len = 0;
   const bool source = (flags & FI_SOURCE) != 0;
@@ -217,7 +219,9 @@ bool addresses(fi_info* info, const char* node, const char* service, uint64_t fl
       return false;
     }
   } else {
-    if (!resolve(source ? node : nullptr, source ? service : nullptr, a, len)) return false;
+    if (!resolve(source ? node : nullptr, source ? service : nullptr, address, a, len)) {
+      return false;
+    }
     if (!set_addr(info->src_addr, info->src_addrlen, &a, len)) return false;
   }
   if (hints && hints->dest_addr) {
@@ -225,7 +229,7 @@ bool addresses(fi_info* info, const char* node, const char* service, uint64_t fl
       return false;
     }
   } else if (!source && (node || service)) {
-    if (!resolve(node, service, a, len)) return false;
+    if (!resolve(node, service, address, a, len)) return false;
     if (!set_addr(info->dest_addr, info->dest_addrlen, &a, len)) return false;
   }
   const auto* src = static_cast<const sockaddr*>(info->src_addr);
@@ -255,15 +259,22 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
       return -FI_ENODATA;
     }
   }
+  std::string error;
+  const std::string address = default_address(error);
+  if (address.empty()) {
+    SPRAY_WARN(FI_LOG_CORE, "FI_SPRAY_IFACE=%s: %s (the provider offers no endpoints)\n",
+               params().iface.c_str(), error.c_str());
+    return -FI_ENODATA;
+  }
   fi_info* head = nullptr;
   fi_info** tail = &head;
   for (fi_ep_type type : {FI_EP_RDM, FI_EP_DGRAM}) {
-    fi_info* info = make_template(type);
+    fi_info* info = make_template(type, address);
     if (!info) {
       fi_freeinfo(head);
       return -FI_ENOMEM;
     }
-    if ((hints && !narrow(info, hints)) || !addresses(info, node, service, flags, hints)) {
+    if ((hints && !narrow(info, hints)) || !addresses(info, node, service, flags, hints, address)) {
       fi_freeinfo(info);
       continue;
     }

@@ -144,11 +144,13 @@ engine::EngineConfig engine_config() {
   return e;
 }
 
-// The endpoint's local address: info's source address, else FI_SPRAY_ADDRESS port 0.
+// The endpoint's local address: info's source address, else default_address() port 0.
 bool local_address(const fi_info* info, dp::NetAddr& out, std::string& error) {
   if (!info->src_addr) {
-    const auto a = dp::parse_ip(params().address, 0);
-    if (!a) error = "FI_SPRAY_ADDRESS '" + params().address + "' is not an IP address";
+    const std::string address = default_address(error);
+    if (address.empty()) return false;
+    const auto a = dp::parse_ip(address, 0);
+    if (!a) error = "FI_SPRAY_ADDRESS '" + address + "' is not an IP address";
     if (a) out = *a;
     return a.has_value();
   }
@@ -170,12 +172,31 @@ dp::UdpConfig udp_config(const dp::NetAddr& local) {
   c.entropy_ports = static_cast<uint16_t>(params().entropy_ports);
   c.mtu_bytes = datagram_bytes(c.address);
   c.buffers = 4096;
+  c.interface = params().iface;
+  c.socket_buffer_bytes = static_cast<uint32_t>(std::clamp(params().socket_buffer, 4096, 1 << 30));
   return c;
 }
 
+// Says once per endpoint when the kernel granted smaller socket buffers than asked
+// (net.core.rmem_max / wmem_max without CAP_NET_ADMIN): bursts the receive buffer cannot
+// hold are dropped and resent, which shows only as lower throughput.
+void warn_if_buffers_short(const dp::UdpDatapath& udp, const dp::UdpConfig& asked) {
+  const dp::UdpDatapath::SocketBuffers got = udp.socket_buffers();
+  if (got.receive_bytes >= asked.socket_buffer_bytes &&
+      got.send_bytes >= asked.socket_buffer_bytes) {
+    return;
+  }
+  SPRAY_WARN(FI_LOG_EP_CTRL,
+             "FI_SPRAY_SOCKET_BUFFER=%u: the kernel granted %u receive and %u send bytes "
+             "(raise net.core.rmem_max and wmem_max, or give the process CAP_NET_ADMIN)\n",
+             asked.socket_buffer_bytes, got.receive_bytes, got.send_bytes);
+}
+
 std::unique_ptr<EndpointEngine> open_udp(const dp::NetAddr& local, std::string& error) {
-  auto datapath = dp::UdpDatapath::open(udp_config(local), error);
+  const dp::UdpConfig config = udp_config(local);
+  auto datapath = dp::UdpDatapath::open(config, error);
   if (!datapath) return nullptr;
+  warn_if_buffers_short(*datapath, config);
   return std::make_unique<EngineOver<dp::UdpDatapath>>(std::move(datapath), engine_config());
 }
 
@@ -225,8 +246,10 @@ std::unique_ptr<EndpointEngine> open_verbs(std::string& error) {
 
 // UDP with shared memory to the peers of this host (the UDP endpoint's MTU for both).
 std::unique_ptr<EndpointEngine> open_auto(const dp::NetAddr& local, std::string& error) {
-  auto datapath = dp::AutoDatapath::open(udp_config(local), dp::ShmConfig{}, error);
+  const dp::UdpConfig config = udp_config(local);
+  auto datapath = dp::AutoDatapath::open(config, dp::ShmConfig{}, error);
   if (!datapath) return nullptr;
+  warn_if_buffers_short(datapath->udp(), config);
   return std::make_unique<EngineOver<dp::AutoDatapath>>(std::move(datapath), engine_config());
 }
 

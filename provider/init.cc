@@ -34,7 +34,13 @@ constexpr StringParam kStringParams[] = {
      "NIC, unreliable-datagram queue pairs; names are FI_ADDR_IB_UD)."},
     {"address", &Params::address,
      "Local IPv4/IPv6 address endpoints bind when the application names none "
-     "(fi_getinfo node with FI_SOURCE)."},
+     "(fi_getinfo node with FI_SOURCE). Empty: the address of FI_SPRAY_IFACE, or 127.0.0.1 "
+     "without one."},
+    {"iface", &Params::iface,
+     "Network interface the UDP datapath (udp, auto) binds its sockets to, so that traffic "
+     "leaves by it whatever the routes say; endpoints take its first IPv4 address (else a "
+     "global IPv6 one) unless FI_SPRAY_ADDRESS or the application names another. Empty: "
+     "none."},
     {"congestion", &Params::congestion,
      "Congestion control: nscc, rccc (receiver credit), nscc_rccc, dcqcn or fixed."},
     {"path_selection", &Params::path_selection,
@@ -67,6 +73,11 @@ constexpr IntParam kIntParams[] = {
      "(so that they do not hold them for a peer that is gone) and for its last "
      "acknowledgements to go out, milliseconds; 0: not at all."},
     {"inject_size", &Params::inject_size, "Largest fi_inject / FI_INJECT payload, bytes."},
+    {"socket_buffer", &Params::socket_buffer,
+     "Kernel receive and send buffer of each UDP socket, bytes (4096 to 2^30). What arrives "
+     "while the endpoint is not progressing waits there; when it is full the kernel drops "
+     "datagrams and they must be resent. Granted in full with CAP_NET_ADMIN, else up to "
+     "net.core.rmem_max / wmem_max (a warning says when less was granted)."},
     {"line_rate_gbps", &Params::line_rate_gbps,
      "Congestion control: the line rate of the path, Gbit/s; with base_rtt_us it sets the "
      "bandwidth-delay product (the starting window). 0: 100, or 400 over shm."},
@@ -121,6 +132,13 @@ fi_provider provider = {
 
 const Params& params() {
   return mutable_params();
+}
+
+std::string default_address(std::string& error) {
+  const Params& p = params();
+  if (!p.address.empty()) return p.address;
+  if (p.iface.empty()) return "127.0.0.1";
+  return dp::interface_address(p.iface, error);
 }
 
 uint32_t datagram_bytes(const std::string& address) {

@@ -48,7 +48,14 @@ struct Params {
   // FI_SPRAY_DATAPATH: auto (shared memory to local peers, UDP to others), udp, shm, dpdk,
   // verbs.
   std::string datapath = "auto";
-  std::string address = "127.0.0.1";
+  // FI_SPRAY_ADDRESS: the address endpoints bind when the application names none; empty:
+  // FI_SPRAY_IFACE's, else 127.0.0.1 (see default_address).
+  std::string address;
+  // FI_SPRAY_IFACE: the network interface UDP sockets are bound to (SO_BINDTODEVICE), so
+  // traffic leaves by it whatever the routes say; empty: none.
+  std::string iface;
+  // FI_SPRAY_SOCKET_BUFFER: kernel receive and send buffer of each UDP socket, bytes.
+  int socket_buffer = 4 << 20;
   std::string dpdk_args;        // EAL parameters for the DPDK datapath
   std::string dpdk_port;        // its ethdev; empty: the only one
   std::string dpdk_neighbours;  // "IPV4=MAC,IPV4=MAC": static neighbours for DPDK
@@ -79,6 +86,11 @@ struct Params {
   int base_rtt_us = 0;  // 0: by datapath (see engine_config)
 };
 const Params& params();
+// The address endpoints bind when the application names none: FI_SPRAY_ADDRESS, else the
+// address of FI_SPRAY_IFACE (its first IPv4 one, else a global IPv6 one), else
+// 127.0.0.1. Empty, with `error` saying why, when FI_SPRAY_IFACE names no interface or
+// one without a usable address.
+std::string default_address(std::string& error);
 // UET bytes per packet on `address`: FI_SPRAY_MTU when set; else for UDP the interface's
 // MTU less IP and UDP headers, capped at a 9000-byte jumbo frame (1472 if unknown); for
 // shm the largest packet SES fills; for DPDK a 1500-byte Ethernet's; for verbs the

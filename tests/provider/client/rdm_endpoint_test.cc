@@ -9,9 +9,9 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
-#include <chrono>
-#include <cstdint>
 #include <string>
+
+#include "tests/provider/client/tagged_exchange.h"
 
 namespace spray::fi_client {
 namespace {
@@ -29,30 +29,7 @@ TEST_P(OnProvider, two_endpoints_enter_each_other_and_a_tagged_message_crosses) 
   ASSERT_TRUE(b) << error;
   ASSERT_FALSE(a->name().empty());
   EXPECT_NE(a->name(), b->name());
-  const fi_addr_t b_at_a = a->enter(b->name(), error);
-  const fi_addr_t a_at_b = b->enter(a->name(), error);
-  ASSERT_NE(b_at_a, FI_ADDR_NOTAVAIL) << error;
-  ASSERT_NE(a_at_b, FI_ADDR_NOTAVAIL) << error;
-  uint64_t sent = 0x0123456789abcdef, got = 0;
-  ASSERT_EQ(fi_trecv(b->ep(), &got, sizeof got, nullptr, a_at_b, 7, 0, nullptr), 0);
-  bool posted = false;  // tcp answers -FI_EAGAIN while it connects: post again
-  int completions = 0;
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (completions < 2 && std::chrono::steady_clock::now() < end) {
-    if (!posted) {
-      const ssize_t rc = fi_tsend(a->ep(), &sent, sizeof sent, nullptr, b_at_a, 7, nullptr);
-      ASSERT_TRUE(rc == 0 || rc == -FI_EAGAIN) << fi_strerror(static_cast<int>(-rc));
-      posted = rc == 0;
-    }
-    fi_cq_tagged_entry e;
-    for (RdmEndpoint* side : {a.get(), b.get()}) {
-      const ssize_t n = fi_cq_read(side->cq(), &e, 1);
-      ASSERT_TRUE(n == 1 || n == -FI_EAGAIN) << fi_strerror(static_cast<int>(-n));
-      if (n == 1) ++completions;
-    }
-  }
-  EXPECT_EQ(completions, 2);
-  EXPECT_EQ(got, sent);
+  exchange_one_tagged(*a, *b);
 }
 
 INSTANTIATE_TEST_SUITE_P(Providers, OnProvider, ::testing::Values("spray", "tcp"));
