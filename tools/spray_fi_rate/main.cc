@@ -1,16 +1,24 @@
-// spray-fi-rate: the small-message rate of any libfabric provider, posting sends in bursts
-// with or without FI_MORE on all but the last of each burst.
+// spray-fi-rate: the message rate and streaming bandwidth of any libfabric provider,
+// posting sends in bursts with or without FI_MORE on all but the last of each burst.
 //
 // One process, two domains (each with its own AV, CQ and tagged RDM endpoint): the main
 // thread sends, a second thread receives. Separate domains keep the two sides' progress
-// apart, as between processes; one process keeps the run self-contained. Every send is
-// injected (the buffer is free at once); at most --window sends are outstanding (posted,
-// not yet completed). The receiver keeps --window receives posted and checks that each
-// message carries the next value of the sender's count, so the rate is of messages that
-// arrived in order and intact. Prints one line: microseconds a message and messages a
-// second over the last 90 % of the run (the first 10 % warm up).
+// apart, as between processes; one process keeps the run self-contained. Messages up to
+// the provider's inject size are injected (the buffer is free at once); larger ones go
+// from a ring of --window buffers, each reused once its send completed. At most --window
+// sends are outstanding (posted, not yet completed). The receiver keeps --window receives
+// posted and checks that each message is --bytes long and carries, in its first and (from
+// 16 bytes) its last 8 bytes, the value of the sender's count that its receive's place in
+// posting order calls for (receives match in posting order, FI_ORDER_SAS; they may
+// complete in any order), so the rate is of messages that arrived whole, each once and
+// matched in order (the bytes between are not
+// compared: a check of every byte would cost the receiver as much as a copy, and bound
+// the rate it measures). Prints one line: microseconds a message, messages a second and
+// MB/s (10^6 bytes) as the receiver saw them over the last 90 % of the run (the first 10 %
+// warm up).
 //
-// Usage: spray-fi-rate [--provider P] [--burst N] [--more] [--messages N] [--window N]
+// Usage: spray-fi-rate [--provider P] [--bytes N] [--burst N] [--more] [--messages N]
+//                      [--window N]
 #include <rdma/fabric.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
@@ -20,6 +28,8 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -62,9 +72,9 @@ class Side {
     if (address == FI_ADDR_NOTAVAIL) fail("fi_av_insert: " + error);
     return address;
   }
-  // Completions read now (each entry's op_context into `contexts` when given); an error
-  // completion fails the run.
-  size_t poll(std::vector<void*>* contexts = nullptr) {
+  // Completions read now (each entry into `done` when given); an error completion fails
+  // the run.
+  size_t poll(std::vector<fi_cq_tagged_entry>* done = nullptr) {
     fi_cq_tagged_entry entries[32];
     const ssize_t n = fi_cq_read(fi_->cq(), entries, 32);
     if (n == -FI_EAGAIN) return 0;
@@ -73,9 +83,7 @@ class Side {
       fi_cq_readerr(fi_->cq(), &err, 0);
       fail(fmt::format("error completion: {}", fi_strerror(err.err)));
     }
-    if (contexts) {
-      for (ssize_t i = 0; i < n; ++i) contexts->push_back(entries[i].op_context);
-    }
+    if (done) done->insert(done->end(), entries, entries + n);
     return static_cast<size_t>(n);
   }
   fid_ep* ep() const { return fi_->ep(); }
@@ -87,48 +95,76 @@ class Side {
 
 struct Options {
   std::string provider = "spray";
+  size_t bytes = 8;  // per message; at least 8 (the count it carries)
   int burst = 8;
   bool more = false;
   uint64_t messages = 200000;
   size_t window = 256;
 };
 
-// What the receiving thread reports: `failed` is set (after `error`) when it gave up.
+// What the receiving thread reports: `failed` is set (after `error`) when it gave up;
+// otherwise the time the warm-up ended and the time the last message arrived.
 struct ReceiveOutcome {
   std::string error;
   std::atomic<bool> failed{false};
+  Clock::time_point warm;
+  Clock::time_point end;
 };
 
-// Keeps up to `window` receives of one 8-byte value posted until `messages` have arrived,
-// each the next value of the count.
-void receive(Side& side, const Options& o, ReceiveOutcome& outcome) {
+// Writes message `count` into `m` (o.bytes long): the count in its first 8 bytes and, from
+// 16 bytes, in its last 8.
+void stamp(uint8_t* m, size_t bytes, uint64_t count) {
+  std::memcpy(m, &count, sizeof count);
+  if (bytes >= 2 * sizeof count) std::memcpy(m + bytes - sizeof count, &count, sizeof count);
+}
+
+// The count message `m` carries, or ~0 when its two copies differ.
+uint64_t message_count(const uint8_t* m, size_t bytes) {
+  uint64_t head = 0, tail = 0;
+  std::memcpy(&head, m, sizeof head);
+  if (bytes < 2 * sizeof head) return head;
+  std::memcpy(&tail, m + bytes - sizeof tail, sizeof tail);
+  return head == tail ? head : ~uint64_t{0};
+}
+
+// Keeps receives of o.bytes posted in the `window` buffers of `slots` until `messages` have
+// arrived, each whole and carrying the count its receive's place in posting order calls
+// for. `slots` outlives the endpoints: a receive still posted when this gives up may be
+// written until the endpoint closes.
+void receive(Side& side, const Options& o, std::span<uint8_t> slots, ReceiveOutcome& outcome) {
   try {
-    std::vector<uint64_t> slots(o.window);
+    std::vector<uint64_t> expected(o.window);  // the count due in each buffer
     uint64_t posted = 0;
-    auto post = [&](uint64_t* slot) {
+    auto post = [&](size_t buffer) {
       if (posted == o.messages) return;  // enough for every message
-      check(static_cast<int>(
-                fi_trecv(side.ep(), slot, sizeof(uint64_t), nullptr, FI_ADDR_UNSPEC, 0, 0, slot)),
+      uint8_t* slot = slots.data() + buffer * o.bytes;
+      check(static_cast<int>(fi_trecv(side.ep(), slot, o.bytes, nullptr, FI_ADDR_UNSPEC, 0, 0,
+                                      reinterpret_cast<void*>(buffer))),
             "fi_trecv");
-      ++posted;
+      expected[buffer] = posted++;
     };
-    for (uint64_t& s : slots) post(&s);
-    std::vector<void*> done;
-    uint64_t expected = 0;
+    for (size_t i = 0; i < o.window; ++i) post(i);
+    std::vector<fi_cq_tagged_entry> done;
+    uint64_t arrived = 0;
+    const uint64_t warmup = o.messages / 10;
     const auto deadline = Clock::now() + kTimeout;
-    while (expected < o.messages) {
-      if (Clock::now() > deadline) fail(fmt::format("stalled at message {}", expected));
+    while (arrived < o.messages) {
+      if (Clock::now() > deadline) fail(fmt::format("stalled after {} messages", arrived));
       done.clear();
       side.poll(&done);
-      for (void* context : done) {
-        auto* slot = static_cast<uint64_t*>(context);
-        if (*slot != expected) {
-          fail(fmt::format("message {} carried {}: lost, repeated or reordered", expected, *slot));
+      for (const fi_cq_tagged_entry& e : done) {
+        const auto buffer = reinterpret_cast<size_t>(e.op_context);
+        const uint64_t due = expected[buffer];
+        if (e.len != o.bytes) fail(fmt::format("message {} was {} bytes", due, e.len));
+        if (const uint64_t got = message_count(slots.data() + buffer * o.bytes, o.bytes);
+            got != due) {
+          fail(fmt::format("message {} carried {}: lost, repeated, mismatched or torn", due, got));
         }
-        ++expected;
-        post(slot);
+        if (++arrived == warmup) outcome.warm = Clock::now();
+        post(buffer);
       }
     }
+    outcome.end = Clock::now();
   } catch (const std::exception& e) {
     outcome.error = e.what();
     outcome.failed.store(true, std::memory_order_release);
@@ -136,49 +172,69 @@ void receive(Side& side, const Options& o, ReceiveOutcome& outcome) {
 }
 
 int run(const Options& o) {
+  // Declared before the endpoints, so that they outlive them: operations still posted
+  // when a run fails may use them until the endpoints close.
+  std::vector<uint8_t> receive_buffers(o.window * o.bytes);
+  std::vector<uint8_t> buffers(o.window * o.bytes, 0x5a);
   Side sender(o.provider, 2 * o.window);
   Side receiver(o.provider, 2 * o.window);
-  if (sender.inject_size() < sizeof(uint64_t)) fail("the provider cannot inject 8 bytes");
+  const bool inject = o.bytes <= sender.inject_size();
   const fi_addr_t to = sender.enter(receiver);
   receiver.enter(sender);
   ReceiveOutcome received;
-  std::thread rx([&] { receive(receiver, o, received); });
+  std::thread rx([&] { receive(receiver, o, receive_buffers, received); });
+
+  // Messages too large to inject go from `buffers`; a buffer is free again when its send
+  // completed (completions may come in any order). Injected ones all use the first.
+  std::vector<uint8_t*> free_buffers;
+  for (size_t i = 0; !inject && i < o.window; ++i) free_buffers.push_back(&buffers[i * o.bytes]);
+  std::vector<fi_cq_tagged_entry> done;
+  auto reap = [&] {
+    done.clear();
+    sender.poll(&done);
+    for (const fi_cq_tagged_entry& e : done) {
+      if (!inject) free_buffers.push_back(static_cast<uint8_t*>(e.op_context));
+    }
+    return done.size();
+  };
 
   uint64_t posted = 0, completed = 0;
-  const uint64_t warmup = o.messages / 10;
-  Clock::time_point start = Clock::now();
   const auto deadline = Clock::now() + kTimeout;
   while (completed < o.messages) {
     if (Clock::now() > deadline || received.failed.load(std::memory_order_acquire)) break;
     const uint64_t burst = std::min<uint64_t>(static_cast<uint64_t>(o.burst), o.messages - posted);
     if (burst > 0 && posted - completed + burst <= o.window) {
       for (uint64_t i = 0; i < burst; ++i) {
-        uint64_t value = posted;
-        const iovec iov{&value, sizeof value};
+        uint8_t* message = buffers.data();
+        if (!inject) {
+          message = free_buffers.back();
+          free_buffers.pop_back();
+        }
+        stamp(message, o.bytes, posted);
+        const iovec iov{message, o.bytes};
         fi_msg_tagged msg{};
         msg.msg_iov = &iov;
         msg.iov_count = 1;
         msg.addr = to;
-        const uint64_t flags = FI_INJECT | (o.more && i + 1 < burst ? FI_MORE : 0);
+        msg.context = message;
+        const uint64_t flags =
+            (inject ? FI_INJECT : FI_COMPLETION) | (o.more && i + 1 < burst ? FI_MORE : 0);
         ssize_t rc = 0;
-        while ((rc = fi_tsendmsg(sender.ep(), &msg, flags)) == -FI_EAGAIN) {
-          completed += sender.poll();
-        }
+        while ((rc = fi_tsendmsg(sender.ep(), &msg, flags)) == -FI_EAGAIN) completed += reap();
         check(static_cast<int>(rc), "fi_tsendmsg");
         ++posted;
       }
     }
-    const uint64_t before = completed;
-    completed += sender.poll();
-    if (before < warmup && completed >= warmup) start = Clock::now();
+    completed += reap();
   }
   rx.join();
   if (received.failed) fail("receiver: " + received.error);
   if (completed < o.messages) fail(fmt::format("stalled at {} of {} sends", completed, o.messages));
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  const auto timed = static_cast<double>(o.messages - warmup);
-  fmt::print("{} burst {}{}: {:.2f} us a message, {:.0f} messages/s\n", o.provider, o.burst,
-             o.more ? " FI_MORE" : "", seconds / timed * 1e6, timed / seconds);
+  const double seconds = std::chrono::duration<double>(received.end - received.warm).count();
+  const auto timed = static_cast<double>(o.messages - o.messages / 10);
+  fmt::print("{} {} B burst {}{}: {:.2f} us a message, {:.0f} messages/s, {:.1f} MB/s\n",
+             o.provider, o.bytes, o.burst, o.more ? " FI_MORE" : "", seconds / timed * 1e6,
+             timed / seconds, timed * static_cast<double>(o.bytes) / seconds / 1e6);
   return 0;
 }
 
@@ -187,8 +243,11 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
   Options o;
   CLI::App app{
-      "Small-message rate of a libfabric provider, sends in bursts with or without FI_MORE"};
+      "Message rate and streaming bandwidth of a libfabric provider, sends in bursts with or "
+      "without FI_MORE"};
   app.add_option("--provider", o.provider, "libfabric provider name");
+  app.add_option("--bytes", o.bytes, "bytes a message (injected up to the inject size)")
+      ->check(CLI::Range(size_t{8}, size_t{1} << 30));
   app.add_option("--burst", o.burst, "sends posted back to back")->check(CLI::Range(1, 128));
   app.add_flag("--more", o.more, "post all but the last of each burst with FI_MORE");
   app.add_option("--messages", o.messages, "messages in all")->check(CLI::Range(10, 100000000));
@@ -196,6 +255,10 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (static_cast<size_t>(o.burst) > o.window) {
     fmt::print(stderr, "--burst must not exceed --window\n");
+    return 2;
+  }
+  if (o.window * o.bytes > (size_t{1} << 30)) {
+    fmt::print(stderr, "--window x --bytes must not exceed 1 GiB (each side keeps a window)\n");
     return 2;
   }
   try {

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# One-way streaming bandwidth through libfabric, side by side in one run (these machines
+# are shared and noisy: compare ratios, not absolutes): spray-fi-rate --bytes streams
+# 64 KiB and 1 MiB messages, 16 in flight, between two domains of one process over
+# `spray` (its default datapath, auto: shared memory here; and kernel UDP only, udp),
+# libfabric's `tcp` and `udp;ofi_rxd`. Each round also measures the kernel's own stream
+# ceilings between two processes (spray-dp-bench --stream: bare TCP, and bare UDP with
+# GSO/GRO whose drops are not resent), so spray:udp's distance to what kernel UDP carries
+# at all is in the same run. Providers run in turn, ROUNDS times; each figure is the
+# median of its rounds.
+# Usage: scripts/fi-stream-compare.sh [BUILD_DIR] [ROUNDS]
+set -euo pipefail
+build=${1:-build}
+rounds=${2:-3}
+export FI_PROVIDER_PATH=$(cd "$build/provider/lib" && pwd)
+rate="$build/tools/spray-fi-rate"
+run() {  # provider[:datapath] bytes messages -> MB/s
+  export FI_SPRAY_DATAPATH=auto
+  [[ $1 == *:* ]] && FI_SPRAY_DATAPATH=${1#*:}
+  timeout 120 "$rate" --provider "${1%%:*}" --bytes "$2" --window 16 --messages "$3" \
+    | awk '{print $(NF-1)}'
+}
+providers=(spray spray:udp tcp "udp;ofi_rxd")
+# One line per provider and round: "PROVIDER MB/s_64KiB MB/s_1MiB".
+for ((r = 1; r <= rounds; ++r)); do
+  (( rounds > 1 )) && echo "round $r/$rounds" >&2
+  for prov in "${providers[@]}"; do
+    scale=1
+    [[ $prov == "udp;ofi_rxd" ]] && scale=10  # ~200 MB/s: a tenth as many messages
+    echo "$prov $(run "$prov" 65536 $((30000 / scale))) $(run "$prov" 1048576 $((3000 / scale)))"
+  done
+  # Read when it has ended: a parser starting beside it would take CPU from its processes.
+  ceilings=$("$build/tools/spray-dp-bench" --stream 65536 1048576 --seconds 1 --json)
+  python3 -c '
+import json, sys
+r = {row["bytes"]: row for row in json.load(sys.stdin)}
+for kind in ("tcp", "udp"):
+    print("plain-%s %.1f %.1f" % (kind, r[65536][kind + "_mb_per_s"],
+                                  r[1048576][kind + "_mb_per_s"]))' <<<"$ceilings"
+done | python3 -c '
+import statistics, sys
+rows = {}
+for line in sys.stdin:
+    prov, *values = line.split()
+    rows.setdefault(prov, []).append([float(v) for v in values])
+med = {p: [statistics.median(r[i] for r in rs) for i in range(2)] for p, rs in rows.items()}
+print("%-14s %14s %14s   (MB/s, medians of %d rounds)" % (
+    "provider", "64KiB", "1MiB", len(next(iter(rows.values())))))
+for p, (bw64, bw1m) in med.items():
+    print("%-14s %14.1f %14.1f" % (p, bw64, bw1m))
+t = med["tcp"]
+for p in ("spray", "spray:udp", "udp;ofi_rxd"):
+    print("%s/tcp: 64KiB %.2fx, 1MiB %.2fx (issue 3 target: spray:udp >= 1.5x at 1MiB)" % (
+        p, med[p][0] / t[0], med[p][1] / t[1]))
+u, s = med["plain-udp"], med["spray:udp"]
+print("kernel ceilings: plain-udp/plain-tcp 64KiB %.2fx, 1MiB %.2fx; spray:udp reaches %.0f%% / "
+      "%.0f%% of plain-udp" % (u[0] / med["plain-tcp"][0], u[1] / med["plain-tcp"][1],
+                               100 * s[0] / u[0], 100 * s[1] / u[1]))
+'
