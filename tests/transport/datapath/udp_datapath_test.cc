@@ -80,8 +80,15 @@ TEST(UdpDatapath, open__rejects_bad_configuration) {
   EXPECT_NE(error.find("no-such-device0"), std::string::npos);
 }
 
+// Tests of what the source port carries: they run on loopback, which otherwise sends
+// every packet from the base port (UdpConfig::spray_over_loopback).
+UdpConfig sprayed(UdpConfig c = {}) {
+  c.spray_over_loopback = true;
+  return c;
+}
+
 TEST(UdpDatapath, burst__carries_the_entropy_value_in_the_source_port) {
-  auto a = open_ok(UdpConfig{});
+  auto a = open_ok(sprayed());
   auto b = open_ok(UdpConfig{});
   ASSERT_TRUE(a && b);
   std::array<PacketBuf*, 32> out{};
@@ -135,8 +142,27 @@ std::vector<std::vector<uint8_t>> send_run(UdpDatapath& a, UdpDatapath& b,
   return got;
 }
 
-TEST(UdpDatapath, gso__sends_a_run_as_one_message_that_arrives_as_datagrams) {
+TEST(UdpDatapath, loopback__a_sprayed_burst_leaves_from_the_base_port_in_one_call) {
   auto a = open_ok(UdpConfig{});
+  auto b = open_ok(UdpConfig{});
+  ASSERT_TRUE(a && b);
+  std::array<PacketBuf*, 32> out{};  // EVs 0..31, as spraying gives them
+  ASSERT_TRUE(test::make_burst(*a, std::span(out), b->local_address(), 1000));
+  a->tx_burst(out.data(), out.size());
+  EXPECT_EQ(a->stats().tx_syscalls, 1u);      // one socket, not one per EV
+  EXPECT_EQ(a->stats().tx_gso_messages, 1u);  // and one run: a single super-datagram
+  std::array<PacketBuf*, 32> in{};
+  ASSERT_EQ(receive_held(*b, in, out.size()), out.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    EXPECT_EQ(in[i]->peer, a->local_address());
+    EXPECT_EQ(in[i]->entropy, 0) << "from the base port";
+    EXPECT_EQ(in[i]->data[999], static_cast<uint8_t>(i)) << "in burst order";
+  }
+  b->free(in.data(), in.size());
+}
+
+TEST(UdpDatapath, gso__sends_a_run_as_one_message_that_arrives_as_datagrams) {
+  auto a = open_ok(sprayed());
   auto b = open_ok(UdpConfig{});
   ASSERT_TRUE(a && b);
   // 40 full packets and a short last one: one super-datagram, cut by the kernel.
@@ -155,7 +181,7 @@ TEST(UdpDatapath, gso__sends_a_run_as_one_message_that_arrives_as_datagrams) {
 }
 
 TEST(UdpDatapath, gso__never_merges_unequal_segments_or_other_peers) {
-  auto a = open_ok(UdpConfig{});
+  auto a = open_ok(sprayed());
   auto b = open_ok(UdpConfig{});
   ASSERT_TRUE(a && b);
   // A short packet ends a run (only the last segment may be short), a zero-length packet
@@ -171,7 +197,7 @@ TEST(UdpDatapath, gso_and_gro__can_be_switched_off) {
   UdpConfig c;
   c.gso = false;
   c.gro = false;
-  auto a = open_ok(c);
+  auto a = open_ok(sprayed(c));
   auto b = open_ok(c);
   ASSERT_TRUE(a && b);
   const auto got = send_run(*a, *b, std::vector<uint32_t>(10, 1000));
@@ -185,7 +211,7 @@ TEST(UdpDatapath, gso_and_gro__can_be_switched_off) {
 TEST(UdpDatapath, gso_to_a_receiver_without_gro__arrives_cut_by_the_kernel) {
   UdpConfig no_gro;
   no_gro.gro = false;
-  auto a = open_ok(UdpConfig{});
+  auto a = open_ok(sprayed());
   auto b = open_ok(no_gro);
   ASSERT_TRUE(a && b);
   std::vector<uint32_t> lengths(20, 1200);
