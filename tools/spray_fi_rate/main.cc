@@ -11,11 +11,10 @@
 // 16 bytes) its last 8 bytes, the value of the sender's count that its receive's place in
 // posting order calls for (receives match in posting order, FI_ORDER_SAS; they may
 // complete in any order), so the rate is of messages that arrived whole, each once and
-// matched in order (the bytes between are not
-// compared: a check of every byte would cost the receiver as much as a copy, and bound
-// the rate it measures). Prints one line: microseconds a message, messages a second and
-// MB/s (10^6 bytes) as the receiver saw them over the last 90 % of the run (the first 10 %
-// warm up).
+// matched in order (the bytes between are not compared: a check of every byte would cost
+// the receiver as much as a copy, and bound the rate it measures). Prints one line:
+// microseconds a message, messages a second and MB/s (10^6 bytes) as the receiver saw
+// them over the last 90 % of the run (the first 10 % warm up).
 //
 // Usage: spray-fi-rate [--provider P] [--bytes N] [--burst N] [--more] [--messages N]
 //                      [--window N]
@@ -102,6 +101,11 @@ struct Options {
   size_t window = 256;
 };
 
+// Messages received before the rate is timed: the first tenth warms up.
+uint64_t warmup_messages(const Options& o) {
+  return o.messages / 10;
+}
+
 // What the receiving thread reports: `failed` is set (after `error`) when it gave up;
 // otherwise the time the warm-up ended and the time the last message arrived.
 struct ReceiveOutcome {
@@ -146,7 +150,7 @@ void receive(Side& side, const Options& o, std::span<uint8_t> slots, ReceiveOutc
     for (size_t i = 0; i < o.window; ++i) post(i);
     std::vector<fi_cq_tagged_entry> done;
     uint64_t arrived = 0;
-    const uint64_t warmup = o.messages / 10;
+    const uint64_t warmup = warmup_messages(o);
     const auto deadline = Clock::now() + kTimeout;
     while (arrived < o.messages) {
       if (Clock::now() > deadline) fail(fmt::format("stalled after {} messages", arrived));
@@ -231,7 +235,7 @@ int run(const Options& o) {
   if (received.failed) fail("receiver: " + received.error);
   if (completed < o.messages) fail(fmt::format("stalled at {} of {} sends", completed, o.messages));
   const double seconds = std::chrono::duration<double>(received.end - received.warm).count();
-  const auto timed = static_cast<double>(o.messages - o.messages / 10);
+  const auto timed = static_cast<double>(o.messages - warmup_messages(o));
   fmt::print("{} {} B burst {}{}: {:.2f} us a message, {:.0f} messages/s, {:.1f} MB/s\n",
              o.provider, o.bytes, o.burst, o.more ? " FI_MORE" : "", seconds / timed * 1e6,
              timed / seconds, timed * static_cast<double>(o.bytes) / seconds / 1e6);
