@@ -82,8 +82,9 @@ constexpr IntParam kIntParams[] = {
      "Congestion control: the line rate of the path, Gbit/s; with base_rtt_us it sets the "
      "bandwidth-delay product (the starting window). 0: 100, or 400 over shm."},
     {"base_rtt_us", &Params::base_rtt_us,
-     "Congestion control: the unloaded round-trip time, microseconds. 0: 75 over kernel "
-     "UDP (the round trip a bulk transfer sees, the receiving host busy), 10 otherwise."},
+     "Congestion control: the unloaded round-trip time, microseconds, for every peer. 0: 75 "
+     "over kernel UDP (the round trip a bulk transfer sees, the receiving host busy), also "
+     "for the peers on other hosts that auto reaches over UDP; 10 otherwise."},
     {"verbs_port", &Params::verbs_port, "Port of the RDMA device for the verbs datapath."},
     {"verbs_gid_index", &Params::verbs_gid_index,
      "GID index the verbs datapath sends from (RoCE: picks v1 or v2, IPv4 or IPv6; see "

@@ -2,6 +2,9 @@
 # fi_pingpong (Debian's libfabric-bin) over the `spray` provider on loopback: a server and
 # a client process, several sizes, data integrity checks on (-c). Both must succeed.
 # Usage: fi_pingpong.sh PROVIDER_DIR rdm|dgram   (FI_SPRAY_DATAPATH picks the datapath)
+# With SPRAY_APART=1 each process gets a /dev/shm of its own (a mount namespace, as root),
+# so auto finds no shared-memory region of the other and joins them by UDP, as it joins
+# processes on two hosts.
 set -euo pipefail
 dir=$1
 ep=$2
@@ -12,6 +15,12 @@ if [[ $FI_SPRAY_DATAPATH == verbs ]] && ! compgen -G '/sys/class/infiniband_verb
   exit 77
 fi
 source "$(dirname "${BASH_SOURCE[0]}")/oob_port.sh"
+apart=()
+if [[ ${SPRAY_APART:-0} == 1 ]]; then
+  unshare --mount sh -c 'mount -t tmpfs tmpfs /dev/shm' 2>/dev/null ||
+    { echo "SKIP: cannot give a process a /dev/shm of its own (needs root and unshare)"; exit 77; }
+  apart=(unshare --mount sh -c 'mount -t tmpfs tmpfs /dev/shm && exec "$@"' sh)
+fi
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 cd "$logs"
@@ -19,14 +28,15 @@ if [[ $ep == rdm ]]; then sizes="0 8 1024 4096 65536 1048576"; else sizes="8 512
 for size in $sizes; do
   iters=$(( size >= 1048576 ? 50 : 500 ))
   port=$(free_oob_port)  # not fi_pingpong's default: tests run in parallel
-  timeout 60 fi_pingpong -p spray -e "$ep" -I "$iters" -S "$size" -c -B "$port" > server.log 2>&1 &
+  timeout 60 "${apart[@]}" fi_pingpong -p spray -e "$ep" -I "$iters" -S "$size" -c -B "$port" \
+    > server.log 2>&1 &
   server=$!
   wait_oob_listen "$port" "$server"
-  if ! timeout 60 fi_pingpong -p spray -e "$ep" -I "$iters" -S "$size" -c -P "$port" 127.0.0.1 \
-      > client.log 2>&1; then
+  if ! timeout 60 "${apart[@]}" fi_pingpong -p spray -e "$ep" -I "$iters" -S "$size" -c \
+      -P "$port" 127.0.0.1 > client.log 2>&1; then
     echo "FAIL: client, $size bytes"; cat client.log; cat server.log; kill "$server" 2>/dev/null; exit 1
   fi
   wait "$server" || { echo "FAIL: server, $size bytes"; cat server.log; exit 1; }
   tail -1 client.log
 done
-echo "PASS: fi_pingpong $ep over spray ($FI_SPRAY_DATAPATH)"
+echo "PASS: fi_pingpong $ep over spray ($FI_SPRAY_DATAPATH${apart:+, /dev/shm apart})"

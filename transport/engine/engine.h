@@ -10,7 +10,9 @@
 
 #include <algorithm>
 #include <array>
+#include <concepts>
 #include <cstdint>
+#include <optional>
 
 #include "transport/base/status.h"
 #include "transport/base/time.h"
@@ -30,6 +32,14 @@ struct EngineConfig {
   pds::RudiConfig rudi{};
   ses::SesConfig ses{};
   uint32_t max_peers = 65536;
+  // Over a datapath that reaches the peers on this host through shared memory and the
+  // others over the network (auto; it tells them apart with is_host_local), the unloaded
+  // round trip of the network ones, for their PDCs' congestion control; pds.cc.base_rtt
+  // is then the local ones'. They differ several times over (a kernel UDP round trip
+  // against a shared-memory one), and NSCC caps its window at 1.5 x line rate x base RTT:
+  // with the local figure a network peer's stream waits for ACKs. 0: pds.cc.base_rtt for
+  // every peer.
+  Duration network_base_rtt{};
 };
 
 struct EngineStats {
@@ -62,7 +72,9 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // --- peers --------------------------------------------------------------------------
-  PeerIndex add_peer(const dp::NetAddr& addr) { return peers_.insert(addr); }
+  PeerIndex add_peer(const dp::NetAddr& addr) { return learn_peer(addr); }
+  // The index of `addr` if the engine knows it (added, or heard from).
+  std::optional<PeerIndex> find_peer(const dp::NetAddr& addr) const { return peers_.find(addr); }
   const dp::NetAddr& peer_address(PeerIndex p) const { return peers_.address(p); }
   dp::NetAddr local_address() const { return dp_.local_address(); }
 
@@ -156,6 +168,24 @@ class Engine {
   static constexpr bool kDirectReads = requires(D & d, const dp::NetAddr& a, uint8_t* p) {
     d.read_peer_memory(a, uint64_t{}, p, size_t{});
   };
+  // A datapath with paths of two kinds, shared memory on this host and the network
+  // (auto): its network peers get EngineConfig::network_base_rtt.
+  static constexpr bool kSplitsLocalPeers = requires(D & d, const dp::NetAddr& a) {
+    { d.is_host_local(a) } -> std::same_as<bool>;
+  };
+  // The peer table's index of `addr`, adding it if new (kNoPeer when the table is full);
+  // a new peer reached over the network gets its base RTT (kSplitsLocalPeers).
+  PeerIndex learn_peer(const dp::NetAddr& addr) {
+    const uint32_t known = peers_.size();
+    const PeerIndex peer = peers_.insert(addr);
+    if constexpr (kSplitsLocalPeers) {
+      if (peer != pds::kNoPeer && peer >= known && cfg_.network_base_rtt.ps > 0 &&
+          !dp_.is_host_local(addr)) {
+        pds_.set_peer_base_rtt(peer, cfg_.network_base_rtt);
+      }
+    }
+    return peer;
+  }
   // Copies at most kDirectReadBytesPerProgress of the direct reads SES handed over, so one
   // large message cannot stall this engine's acknowledgements for milliseconds.
   void copy_direct_reads(Time now);

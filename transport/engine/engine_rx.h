@@ -90,7 +90,7 @@ bool Engine<D>::handle_packet(dp::PacketBuf* buf, Time now) {
   if (auto found = peers_.find(buf->peer)) {
     peer = *found;
   } else {
-    peer = peers_.insert(buf->peer);  // connectionless: anyone may open a PDC to us
+    peer = learn_peer(buf->peer);  // connectionless: anyone may open a PDC to us
     if (peer == pds::kNoPeer) {
       ++stats_.rx_unknown_peer;
       return false;

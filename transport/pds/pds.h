@@ -183,6 +183,12 @@ class Pds {
   // them once idle. Returns the PDCs still open; the owner runs the engine and calls
   // again until none is, or until it stops waiting (a dead peer answers nothing).
   uint32_t close_all(Time now);
+  // The unloaded round trip to `peer`, for the congestion control of the PDCs opened to
+  // it from now on (open ones keep theirs), where it differs from PdsConfig::cc.base_rtt:
+  // an engine whose datapath reaches some peers through shared memory and others over
+  // the network sets it for the latter. 0: back to PdsConfig's.
+  void set_peer_base_rtt(PeerIndex peer, Duration base_rtt);
+
   // Asks whether `peer` is alive: if its PDC is idle, sends a sequenced CTRL ACK_REQ
   // that is retransmitted like data, so a dead peer exhausts the retries and fails the
   // PDC (reported in failed_peers). A busy PDC needs no probe: its traffic is one.
@@ -452,6 +458,9 @@ class Pds {
   std::vector<PeerIndex> failed_peers_;
   std::vector<uint64_t> orphaned_;
   std::vector<uint32_t> ended_answers_;  // fail_messages_on -> end_answers_elsewhere
+  // set_peer_base_rtt's values by PeerIndex, 0 for PdsConfig's; sized to the highest peer
+  // given one (a peer table's worth at most), empty while every peer has the default.
+  std::vector<Duration> peer_base_rtt_;
   // Sends waiting for a PDC because the table was full, oldest first: runs for one
   // (peer, mode) in order. Scanned linearly; it is empty unless the table is full.
   struct WaitingRuns {

@@ -35,7 +35,8 @@ size_t Pds::memory_bytes() const {
   size_t total = sizeof(*this) + by_peer_.memory_bytes() + answers_by_peer_.memory_bytes() +
                  by_id_.memory_bytes() + by_syn_.memory_bytes() + closed_syn_.memory_bytes() +
                  pdcs_.capacity() * (sizeof(Pdc) + sizeof(uint32_t) + 1) +
-                 waiting_.capacity() * sizeof(WaitingRuns);
+                 waiting_.capacity() * sizeof(WaitingRuns) +
+                 peer_base_rtt_.capacity() * sizeof(Duration);
   for (uint32_t i = 0; i < pdcs_.capacity(); ++i) {
     if (!pdcs_.in_use(i)) continue;
     const Pdc& p = pdcs_[i];
@@ -43,6 +44,15 @@ size_t Pds::memory_bytes() const {
              p.rx_bitmap.capacity() * 8 + p.rod_held.capacity() * 8;
   }
   return total;
+}
+
+void Pds::set_peer_base_rtt(PeerIndex peer, Duration base_rtt) {
+  if (peer == kNoPeer) return;
+  if (peer >= peer_base_rtt_.size()) {
+    if (base_rtt.ps <= 0) return;  // the default already
+    peer_base_rtt_.resize(size_t{peer} + 1);
+  }
+  peer_base_rtt_[peer] = base_rtt.ps > 0 ? base_rtt : Duration{};
 }
 
 Pdc* Pds::pdc_by_local_id(uint16_t id) {
@@ -78,8 +88,12 @@ bool Pds::open_pdc(PeerIndex peer, Mode mode, bool initiator, uint32_t& index, T
   if (mode == Mode::kRod) p.rod_held.assign(window_, 0);
   p.rto_timer.owner = index;
   p.pace_timer.owner = index | kPaceTimerBit;
-  p.cc = cc::make_congestion_control(cfg_.cc_name, cfg_.cc);
-  if (!p.cc) p.cc = cc::make_congestion_control("nscc", cfg_.cc);
+  cc::CcConfig cc = cfg_.cc;
+  if (peer < peer_base_rtt_.size() && peer_base_rtt_[peer].ps > 0) {
+    cc.base_rtt = peer_base_rtt_[peer];  // a network peer of a two-path datapath
+  }
+  p.cc = cc::make_congestion_control(cfg_.cc_name, cc);
+  if (!p.cc) p.cc = cc::make_congestion_control("nscc", cc);
   p.sends_backlog = p.cc->wants_credit();
   const paths::PathConfig path_config{cfg_.entropy_count, rng_.next(), cfg_.reps_cache};
   p.paths = paths::make_path_selector(cfg_.path_name, path_config);

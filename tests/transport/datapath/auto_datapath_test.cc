@@ -150,3 +150,96 @@ TEST(AutoEngine, transfer__to_a_local_peer_goes_by_shared_memory_with_one_copy_w
 
 }  // namespace
 }  // namespace spray::dp
+
+namespace spray::dp {
+namespace {
+
+// The congestion windows of the PDCs `e` holds with `peer` (it opened them, or the peer).
+template <class D>
+std::vector<uint32_t> windows_with(engine::Engine<D>& e, pds::PeerIndex peer) {
+  std::vector<uint32_t> windows;
+  for (uint32_t i = 0; i < e.pds().config().max_pdcs; ++i) {
+    const pds::Pdc* p = e.pds().pdc(i);
+    if (p != nullptr && p->peer == peer) windows.push_back(p->cc->window_bytes());
+  }
+  return windows;
+}
+
+// A peer on another host is reached over kernel UDP, whose round trip is several times a
+// shared-memory one: its PDCs size their window by EngineConfig::network_base_rtt, and a
+// local peer's by pds.cc.base_rtt. Whether the engine learnt the peer from its address
+// (a sends to it) or from its first packet (it sends to a).
+TEST(AutoEngine, a_peer_on_another_host_gets_the_network_base_rtt) {
+  auto a = open_auto(), local_sender = open_auto(), local_receiver = open_auto();
+  ASSERT_TRUE(a && local_sender && local_receiver);
+  std::string error;
+  UdpConfig u;
+  u.mtu_bytes = 8192;
+  // No region: as if on other hosts.
+  auto remote_sender = UdpDatapath::open(u, error), remote_receiver = UdpDatapath::open(u, error);
+  ASSERT_TRUE(remote_sender && remote_receiver) << error;
+  engine::EngineConfig ec;
+  ec.pds.cc_name = "nscc";
+  ec.pds.cc.line_rate_gbps = 100;
+  ec.pds.cc.base_rtt = Duration::microseconds(10);   // 125,000 bytes
+  ec.network_base_rtt = Duration::microseconds(75);  // 937,500 bytes
+  engine::Engine<AutoDatapath> ea(*a, ec), els(*local_sender, ec), elr(*local_receiver, ec);
+  // Plain UDP engines know one kind of peer: network_base_rtt is unused there.
+  engine::Engine<UdpDatapath> ers(*remote_sender, ec), err(*remote_receiver, ec);
+  // Runs the engines until `want` operations in all completed well (or 10 s passed).
+  int completed = 0;
+  const auto run_until = [&](int want) {
+    const Time deadline = monotonic_now() + Duration::seconds(10);
+    while (completed < want && monotonic_now() < deadline) {
+      const Time now = monotonic_now();
+      ea.progress(now);
+      els.progress(now);
+      elr.progress(now);
+      ers.progress(now);
+      err.progress(now);
+      ses::Completion c;
+      while (ea.poll_completion(c)) completed += c.status == Status::kOk;
+      while (els.poll_completion(c)) completed += c.status == Status::kOk;
+      while (elr.poll_completion(c)) completed += c.status == Status::kOk;
+      while (ers.poll_completion(c)) completed += c.status == Status::kOk;
+      while (err.poll_completion(c)) completed += c.status == Status::kOk;
+    }
+    return completed == want;
+  };
+  std::vector<uint8_t> src(1000, 7);
+  std::vector<std::vector<uint8_t>> got(4, std::vector<uint8_t>(1000));
+  // The senders reach a first; a learns them from their packets.
+  ASSERT_EQ(ea.post_recv({got[0].data(), 1000, 0}), Status::kOk);
+  ASSERT_EQ(ea.post_recv({got[1].data(), 1000, 1}), Status::kOk);
+  ASSERT_EQ(ers.send(ers.add_peer(a->local_address()), src.data(), 1000, 0), Status::kOk);
+  ASSERT_EQ(els.send(els.add_peer(a->local_address()), src.data(), 1000, 1), Status::kOk);
+  ASSERT_TRUE(run_until(4));
+  // a reaches the receivers by their address.
+  const pds::PeerIndex to_local = ea.add_peer(local_receiver->local_address());
+  const pds::PeerIndex to_remote = ea.add_peer(remote_receiver->local_address());
+  ASSERT_EQ(elr.post_recv({got[2].data(), 1000, 2}), Status::kOk);
+  ASSERT_EQ(err.post_recv({got[3].data(), 1000, 3}), Status::kOk);
+  ASSERT_EQ(ea.send(to_local, src.data(), 1000, 2), Status::kOk);
+  ASSERT_EQ(ea.send(to_remote, src.data(), 1000, 3), Status::kOk);
+  ASSERT_TRUE(run_until(8));
+  for (const auto& g : got) EXPECT_EQ(g, src);
+  const auto from_remote = ea.find_peer(remote_sender->local_address());
+  const auto from_local = ea.find_peer(local_sender->local_address());
+  ASSERT_TRUE(from_remote && from_local);
+  // NSCC moves a window on each ACK, within 1.5 x the product: a network peer's PDC is
+  // beyond anything the local figure allows, a local peer's within it.
+  constexpr uint32_t kLocalMost = 187'500;
+  for (pds::PeerIndex peer : {*from_remote, to_remote}) {
+    const auto windows = windows_with(ea, peer);
+    ASSERT_EQ(windows.size(), 1u);
+    EXPECT_GT(windows[0], kLocalMost);
+  }
+  for (pds::PeerIndex peer : {*from_local, to_local}) {
+    const auto windows = windows_with(ea, peer);
+    ASSERT_EQ(windows.size(), 1u);
+    EXPECT_LE(windows[0], kLocalMost);
+  }
+}
+
+}  // namespace
+}  // namespace spray::dp

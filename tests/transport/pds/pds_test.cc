@@ -288,3 +288,46 @@ TEST_F(Pair, window__never_exceeds_the_configured_psn_count) {
 
 }  // namespace
 }  // namespace spray::pds
+
+namespace spray::pds {
+namespace {
+
+// The initial congestion window (NSCC starts at one bandwidth-delay product) of the PDC
+// that `pds` opened to `peer`; 0 when it has none.
+uint32_t start_window_to(const Pds& pds, PeerIndex peer) {
+  for (uint32_t i = 0; i < pds.config().max_pdcs; ++i) {
+    const Pdc* p = pds.pdc(i);
+    if (p != nullptr && p->peer == peer) return p->cc->window_bytes();
+  }
+  return 0;
+}
+
+// An engine that reaches some peers over shared memory and others over the network gives
+// the latter their own base RTT; the PDCs opened to them size their window by it.
+TEST(PeerBaseRtt, pdcs_to_a_peer_with_its_own_base_rtt_start_from_its_bandwidth_delay_product) {
+  PdsConfig c = test::config();
+  c.max_pdcs = 8;
+  c.cc_name = "nscc";
+  c.cc.line_rate_gbps = 100;
+  c.cc.base_rtt = Duration::microseconds(10);  // 125,000 bytes in flight at 100 Gbit/s
+  Pds pds(c);
+  constexpr PeerIndex kNear = 1, kFar = 2, kFarThenReset = 3;
+  pds.set_peer_base_rtt(kFar, Duration::microseconds(75));  // 937,500 bytes
+  pds.set_peer_base_rtt(kFarThenReset, Duration::microseconds(75));
+  pds.set_peer_base_rtt(kFarThenReset, Duration{});
+  pds.set_peer_base_rtt(kNoPeer, Duration::microseconds(75));  // ignored
+  std::vector<TxRun> runs(3);
+  for (PeerIndex peer : {kNear, kFar, kFarThenReset}) {
+    TxRun& r = runs[peer - 1];
+    r.message = peer;
+    r.packet_count = 1;
+    r.packet_bytes = 1000;
+    ASSERT_EQ(pds.enqueue(peer, Mode::kRud, &r, test::us(0)), Status::kOk);
+  }
+  EXPECT_EQ(start_window_to(pds, kNear), 125'000u);
+  EXPECT_EQ(start_window_to(pds, kFar), 937'500u);
+  EXPECT_EQ(start_window_to(pds, kFarThenReset), 125'000u);
+}
+
+}  // namespace
+}  // namespace spray::pds

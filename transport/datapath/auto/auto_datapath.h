@@ -62,6 +62,10 @@ class AutoDatapath {
                         size_t length) {
     return shm_->read_peer_memory(peer, remote_address, local, length);
   }
+  // True when `peer` is on this host and packets to it go through shared memory; false
+  // when they cross the network over UDP (the engine gives such peers a longer base RTT,
+  // EngineConfig::network_base_rtt). The answer is remembered, as for sending.
+  bool is_host_local(const NetAddr& peer) { return shm_->reaches(peer); }
   // See UdpDatapath::keep; shared-memory buffers are held as they are.
   PacketBuf* keep(PacketBuf* b) { return udp_->owns(b) ? udp_->keep(b) : b; }
   bool wait(Duration timeout);
