@@ -73,6 +73,35 @@ TEST(AutoDatapath, local_peers_get_shared_memory_and_others_udp) {
   a->free(all.data(), all.size());
 }
 
+// is_host_local only looks: a peer asked about before its endpoint exists is not taken
+// for remote once it does (where packets go is decided on the first one sent).
+TEST(AutoDatapath, asking_whether_a_peer_is_local_decides_nothing) {
+  auto a = open_auto();
+  ASSERT_TRUE(a);
+  NetAddr later;
+  {
+    auto b = open_auto();
+    ASSERT_TRUE(b);
+    later = b->local_address();
+    EXPECT_TRUE(a->is_host_local(later));
+  }  // b's endpoint is gone, and its region with it
+  EXPECT_FALSE(a->is_host_local(later));
+  std::string error;
+  UdpConfig u;
+  u.mtu_bytes = 8192;
+  u.port = later.port;
+  auto b = AutoDatapath::open(u, ShmConfig{}, error);  // back at the same address
+  ASSERT_TRUE(b) << error;
+  EXPECT_TRUE(a->is_host_local(later));
+  std::vector<PacketBuf*> burst(4);
+  ASSERT_TRUE(test::make_burst<AutoDatapath>(*a, burst, later, 100));
+  a->tx_burst(burst.data(), burst.size());
+  EXPECT_EQ(a->stats().tx_local, 4u);
+  auto got = receive(*b, 4);
+  EXPECT_EQ(got.size(), 4u);
+  b->free(got.data(), got.size());
+}
+
 TEST(AutoDatapath, a_sleeping_receiver_is_woken_and_the_doorbell_is_not_handed_up) {
   auto a = open_auto(), b = open_auto();
   ASSERT_TRUE(a && b);

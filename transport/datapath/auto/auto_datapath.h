@@ -62,10 +62,11 @@ class AutoDatapath {
                         size_t length) {
     return shm_->read_peer_memory(peer, remote_address, local, length);
   }
-  // True when `peer` is on this host and packets to it go through shared memory; false
-  // when they cross the network over UDP (the engine gives such peers a longer base RTT,
-  // EngineConfig::network_base_rtt). The answer is remembered, as for sending.
-  bool is_host_local(const NetAddr& peer) { return shm_->reaches(peer); }
+  // True when `peer` is on this host (it has a live shared-memory region), so packets to
+  // it go through shared memory; false when they cross the network over UDP. The engine
+  // gives the latter a longer base RTT (EngineConfig::network_base_rtt). Asking changes
+  // nothing: where packets go is still decided on the first one sent (ShmDatapath::reaches).
+  bool is_host_local(const NetAddr& peer) { return shm_->has_live_region(peer); }
   // See UdpDatapath::keep; shared-memory buffers are held as they are.
   PacketBuf* keep(PacketBuf* b) { return udp_->owns(b) ? udp_->keep(b) : b; }
   bool wait(Duration timeout);

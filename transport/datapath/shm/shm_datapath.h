@@ -115,6 +115,12 @@ class ShmDatapath {
   // this host with room in its inbox. A peer found without one is remembered as not
   // local (no system call on the next asks): the `auto` datapath sends to it over UDP.
   bool reaches(const NetAddr& peer);
+  // Whether `peer` has a live region on this host, without the side effects of reaches():
+  // no inbox slot is taken and a peer without one is not remembered as remote (the auto
+  // datapath asks this when an engine first hears of a peer, which may be before that
+  // peer's endpoint exists; taking a slot in every peer's inbox then would fill the
+  // inboxes of a host with more ranks than slots). A few system calls for a new peer.
+  bool has_live_region(const NetAddr& peer);
   // True when `b` is one of this datapath's buffers (transmit buffer or received view).
   bool owns(const PacketBuf* b) const {
     return (b >= tx_bufs_.data() && b < tx_bufs_.data() + tx_bufs_.size()) ||
@@ -167,6 +173,10 @@ class ShmDatapath {
   int32_t map_peer(const NetAddr& addr);  // index into regions_, -1 if it has no region
   int32_t outbox_for(const NetAddr& peer);
   static bool process_is_alive(int32_t pid);
+  // True when `h`, the header of a region file of `file_bytes`, is the live region of the
+  // endpoint at `addr`: ours in format, its layout within the file, its owner alive.
+  static bool is_live_region_of(const shm::RegionHeader* h, const NetAddr& addr,
+                                uint64_t file_bytes);
   void reclaim();  // lent buffers that came back, and those lent to the dead
   // A peer's owner died: no more packets to it (its outboxes die), and its mapping goes
   // once no received packet points into it.

@@ -225,20 +225,56 @@ bool ShmDatapath::process_is_alive(int32_t pid) {
   return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM);
 }
 
-int32_t ShmDatapath::map_peer(const NetAddr& addr) {
-  const auto known = region_by_addr_.find(addr);
-  if (known != region_by_addr_.end() && !regions_[static_cast<size_t>(known->second)].gone)
-    return known->second;
-  // Not mapped yet, or its owner died and it may have come back with a new region.
+namespace {
+
+// The region file of the endpoint at `addr`, opened (-1 if none) with its size (at least a
+// header's).
+int open_region_file(const NetAddr& addr, int flags, uint64_t& file_bytes) {
   const std::string name = shm::region_name(addr);
-  const int fd = ::shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
+  const int fd = ::shm_open(name.c_str(), flags | O_CLOEXEC, 0);
   if (fd < 0) return -1;
   struct stat st {};
   if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) < sizeof(shm::RegionHeader)) {
     ::close(fd);
     return -1;
   }
-  const auto file_bytes = static_cast<uint64_t>(st.st_size);
+  file_bytes = static_cast<uint64_t>(st.st_size);
+  return fd;
+}
+
+}  // namespace
+
+bool ShmDatapath::is_live_region_of(const shm::RegionHeader* h, const NetAddr& addr,
+                                    uint64_t file_bytes) {
+  return h->magic.load(std::memory_order_acquire) == shm::kMagic && h->version == shm::kVersion &&
+         h->layout.fits(file_bytes) && h->owner == addr && process_is_alive(h->owner_pid);
+}
+
+bool ShmDatapath::has_live_region(const NetAddr& peer) {
+  if (not_local_.count(peer) != 0) return false;
+  const auto known = region_by_addr_.find(peer);
+  if (known != region_by_addr_.end() && !regions_[static_cast<size_t>(known->second)].gone)
+    return true;
+  // Only its header is looked at, read-only: the whole region is mapped on the first send.
+  uint64_t file_bytes = 0;
+  const int fd = open_region_file(peer, O_RDONLY, file_bytes);
+  if (fd < 0) return false;
+  void* p = ::mmap(nullptr, sizeof(shm::RegionHeader), PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  if (p == MAP_FAILED) return false;
+  const bool live = is_live_region_of(static_cast<const shm::RegionHeader*>(p), peer, file_bytes);
+  ::munmap(p, sizeof(shm::RegionHeader));
+  return live;
+}
+
+int32_t ShmDatapath::map_peer(const NetAddr& addr) {
+  const auto known = region_by_addr_.find(addr);
+  if (known != region_by_addr_.end() && !regions_[static_cast<size_t>(known->second)].gone)
+    return known->second;
+  // Not mapped yet, or its owner died and it may have come back with a new region.
+  uint64_t file_bytes = 0;
+  const int fd = open_region_file(addr, O_RDWR, file_bytes);
+  if (fd < 0) return -1;
   void* p = ::mmap(nullptr, file_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   ::close(fd);
   if (p == MAP_FAILED) return -1;
@@ -249,8 +285,7 @@ int32_t ShmDatapath::map_peer(const NetAddr& addr) {
   r.base = base;
   r.layout = h->layout;
   r.pid = h->owner_pid;
-  if (h->magic.load(std::memory_order_acquire) != shm::kMagic || h->version != shm::kVersion ||
-      !r.layout.fits(file_bytes) || !(h->owner == addr) || !process_is_alive(r.pid)) {
+  if (!is_live_region_of(h, addr, file_bytes)) {
     ::munmap(base, file_bytes);
     return -1;
   }
