@@ -188,7 +188,6 @@ class Pds {
   // an engine whose datapath reaches some peers through shared memory and others over
   // the network sets it for the latter. 0: back to PdsConfig's.
   void set_peer_base_rtt(PeerIndex peer, Duration base_rtt);
-
   // Asks whether `peer` is alive: if its PDC is idle, sends a sequenced CTRL ACK_REQ
   // that is retransmitted like data, so a dead peer exhausts the retries and fails the
   // PDC (reported in failed_peers). A busy PDC needs no probe: its traffic is one.
