@@ -1,6 +1,9 @@
 // fid_cntr: completion counter. Reading or waiting drives progress of the bound
 // endpoints; fi_cntr_wait blocks in slices of at most 1 ms: on every bound endpoint's
 // socket at once when the counter has a wait fd (FI_WAIT_FD), else on the first one.
+// fi_cntr_read yields the CPU after a run of reads that moved nothing, as fi_cq_read does.
+#include <sched.h>
+
 #include <chrono>
 #include <thread>
 
@@ -11,9 +14,15 @@ namespace {
 
 uint64_t cntr_read(fid_cntr* f) {
   auto* c = fid_to<Counter>(f);
-  std::lock_guard lock(c->domain->mutex);
-  c->progress();
-  return c->value;
+  uint64_t value = 0;
+  bool yield = false;
+  {
+    std::lock_guard lock(c->domain->mutex);
+    yield = c->idle_yield.should_yield(c->progress());
+    value = c->value;
+  }
+  if (yield) sched_yield();  // as fi_cq_read does (idle_yield.h), without the mutex
+  return value;
 }
 
 uint64_t cntr_readerr(fid_cntr* f) {
@@ -117,8 +126,13 @@ fi_ops_cntr cntr_ops = {
 // Every endpoint of the domain, not only those bound here: a receive counter's wait must
 // also move the packets of a sending endpoint the application does not poll meanwhile
 // (under the sanitizers a test stalled exactly so, its sender's ACKs unread for 10 s).
-void Counter::progress() {
-  for (Endpoint* ep : domain->endpoints) endpoint_progress(*ep);
+bool Counter::progress() {
+  bool busy = false;
+  for (Endpoint* ep : domain->endpoints) {
+    const ProgressDone done = endpoint_progress(*ep);
+    busy = busy || done.packets > 0 || done.completions > 0;
+  }
+  return busy;
 }
 
 int Counter::trywait() {

@@ -1,7 +1,10 @@
 // fid_cq: completion queue. Reading drives progress of the bound endpoints; entries are
 // kept in the widest (tagged) form and written in the CQ's format. fi_cq_sread spins
 // briefly, then blocks on the datapath in slices of at most 1 ms with the domain lock
-// released, so ranks that outnumber cores leave the CPU to each other.
+// released, so ranks that outnumber cores leave the CPU to each other. fi_cq_read yields
+// the CPU after a run of reads that found nothing and moved nothing (idle_yield.h).
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -51,8 +54,9 @@ void write_entry(const CompletionQueue& cq, const fi_cq_tagged_entry& e, uint8_t
 }
 
 // Domain mutex held.
-ssize_t read_locked(CompletionQueue& cq, void* buf, size_t count, fi_addr_t* src) {
-  cq.progress();
+// `busy`: whether the progress it ran moved anything (see IdleYield).
+ssize_t read_locked(CompletionQueue& cq, void* buf, size_t count, fi_addr_t* src, bool& busy) {
+  busy = cq.progress();
   if (cq.entries.empty()) return -FI_EAGAIN;
   if (cq.entries.front().error) return -FI_EAVAIL;
   auto* out = static_cast<uint8_t*>(buf);
@@ -71,8 +75,16 @@ ssize_t read_locked(CompletionQueue& cq, void* buf, size_t count, fi_addr_t* src
 ssize_t cq_readfrom(fid_cq* f, void* buf, size_t count, fi_addr_t* src) {
   auto* cq = fid_to<CompletionQueue>(f);
   if (!buf && count > 0) return -FI_EINVAL;
-  std::lock_guard lock(cq->domain->mutex);
-  return read_locked(*cq, buf, count, src);
+  ssize_t r = 0;
+  bool yield = false;
+  {
+    std::lock_guard lock(cq->domain->mutex);
+    bool busy = false;
+    r = read_locked(*cq, buf, count, src, busy);
+    yield = cq->idle_yield.should_yield(busy || r != -FI_EAGAIN);
+  }
+  if (yield) sched_yield();  // not holding the mutex: a progress thread may want it
+  return r;
 }
 
 ssize_t cq_read(fid_cq* f, void* buf, size_t count) {
@@ -106,7 +118,8 @@ ssize_t cq_sreadfrom(fid_cq* f, void* buf, size_t count, fi_addr_t* src, const v
     const auto now = std::chrono::steady_clock::now();
     {
       std::lock_guard lock(cq->domain->mutex);
-      const ssize_t r = read_locked(*cq, buf, count, src);
+      bool busy = false;  // sread has its own spin, then blocks
+      const ssize_t r = read_locked(*cq, buf, count, src, busy);
       if (r != -FI_EAGAIN) return r;
       if (cq->signaled) {
         cq->signaled = false;
@@ -194,8 +207,13 @@ fi_ops_cq cq_ops = {
 }  // namespace
 
 // Every endpoint of the domain (see Counter::progress): manual progress is the domain's.
-void CompletionQueue::progress() {
-  for (Endpoint* ep : domain->endpoints) endpoint_progress(*ep);
+bool CompletionQueue::progress() {
+  bool busy = false;
+  for (Endpoint* ep : domain->endpoints) {
+    const ProgressDone done = endpoint_progress(*ep);
+    busy = busy || done.packets > 0 || done.completions > 0;
+  }
+  return busy;
 }
 
 int CompletionQueue::trywait() {

@@ -426,13 +426,13 @@ const void* Endpoint::inject_copy(uint32_t slot, const void* buf, size_t len) {
   return copy;
 }
 
-size_t endpoint_progress(Endpoint& ep) {
-  if (!ep.engine) return 0;
-  ep.engine->progress(dp::monotonic_now());
+ProgressDone endpoint_progress(Endpoint& ep) {
+  ProgressDone done;
+  if (!ep.engine) return done;
+  done.packets = ep.engine->progress(dp::monotonic_now());
   ses::Completion c;
-  size_t delivered = 0;
-  for (; ep.engine->poll_completion(c); ++delivered) complete(ep, c);
-  return delivered;
+  for (; ep.engine->poll_completion(c); ++done.completions) complete(ep, c);
+  return done;
 }
 
 bool wait_for_progress_thread(Domain& d, int timeout_ms) {

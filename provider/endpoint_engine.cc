@@ -65,7 +65,7 @@ class EngineOver final : public EndpointEngine {
   }
   Status register_memory(const ses::MemoryRegion& r) override { return engine_.register_memory(r); }
   Status deregister_memory(uint64_t key) override { return engine_.deregister_memory(key); }
-  void progress(Time now) override { engine_.progress(now); }
+  size_t progress(Time now) override { return engine_.progress(now); }
   bool poll_completion(ses::Completion& out) override { return engine_.poll_completion(out); }
   size_t tx_in_use() override { return engine_.ses().tx_in_use(); }
   void wait(Duration timeout) override { datapath_->wait(timeout); }

@@ -41,7 +41,8 @@ class EndpointEngine {
                       uint64_t key, ses::UserContext ctx) = 0;
   virtual Status register_memory(const ses::MemoryRegion& r) = 0;
   virtual Status deregister_memory(uint64_t key) = 0;
-  virtual void progress(Time now) = 0;
+  // Runs the engine once; returns the packets it received and sent (0: nothing moved).
+  virtual size_t progress(Time now) = 0;
   virtual bool poll_completion(ses::Completion& out) = 0;
   // Sends, writes and reads not yet complete (their timers need progress).
   virtual size_t tx_in_use() = 0;

@@ -96,6 +96,11 @@ constexpr IntParam kIntParams[] = {
     {"reps_cache", &Params::reps_cache,
      "REPS: entropy values acknowledged without ECN that are kept for reuse, 1..32 (UET's "
      "REPS uses 8)."},
+    {"yield_after", &Params::yield_after,
+     "fi_cq_read (or fi_cntr_read) calls in a row that find no completion and move no "
+     "packet before one "
+     "gives the CPU away (sched_yield), so that a peer sharing the core runs at once rather "
+     "than at the end of the caller's time slice; 0: never."},
 };
 
 Params load_params() {

@@ -67,7 +67,7 @@ void ProgressThread::run() {
       std::lock_guard lock(domain_.mutex);
       size_t delivered = 0;
       for (Endpoint* ep : domain_.endpoints) {
-        const size_t n = endpoint_progress(*ep);
+        const size_t n = endpoint_progress(*ep).completions;
         if (n == 0) continue;
         delivered += n;
         wake(ep->tx_cq);

@@ -20,6 +20,7 @@
 #include <rdma/providers/fi_log.h>
 #include <rdma/providers/fi_prov.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -30,6 +31,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "provider/idle_yield.h"
 #include "provider/progress_thread.h"
 #include "provider/wait_fd.h"
 #include "transport/base/status.h"
@@ -84,6 +86,9 @@ struct Params {
   // shm (memory is the link: a 125 KB window stalled 16 KiB packets every 8).
   int line_rate_gbps = 0;
   int base_rtt_us = 0;  // 0: by datapath (see engine_config)
+  // FI_SPRAY_YIELD_AFTER: fi_cq_read (or fi_cntr_read) calls in a row that find nothing
+  // and move no packet before one yields the CPU (see idle_yield.h); 0: never.
+  int yield_after = 64;
 };
 const Params& params();
 // The address endpoints bind when the application names none: FI_SPRAY_ADDRESS, else the
@@ -184,12 +189,15 @@ struct CompletionQueue {
   std::vector<Endpoint*> endpoints;  // bound: progressing this CQ drives them
   bool signaled = false;
   std::unique_ptr<WaitFd> wait_fd;  // FI_WAIT_FD only
+  IdleYield idle_yield{static_cast<uint32_t>(std::max(params().yield_after, 0))};  // fi_cq_read's
 
   void push_error(const fi_cq_err_entry& e) {
     errors.push_back(e);
     entries.push_back(CqEntry{.error = true});
   }
-  void progress();  // drives the bound endpoints; domain mutex held
+  // Drives the bound endpoints; domain mutex held. True when any packet moved or any
+  // completion was delivered.
+  bool progress();
   // fi_trywait on this CQ: -FI_EAGAIN when there is something to read, else arms the
   // wait fd and returns FI_SUCCESS (domain mutex not held).
   int trywait();
@@ -206,8 +214,11 @@ struct Counter {
   // What the last fi_trywait saw: it returns -FI_EAGAIN once for every change since.
   uint64_t value_at_trywait = 0;
   uint64_t errors_at_trywait = 0;
+  IdleYield idle_yield{static_cast<uint32_t>(std::max(params().yield_after, 0))};  // fi_cntr_read's
 
-  void progress();  // drives the bound endpoints; domain mutex held
+  // Drives the domain's endpoints; domain mutex held. True when any packet moved or any
+  // completion was delivered.
+  bool progress();
   // fi_trywait on this counter: -FI_EAGAIN when it changed since the last call, else
   // arms the wait fd and returns FI_SUCCESS (domain mutex not held).
   int trywait();
@@ -236,9 +247,13 @@ int mr_register_at(MemoryRegion& mr, Endpoint& ep);
 // Forgets a closing endpoint in every region of its domain (domain mutex held).
 void mr_forget_endpoint(Domain& d, Endpoint& ep);
 
+// What one endpoint_progress did.
+struct ProgressDone {
+  size_t completions = 0;  // delivered to the endpoint's CQs and counters
+  size_t packets = 0;      // the engine received and sent
+};
 // Drives one endpoint's engine and turns its completions into CQ entries.
-// Progresses one endpoint's engine and delivers its completions; returns how many.
-size_t endpoint_progress(Endpoint& ep);
+ProgressDone endpoint_progress(Endpoint& ep);
 // Under FI_PROGRESS_AUTO: waits (domain mutex not held) for the progress thread to
 // deliver completions, at most `timeout_ms`; false at once without a progress thread.
 bool wait_for_progress_thread(Domain& d, int timeout_ms);

@@ -6,27 +6,30 @@
 # libfabric's `tcp` and `udp;ofi_rxd`. Each round also measures the kernel's own stream
 # ceilings between two processes (spray-dp-bench --stream: bare TCP, and bare UDP with
 # GSO/GRO whose drops are not resent), so spray:udp's distance to what kernel UDP carries
-# at all is in the same run. Providers run in turn, ROUNDS times; each figure is the
-# median of its rounds.
+# at all is in the same run. Rows marked @1cpu run spray:udp and tcp with both threads on
+# one CPU (--shared-core), as when processes outnumber cores. Providers run in turn,
+# ROUNDS times; each figure is the median of its rounds.
 # Usage: scripts/fi-stream-compare.sh [BUILD_DIR] [ROUNDS]
 set -euo pipefail
 build=${1:-build}
 rounds=${2:-3}
 export FI_PROVIDER_PATH=$(cd "$build/provider/lib" && pwd)
 rate="$build/tools/spray-fi-rate"
-run() {  # provider[:datapath] bytes messages -> MB/s
+run() {  # provider[:datapath][@1cpu] bytes messages -> MB/s
+  local name=${1%@1cpu} shared=()
+  [[ $1 == *@1cpu ]] && shared=(--shared-core)
   export FI_SPRAY_DATAPATH=auto
-  [[ $1 == *:* ]] && FI_SPRAY_DATAPATH=${1#*:}
-  timeout 120 "$rate" --provider "${1%%:*}" --bytes "$2" --window 16 --messages "$3" \
-    | awk '{print $(NF-1)}'
+  [[ $name == *:* ]] && FI_SPRAY_DATAPATH=${name#*:}
+  timeout 120 "$rate" --provider "${name%%:*}" --bytes "$2" --window 16 --messages "$3" \
+    "${shared[@]}" | awk '{print $(NF-1)}'
 }
-providers=(spray spray:udp tcp "udp;ofi_rxd")
+providers=(spray spray:udp tcp "udp;ofi_rxd" spray:udp@1cpu tcp@1cpu)
 # One line per provider and round: "PROVIDER MB/s_64KiB MB/s_1MiB".
 for ((r = 1; r <= rounds; ++r)); do
   (( rounds > 1 )) && echo "round $r/$rounds" >&2
   for prov in "${providers[@]}"; do
     scale=1
-    [[ $prov == "udp;ofi_rxd" ]] && scale=10  # ~200 MB/s: a tenth as many messages
+    [[ $prov == "udp;ofi_rxd" || $prov == *@1cpu ]] && scale=10  # slower: fewer messages
     echo "$prov $(run "$prov" 65536 $((30000 / scale))) $(run "$prov" 1048576 $((3000 / scale)))"
   done
   # Read when it has ended: a parser starting beside it would take CPU from its processes.
@@ -52,6 +55,9 @@ t = med["tcp"]
 for p in ("spray", "spray:udp", "udp;ofi_rxd"):
     print("%s/tcp: 64KiB %.2fx, 1MiB %.2fx (issue 3 target: spray:udp >= 1.5x at 1MiB)" % (
         p, med[p][0] / t[0], med[p][1] / t[1]))
+s1, t1 = med["spray:udp@1cpu"], med["tcp@1cpu"]
+print("one CPU for both threads, spray:udp/tcp: 64KiB %.2fx, 1MiB %.2fx" % (
+    s1[0] / t1[0], s1[1] / t1[1]))
 u, s = med["plain-udp"], med["spray:udp"]
 print("kernel ceilings: plain-udp/plain-tcp 64KiB %.2fx, 1MiB %.2fx; spray:udp reaches %.0f%% / "
       "%.0f%% of plain-udp" % (u[0] / med["plain-tcp"][0], u[1] / med["plain-tcp"][1],
