@@ -127,12 +127,7 @@ fi_ops_cntr cntr_ops = {
 // also move the packets of a sending endpoint the application does not poll meanwhile
 // (under the sanitizers a test stalled exactly so, its sender's ACKs unread for 10 s).
 bool Counter::progress() {
-  bool busy = false;
-  for (Endpoint* ep : domain->endpoints) {
-    const ProgressDone done = endpoint_progress(*ep);
-    busy = busy || done.packets > 0 || done.completions > 0;
-  }
-  return busy;
+  return domain_progress(*domain);
 }
 
 int Counter::trywait() {

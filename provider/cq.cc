@@ -208,12 +208,7 @@ fi_ops_cq cq_ops = {
 
 // Every endpoint of the domain (see Counter::progress): manual progress is the domain's.
 bool CompletionQueue::progress() {
-  bool busy = false;
-  for (Endpoint* ep : domain->endpoints) {
-    const ProgressDone done = endpoint_progress(*ep);
-    busy = busy || done.packets > 0 || done.completions > 0;
-  }
-  return busy;
+  return domain_progress(*domain);
 }
 
 int CompletionQueue::trywait() {

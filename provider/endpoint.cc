@@ -435,6 +435,15 @@ ProgressDone endpoint_progress(Endpoint& ep) {
   return done;
 }
 
+bool domain_progress(Domain& d) {
+  bool busy = false;
+  for (Endpoint* ep : d.endpoints) {
+    const ProgressDone done = endpoint_progress(*ep);
+    busy = busy || done.packets > 0 || done.completions > 0;
+  }
+  return busy;
+}
+
 bool wait_for_progress_thread(Domain& d, int timeout_ms) {
   if (!d.progress_thread) return false;
   std::unique_lock lock(d.mutex);

@@ -254,6 +254,9 @@ struct ProgressDone {
 };
 // Drives one endpoint's engine and turns its completions into CQ entries.
 ProgressDone endpoint_progress(Endpoint& ep);
+// endpoint_progress on every endpoint of the domain (domain mutex held): true when any
+// packet moved or any completion was delivered.
+bool domain_progress(Domain& d);
 // Under FI_PROGRESS_AUTO: waits (domain mutex not held) for the progress thread to
 // deliver completions, at most `timeout_ms`; false at once without a progress thread.
 bool wait_for_progress_thread(Domain& d, int timeout_ms);
