@@ -16,8 +16,8 @@
 // When nothing else wants the CPU, sched_yield returns at once; its cost is one system
 // call per `after` idle polls, each of which is already a system call (the datapath's
 // receive). A ping-pong's waiting side polls a few tens of times per round trip, fewer
-// than the default 64, so latency is untouched. PSM2's PSM2_YIELD_SPIN_COUNT is the same
-// idea.
+// than the default 64, so latency is untouched. PSM3 (libfabric's psm3 provider) does the
+// same with PSM3_YIELD_SPIN_COUNT, its "spin poll iterations before yield".
 #pragma once
 
 #include <cstdint>
