@@ -373,7 +373,7 @@ class Pds {
   // and packets it refused for want of a PDC go again at once (see the definition).
   void establish(Pdc& p, uint16_t remote_id);
   void on_rto(uint32_t index, Time now);
-  void ack_psn(Pdc& p, uint32_t psn, bool cumulative, paths::Feedback feedback);
+  void ack_psn(Pdc& p, uint32_t psn, bool cumulative, paths::Feedback feedback, uint32_t trigger);
   uint32_t backlog_bytes(const Pdc& p) const;
   // next_tx without pacing.
   bool next_tx_now(Pdc& p, uint32_t index, Time now, TxPacket& out);

@@ -256,13 +256,22 @@ uint32_t Pds::backlog_bytes(const Pdc& p) const {
 // target holds it behind a gap rather than delivering it, and if the PDC fails before
 // the gap is filled the target never delivers it, so its send must fail (fail_pdc), not
 // have completed. (Chaos seed 145 showed a ROD send completed OK that never arrived.)
-void Pds::ack_psn(Pdc& p, uint32_t psn, bool cumulative, paths::Feedback feedback) {
+void Pds::ack_psn(Pdc& p, uint32_t psn, bool cumulative, paths::Feedback feedback,
+                  uint32_t trigger) {
   TxSlot& s = p.tx[ring_index(psn)];
   if (!s.in_flight) return;
   const bool delivered = cumulative || p.mode != Mode::kRod;
   if (!s.sacked) {
     if (!s.refused) p.inflight_bytes -= std::min(p.inflight_bytes, s.bytes);
-    p.latest_acked_sent = std::max(p.latest_acked_sent, s.sent);
+    // RACK dates what arrived by its send time, and a resent packet's is its resend's. An
+    // ACK that may answer the first copy instead must not date it so, or every packet
+    // sent before the resend looks lost: a timeout that was only late (the target busy,
+    // its ACKs on their way) resent most of a window when they came. Such an ACK was not
+    // triggered by this PSN (the target answers the resend's arrival with an ACK that
+    // names it), or came sooner than any round trip after the resend (RFC 8985, 6.2).
+    const bool answers_first_copy =
+        s.retransmitted && (psn != trigger || now_ - s.sent < p.rtt.min_rtt());
+    if (!answers_first_copy) p.latest_acked_sent = std::max(p.latest_acked_sent, s.sent);
     if (delivered && !is_control_ref(s.ref)) acked_.push_back(s.ref);
     if (s.twin != kTwinSent) p.paths->on_feedback(s.entropy, feedback);
   } else if (cumulative && p.mode == Mode::kRod && !is_control_ref(s.ref)) {
@@ -363,7 +372,7 @@ void Pds::on_ack(PeerIndex peer, const wire::PdsAck& ack, Time now) {
         p.tx[ring_index(p.snd_una)].in_flight) {
       close_acked = true;
     }
-    ack_psn(p, p.snd_una, true, feedback(p.snd_una));
+    ack_psn(p, p.snd_una, true, feedback(p.snd_una), trigger);
     ++p.snd_una;
   }
   if (ack.has_cc && ack.sack_bitmap != 0) {
@@ -373,7 +382,7 @@ void Pds::on_ack(PeerIndex peer, const wire::PdsAck& ack, Time now) {
       if (((ack.sack_bitmap >> i) & 1) == 0) continue;
       const uint32_t psn = base + i;
       if (psn_diff(psn, p.snd_una) <= 0 || psn_diff(p.snd_nxt, psn) <= 0) continue;
-      ack_psn(p, psn, false, feedback(psn));
+      ack_psn(p, psn, false, feedback(psn), trigger);
     }
   }
   if (rtt.ps > 0) p.rtt.on_sample(rtt);

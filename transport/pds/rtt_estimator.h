@@ -21,9 +21,11 @@ class RttEstimator {
     if (!have_sample_) {
       srtt_ = rtt;
       rttvar_ = rtt / 2;
+      min_rtt_ = rtt;
       have_sample_ = true;
       return;
     }
+    min_rtt_ = std::min(min_rtt_, rtt);
     const Duration error{rtt.ps > srtt_.ps ? rtt.ps - srtt_.ps : srtt_.ps - rtt.ps};
     rttvar_ = (rttvar_ * 3 + error) / 4;  // beta = 1/4
     srtt_ = (srtt_ * 7 + rtt) / 8;        // alpha = 1/8
@@ -37,9 +39,12 @@ class RttEstimator {
 
   bool has_sample() const { return have_sample_; }
   Duration srtt() const { return srtt_; }
+  // The smallest sample so far (0 before the first): what no answer to a packet can beat.
+  Duration min_rtt() const { return min_rtt_; }
 
  private:
   Duration srtt_{};
+  Duration min_rtt_{};
   Duration rttvar_{};
   bool have_sample_ = false;
 };

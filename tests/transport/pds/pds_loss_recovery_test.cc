@@ -189,6 +189,40 @@ TEST_F(Pair, timeout__probe_ack_makes_rack_resend_a_lost_tail_at_once) {
   EXPECT_EQ(a.stats().rack_retransmits, 10u);
 }
 
+// A timeout that was only late (the target busy, its ACKs still on their way) resends
+// the oldest PSN. When the late ACK for its first copy comes, the resend's send time
+// must not make RACK take every packet sent before it for lost: they arrived, and their
+// ACKs follow. That ACK names another PSN as its trigger (the newest the target had),
+// while the target answers the resend itself with an ACK that names it (see
+// timeout__probe_ack_makes_rack_resend_a_lost_tail_at_once).
+TEST_F(Pair, rack__an_ack_not_triggered_by_a_resend_does_not_date_it) {
+  a.enqueue(kB, Mode::kRud, run(0, 1), us(0));
+  ASSERT_EQ(deliver(b, kA, drain_tx(a, us(0)).at(0)), RxVerdict::kDeliver);
+  a.on_ack(kB, std::get<wire::PdsAck>(control(b).back().header), us(30));  // RTT 30 us
+  a.enqueue(kB, Mode::kRud, run(1, 20), us(100));
+  const auto tx = drain_tx(a, us(100));
+  ASSERT_EQ(tx.size(), 20u);
+  for (size_t i = 0; i < 10; ++i) ASSERT_EQ(deliver(b, kA, tx[i]), RxVerdict::kDeliver);
+  const auto first_half = std::get<wire::PdsAck>(control(b).back().header);
+  for (size_t i = 10; i < 20; ++i) ASSERT_EQ(deliver(b, kA, tx[i]), RxVerdict::kDeliver);
+  const auto second_half = std::get<wire::PdsAck>(control(b).back().header);
+  // Both ACKs are late: the timeout resends the oldest PSN at t=400.
+  a.on_timers(us(400));
+  const auto probe = drain_tx(a, us(400));
+  ASSERT_EQ(probe.size(), 1u);
+  EXPECT_EQ(probe[0].request.psn, tx[0].request.psn);
+  // 50 us after the resend, longer than the 30 us round trip: only its trigger, the tenth
+  // PSN, tells that it answers the first copy.
+  ASSERT_EQ(first_half.cack_psn + static_cast<uint32_t>(first_half.ack_psn_offset),
+            tx[9].request.psn);
+  a.on_ack(kB, first_half, us(450));
+  EXPECT_TRUE(drain_tx(a, us(450)).empty());
+  a.on_ack(kB, second_half, us(460));
+  EXPECT_EQ(a.acked().size(), 21u);
+  EXPECT_EQ(a.stats().rack_retransmits, 0u);
+  EXPECT_EQ(a.stats().retransmits, 1u);  // the timeout's probe alone
+}
+
 TEST_F(Pair, rack__infers_loss_from_a_later_sent_packet) {
   a.enqueue(kB, Mode::kRud, run(0, 1), us(0));
   auto first = drain_tx(a, us(0));
