@@ -15,8 +15,9 @@
 // poller calls sched_yield(): the peer runs at once instead of at the end of the slice.
 // When nothing else wants the CPU, sched_yield returns at once; its cost is one system
 // call per `after` idle polls, each of which is already a system call (the datapath's
-// receive). A ping-pong's waiting side polls a few tens of times per round trip, fewer
-// than the default 64, so latency is untouched. PSM3 (libfabric's psm3 provider) does the
+// receive). A ping-pong's waiting side polls about ten times per round trip here (8 B
+// over udp: 12.5 us a round trip, a poll a system call of ~1.2 us), fewer than the
+// default 64, so latency is untouched (12.5-12.6 us with it, 12.3-12.6 without). PSM3 (libfabric's psm3 provider) does the
 // same with PSM3_YIELD_SPIN_COUNT, its "spin poll iterations before yield".
 #pragma once
 
