@@ -98,9 +98,8 @@ constexpr IntParam kIntParams[] = {
      "REPS uses 8)."},
     {"yield_after", &Params::yield_after,
      "fi_cq_read (or fi_cntr_read) calls in a row that find no completion and move no "
-     "packet before one "
-     "gives the CPU away (sched_yield), so that a peer sharing the core runs at once rather "
-     "than at the end of the caller's time slice; 0: never."},
+     "packet before one gives the CPU away (sched_yield), so that a peer sharing the core "
+     "runs at once rather than at the end of the caller's time slice; 0: never."},
 };
 
 Params load_params() {

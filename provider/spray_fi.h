@@ -195,8 +195,8 @@ struct CompletionQueue {
     errors.push_back(e);
     entries.push_back(CqEntry{.error = true});
   }
-  // Drives the bound endpoints; domain mutex held. True when any packet moved or any
-  // completion was delivered.
+  // Drives the domain's endpoints (see cq.cc); domain mutex held. True when any packet
+  // moved or any completion was delivered.
   bool progress();
   // fi_trywait on this CQ: -FI_EAGAIN when there is something to read, else arms the
   // wait fd and returns FI_SUCCESS (domain mutex not held).
