@@ -87,6 +87,18 @@ class ShmDatapath {
   // 256 the hot set is 4 MB: inside L3, four times a core's L2.
   static constexpr size_t kReclaimAtLent = 256;
   static constexpr size_t kReclaimStride = 32;
+  // Buffers whose pages are touched once, one access a page, when this endpoint creates
+  // its region (writes) and when it maps a peer's (reads): the hot set above and a
+  // reclaim stride, the first buffers alloc() hands out. Why, although both mappings are
+  // populated (MAP_POPULATE, MADV_POPULATE_WRITE): on the PVM guests CI runs on, a
+  // process's first access to each such page still cost far more than later ones, with
+  // no page fault counted. Every packet of a new endpoint's first few hundred paid it on
+  // both sides, and collectives ran 2-3x slower for their first 15-45 calls (4 ranks on
+  // 2 cores, 1 MiB all-reduce: 1109-1299 us a call over the first 15 calls, 450-580 from
+  // the 45th on; 4 KiB: 273-369 and 217-348). Touched at setup: 534-594 and 127-137 (see
+  // shm_setup.cc for the cost). Where populating suffices, the touch is a read or write
+  // per page of memory already mapped.
+  static constexpr size_t kTouchedBuffers = kReclaimAtLent + kReclaimStride;
   ~ShmDatapath();
   ShmDatapath(const ShmDatapath&) = delete;
   ShmDatapath& operator=(const ShmDatapath&) = delete;

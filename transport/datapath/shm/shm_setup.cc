@@ -59,6 +59,24 @@ std::string region_name(const NetAddr& addr) {
 
 namespace {
 
+// One access to every page of the first `buffers` buffers of a region laid out as
+// `layout` at `base` (see ShmDatapath::kTouchedBuffers for why): a write of zero when
+// `write` (only into a region nobody uses yet), else a read.
+void touch_buffer_pages(uint8_t* base, const shm::RegionLayout& layout, size_t buffers,
+                        bool write) {
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t end = layout.buffers_offset + uint64_t{layout.buffer_stride} *
+                                                   std::min<uint64_t>(buffers, layout.buffer_count);
+  for (uint64_t offset = layout.buffers_offset; offset < end; offset += page) {
+    volatile uint8_t* byte = base + offset;
+    if (write) {
+      *byte = 0;
+    } else {
+      (void)*byte;
+    }
+  }
+}
+
 // The doorbell socket, bound to `addr` (port 0 picks one). -1 and `error` on failure.
 int open_doorbell(const NetAddr& addr, const std::string& text, std::string& error) {
   const int family = addr.family == NetAddr::Family::kIpv6 ? AF_INET6 : AF_INET;
@@ -195,6 +213,7 @@ ShmDatapath::ShmDatapath(const shm::RegionLayout& layout, NetAddr local, int soc
   header_->owner_pid = static_cast<int32_t>(::getpid());
   header_->owner = local_;
   header_->layout = layout_;
+  touch_buffer_pages(base_, layout_, kTouchedBuffers, /*write=*/true);
   header_->magic.store(shm::kMagic, std::memory_order_release);
 
   tx_free_.reserve(layout.buffer_count);
@@ -285,7 +304,8 @@ int32_t ShmDatapath::map_peer(const NetAddr& addr) {
   r.base = base;
   r.layout = h->layout;
   r.pid = h->owner_pid;
-  if (!is_live_region_of(h, addr, file_bytes)) {
+  // The copy is what we use, so the copy is what must fit: the peer may rewrite its header.
+  if (!is_live_region_of(h, addr, file_bytes) || !r.layout.fits(file_bytes)) {
     ::munmap(base, file_bytes);
     return -1;
   }
@@ -294,6 +314,7 @@ int32_t ShmDatapath::map_peer(const NetAddr& addr) {
   // (see create_region); its owner reserved every page, so this allocates nothing.
   // Best effort: a kernel before 5.14 maps them on first use instead.
   (void)::madvise(base, file_bytes, MADV_POPULATE_WRITE);
+  touch_buffer_pages(base, r.layout, kTouchedBuffers, /*write=*/false);
   const auto index = static_cast<int32_t>(regions_.size());
   regions_.push_back(r);
   region_views_.push_back(0);
