@@ -90,14 +90,15 @@ class ShmDatapath {
   // Buffers whose pages are touched once, one access a page, when this endpoint creates
   // its region (writes) and when it maps a peer's (reads): the hot set above and a
   // reclaim stride, the first buffers alloc() hands out. Why, although both mappings are
-  // populated (MAP_POPULATE, MADV_POPULATE_WRITE): on the PVM guests CI runs on, a
-  // process's first access to each such page still cost far more than later ones, with
-  // no page fault counted. Every packet of a new endpoint's first few hundred paid it on
-  // both sides, and collectives ran 2-3x slower for their first 15-45 calls (4 ranks on
-  // 2 cores, 1 MiB all-reduce: 1109-1299 us a call over the first 15 calls, 450-580 from
-  // the 45th on; 4 KiB: 273-369 and 217-348). Touched at setup: 534-594 and 127-137 (see
-  // shm_setup.cc for the cost). Where populating suffices, the touch is a read or write
-  // per page of memory already mapped.
+  // populated (MAP_POPULATE, MADV_POPULATE_WRITE): on the PVM guests this project is
+  // built and measured on, a process's first access to each such page still cost far
+  // more than later ones, with no page fault counted. Every packet of a new endpoint's
+  // first few hundred paid it on both sides, and collectives ran 2-3x slower for their
+  // first 15-45 calls. Measured (2026-11-26, mean of a fresh process's first 60 calls):
+  // 4 ranks on 2 cores, 4 KiB all-reduce 143-151 us against 332-408 before; 2 ranks,
+  // 64 KiB, 47-57 against 189-205; and the first call, which maps the peers, got no
+  // slower (1.0-1.3 ms against 1.6-2.8). Where populating suffices, this is one read or
+  // write per page of memory already mapped.
   static constexpr size_t kTouchedBuffers = kReclaimAtLent + kReclaimStride;
   ~ShmDatapath();
   ShmDatapath(const ShmDatapath&) = delete;
