@@ -261,7 +261,7 @@ int main(int argc, char** argv) {
   double factor = 2;
   int iters = 0, warmup = 2;
   size_t group_size = 64;
-  bool check = false, huge_pages = false;
+  bool check = false, huge_pages = false, per_call = false;
   app.add_option("--coll", coll_name,
                  "allreduce|reducescatter|allgather|broadcast|reduce|alltoall");
   app.add_option("-b,--minbytes", min_text, "Smallest size (8, 4K, 1M, ...)");
@@ -285,6 +285,9 @@ int main(int argc, char** argv) {
   app.add_flag("-c,--check", check, "Count wrong elements in every result");
   app.add_flag("--huge-pages", huge_pages,
                "Send and receive buffers on transparent huge pages (default: heap memory)");
+  app.add_flag("--per-call", per_call,
+               "After each row, every timed call's time (us, slowest rank's), in order: shows "
+               "a warm-up that the mean hides");
   app.add_option("--json", json_path, "Also write the rows as JSON to this file");
   app.add_option("--calibrate", calibrate_path,
                  "Measure the tuner's cost model on this fabric, write it to this file, exit");
@@ -365,13 +368,30 @@ int main(int argc, char** argv) {
           iters > 0 ? iters : static_cast<int>(std::clamp<size_t>((256u << 20) / moved, 2, 50));
       for (int i = 0; i < warmup; ++i) p.run(*comm);
       comm->barrier();
+      // Per call (--per-call): each call's time on this rank (one clock read a call, the
+      // calls back to back), then each call's slowest rank's, in one all-reduce after the
+      // timed loop rather than one a call.
+      std::vector<double> call_us(per_call ? static_cast<size_t>(reps) : 0);
       const auto start = std::chrono::steady_clock::now();
-      for (int i = 0; i < reps; ++i) p.run(*comm);
+      auto call_start = start;
+      for (int i = 0; i < reps; ++i) {
+        p.run(*comm);
+        if (per_call) {
+          const auto now = std::chrono::steady_clock::now();
+          call_us[static_cast<size_t>(i)] =
+              std::chrono::duration<double, std::micro>(now - call_start).count();
+          call_start = now;
+        }
+      }
       double us =
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
               .count() /
           reps;
       comm->all_reduce(&us, &us, 1, DataType::kF64, ReduceOp::kMax);  // the slowest rank
+      if (per_call) {
+        comm->all_reduce(call_us.data(), call_us.data(), call_us.size(), DataType::kF64,
+                         ReduceOp::kMax);
+      }
       double wrong = check ? static_cast<double>(p.wrong()) : 0;
       comm->all_reduce(&wrong, &wrong, 1, DataType::kF64, ReduceOp::kSum);
       total_wrong += wrong;
@@ -391,6 +411,7 @@ int main(int argc, char** argv) {
       fmt::print("  {:>12} {:>12} {:>6} {:>5} {:>11.1f} {:>9.3f} {:>9.3f} {:>8}  {}\n",
                  p.bytes_reported(), p.count, name(*type), name(*op), us, algbw, busbw,
                  check ? fmt::format("{}", static_cast<uint64_t>(wrong)) : std::string("-"), last);
+      if (per_call) fmt::print("# per call (us, slowest rank): {:.1f}\n", fmt::join(call_us, " "));
       std::fflush(stdout);
       nlohmann::json row{
           {"size", p.bytes_reported()},
@@ -401,6 +422,7 @@ int main(int argc, char** argv) {
           {"algorithm", algorithm_of(*comm, p)},
           {"wrong", check ? nlohmann::json(static_cast<uint64_t>(wrong)) : nlohmann::json()}};
       if (compression) row["wire_bytes_saved_fraction"] = wire_saved;
+      if (per_call) row["call_us"] = call_us;
       rows.push_back(row);
     }
     if (root && !json_path.empty()) {
