@@ -17,8 +17,9 @@
 // call per `after` idle polls, each of which is already a system call (the datapath's
 // receive). A ping-pong's waiting side polls about ten times per round trip here (8 B
 // over udp: 12.5 us a round trip, a poll a system call of ~1.2 us), fewer than the
-// default 64, so latency is untouched (12.5-12.6 us with it, 12.3-12.6 without). PSM3 (libfabric's psm3 provider) does the
-// same with PSM3_YIELD_SPIN_COUNT, its "spin poll iterations before yield".
+// default 64, so latency is untouched (12.5-12.6 us with it, 12.3-12.6 without). PSM3
+// (libfabric's psm3 provider) does the same with PSM3_YIELD_SPIN_COUNT, its "spin poll
+// iterations before yield".
 #pragma once
 
 #include <cstdint>
