@@ -132,19 +132,20 @@ TEST(AutoDatapath, an_idle_udp_socket_is_polled_less_often_but_never_forgotten) 
   ASSERT_TRUE(remote) << error;
   PacketBuf* got = nullptr;
   for (int i = 0; i < 4096; ++i) ASSERT_EQ(a->rx_burst(&got, 1), 0u);
-  EXPECT_GT(a->stats().udp_polls_skipped, 2000u);  // idle: every 16th poll reaches UDP
+  // Idle: the socket is polled once per 20 us, a few times in these polls, not each time.
+  EXPECT_GT(a->stats().udp_polls_skipped, 2000u);
 
   std::vector<PacketBuf*> one(1);
   ASSERT_TRUE(test::make_burst<UdpDatapath>(*remote, one, a->local_address(), 500));
   remote->tx_burst(one.data(), 1);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // it is in a's socket now
-  size_t polls = 0, received = 0;
-  while (received == 0 && polls < 64) {
+  // Found within the idle interval; a second is a bound no scheduler delay reaches.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  size_t received = 0;
+  while (received == 0 && std::chrono::steady_clock::now() < give_up) {
     received = a->rx_burst(&got, 1);
-    ++polls;
   }
-  ASSERT_EQ(received, 1u) << "a datagram waited through 64 polls";
-  EXPECT_LE(polls, 16u);
+  ASSERT_EQ(received, 1u) << "an idle socket's datagram was not read within a second";
   EXPECT_EQ(got->len, 500u);
   a->free(&got, 1);
 

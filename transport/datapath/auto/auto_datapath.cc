@@ -3,9 +3,9 @@
 #include "transport/datapath/auto/auto_datapath.h"
 
 #include <algorithm>
-
 #include <array>
 
+#include "transport/datapath/clock.h"
 #include "transport/datapath/udp/socket_address.h"
 
 namespace spray::dp {
@@ -78,11 +78,10 @@ size_t AutoDatapath::tx_burst(PacketBuf** bufs, size_t n) {
 size_t AutoDatapath::rx_burst(PacketBuf** bufs, size_t n) {
   size_t got = shm_->rx_burst(bufs, n);
   if (got == n) return got;
-  if (udp_empty_polls_ >= kUdpIdlePolls && ++udp_skipped_ < kUdpIdleStride) {
+  if (udp_empty_polls_ >= kUdpIdlePolls && !idle_udp_poll_due()) {
     ++stats_.udp_polls_skipped;
     return got;
   }
-  udp_skipped_ = 0;
   const size_t first = got;
   const size_t end = first + udp_->rx_burst(bufs + first, n - first);
   // Doorbells count as empty polls: they say a local peer wrote to shared memory.
@@ -98,6 +97,18 @@ size_t AutoDatapath::rx_burst(PacketBuf** bufs, size_t n) {
   }
   udp_empty_polls_ = udp_packets ? 0 : std::min(udp_empty_polls_ + 1, kUdpIdlePolls);
   return got;
+}
+
+bool AutoDatapath::idle_udp_poll_due() {
+  if (!idle_udp_poll_due_) {
+    if (++udp_skipped_ < kUdpClockStride) return false;
+    udp_skipped_ = 0;
+  }
+  const Time now = monotonic_now();
+  if (!idle_udp_poll_due_ && now - last_idle_udp_poll_ < kUdpIdleInterval) return false;
+  idle_udp_poll_due_ = false;
+  last_idle_udp_poll_ = now;
+  return true;
 }
 
 void AutoDatapath::free(PacketBuf** bufs, size_t n) {
