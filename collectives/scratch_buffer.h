@@ -16,23 +16,18 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <span>
+
+// The mapping (map_for_huge_pages) is the datapath's: a memory helper with no transport
+// in it, shared so that both lay out huge pages alike.
+#include "transport/datapath/huge_page_memory.h"
 
 namespace spray::coll {
-
-// Anonymous private memory for at least `bytes` (rounded up to whole 2 MiB pages),
-// 2 MiB-aligned and advised for transparent huge pages; free it with munmap over the
-// whole span. Throws std::bad_alloc. The advice is only advice: with THP off the memory
-// works the same on small pages.
-std::span<uint8_t> map_for_huge_pages(size_t bytes);
-// Frees what map_for_huge_pages(bytes) returned, given its data and the same `bytes`.
-void unmap_for_huge_pages(uint8_t* data, size_t bytes);
 
 class ScratchBuffer {
  public:
   // From this size up, buffers are huge-page backed (and rounded up to 2 MiB).
   static constexpr size_t kHugeFrom = size_t{512} << 10;
-  static constexpr size_t kHugePage = size_t{2} << 20;
+  static constexpr size_t kHugePage = dp::kHugePageBytes;
 
   ScratchBuffer() = default;
   ScratchBuffer(const ScratchBuffer&) = delete;

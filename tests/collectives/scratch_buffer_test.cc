@@ -1,6 +1,6 @@
 // ScratchBuffer: small requests come from the heap, large ones are 2 MiB-aligned
-// mappings advised for huge pages; the buffer only grows, and every byte it hands out
-// is writable.
+// mappings advised for huge pages (their layout is tested with the datapath's
+// huge_page_memory); the buffer only grows, and every byte it hands out is writable.
 #include "collectives/scratch_buffer.h"
 
 #include <gtest/gtest.h>
@@ -45,19 +45,6 @@ TEST(ScratchBuffer, grows_from_heap_to_mapping_and_between_mappings) {
   uint8_t* bigger = b.get(5 * ScratchBuffer::kHugePage);
   std::memset(bigger, 2, b.capacity());
   EXPECT_EQ(b.capacity(), 5 * ScratchBuffer::kHugePage);
-}
-
-TEST(ScratchBuffer, huge_page_mappings_are_whole_aligned_pages_of_at_least_the_size_asked) {
-  for (size_t bytes : {size_t{1}, ScratchBuffer::kHugePage, ScratchBuffer::kHugePage + 1}) {
-    const std::span<uint8_t> m = map_for_huge_pages(bytes);
-    ASSERT_NE(m.data(), nullptr);
-    EXPECT_EQ(reinterpret_cast<uintptr_t>(m.data()) % ScratchBuffer::kHugePage, 0u);
-    EXPECT_EQ(m.size() % ScratchBuffer::kHugePage, 0u);
-    EXPECT_GE(m.size(), bytes);
-    EXPECT_LT(m.size(), bytes + ScratchBuffer::kHugePage);
-    std::memset(m.data(), 7, m.size());
-    unmap_for_huge_pages(m.data(), bytes);
-  }
 }
 
 }  // namespace

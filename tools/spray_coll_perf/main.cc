@@ -79,7 +79,7 @@ size_t parse_size(const std::string& s) {
 }
 
 // The benchmark's buffers: heap memory, or with --huge-pages memory advised for
-// transparent huge pages (map_for_huge_pages). Peers on one host read messages out of
+// transparent huge pages (dp::map_for_huge_pages). Peers on one host read messages out of
 // the sender's memory with process_vm_readv, which pins 4 KiB pages one by one, so
 // huge-page buffers make large collectives there much faster.
 struct BufferAllocator {
@@ -92,11 +92,11 @@ struct BufferAllocator {
   bool huge_pages = false;
   uint8_t* allocate(size_t n) {
     if (!huge_pages) return std::allocator<uint8_t>{}.allocate(n);
-    return map_for_huge_pages(n).data();
+    return spray::dp::map_for_huge_pages(n).data();
   }
   void deallocate(uint8_t* p, size_t n) {
     if (!huge_pages) return std::allocator<uint8_t>{}.deallocate(p, n);
-    unmap_for_huge_pages(p, n);
+    spray::dp::unmap_for_huge_pages(p, n);
   }
   bool operator==(const BufferAllocator&) const = default;
 };

@@ -101,9 +101,9 @@ class AutoDatapath {
   static constexpr uint32_t kUdpIdlePolls = 1024;
   static constexpr Duration kUdpIdleInterval = Duration::microseconds(20);
   static constexpr uint32_t kUdpClockStride = 16;
-  uint32_t udp_empty_polls_ = 0;  // consecutive UDP polls that brought no packet
-  uint32_t udp_skipped_ = 0;      // polls the idle socket was skipped since the clock read
-  Time last_idle_udp_poll_;       // monotonic_now() at the idle socket's last poll
+  uint32_t udp_empty_polls_ = 0;    // consecutive UDP polls that brought no packet
+  uint32_t udp_skipped_ = 0;        // polls the idle socket was skipped since the clock read
+  Time last_idle_udp_poll_;         // monotonic_now() at the idle socket's last poll
   bool idle_udp_poll_due_ = false;  // poll it next time whatever the clock says
 };
 

@@ -84,7 +84,7 @@ void UdpDatapath::receive_gro_runs() {
   const auto post = [&g](uint16_t slot) {
     g.posted[g.posted_count] = slot;
     g.pins[slot] = 1;  // the run's own pin, dropped once it is all handed up
-    g.iov[g.posted_count].iov_base = g.arena.get() + size_t{slot} * kGroBufferBytes;
+    g.iov[g.posted_count].iov_base = g.arena.data() + size_t{slot} * kGroBufferBytes;
     ++g.posted_count;
   };
   while (g.posted_count < kGroReceives && !g.free_slots.empty()) {
@@ -147,12 +147,12 @@ size_t UdpDatapath::rx_burst_gro(PacketBuf** bufs, size_t n) {
     PacketBuf* b = nullptr;
     if (run.handed < kLentPerBuffer && run.slot != g.bounce) {  // lend it in place
       b = &g.lent[size_t{run.slot} * kLentPerBuffer + run.handed];
-      b->data = g.arena.get() + run.offset;
+      b->data = g.arena.data() + run.offset;
       b->capacity = len;
       b->owner_tag = run.slot;
       ++g.pins[run.slot];
     } else if ((b = pool_.alloc()) != nullptr) {  // bounce buffer, or out of descriptors
-      std::memcpy(b->data, g.arena.get() + run.offset, len);
+      std::memcpy(b->data, g.arena.data() + run.offset, len);
       ++stats_.rx_copied;
     } else {  // nowhere to put it: this datagram is lost (PDS recovers it)
       ++stats_.rx_no_buffer;

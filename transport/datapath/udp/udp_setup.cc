@@ -155,8 +155,7 @@ UdpDatapath::UdpDatapath(const UdpConfig& config, NetAddr local, std::vector<int
   const int on = 1;
   if (!config.gro || ::setsockopt(sockets_[0], SOL_UDP, UDP_GRO, &on, sizeof(on)) != 0) return;
   const size_t slots = config.gro_buffers;
-  gro_ = std::make_unique<GroReceive>();
-  gro_->arena.reset(new uint8_t[(slots + 1) * kGroBufferBytes]);
+  gro_ = std::make_unique<GroReceive>(slots);
   gro_->lent.resize(slots * kLentPerBuffer);
   gro_->pins.assign(slots + 1, 0);
   gro_->bounce = static_cast<uint16_t>(slots);
