@@ -31,6 +31,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -79,7 +80,7 @@ class AutoDatapath {
   bool wait(Duration timeout);
   // Also makes the next rx_burst poll the UDP socket: what wakes a sleeper is a datagram.
   bool prepare_wait() {
-    idle_udp_poll_due_ = true;
+    idle_udp_poll_due_.store(true, std::memory_order_relaxed);
     return shm_->prepare_wait() && !udp_->has_pending();
   }
   int wait_fd() const { return udp_->wait_fd(); }
@@ -104,7 +105,9 @@ class AutoDatapath {
   uint32_t udp_empty_polls_ = 0;    // consecutive UDP polls that brought no packet
   uint32_t udp_skipped_ = 0;        // polls the idle socket was skipped since the clock read
   Time last_idle_udp_poll_;         // monotonic_now() at the idle socket's last poll
-  bool idle_udp_poll_due_ = false;  // poll it next time whatever the clock says
+  // Poll it next time whatever the clock says. Atomic: prepare_wait may run in a thread
+  // that waits outside the provider's lock while another progresses (cq.cc).
+  std::atomic<bool> idle_udp_poll_due_{false};
 };
 
 static_assert(Datapath<AutoDatapath>);
