@@ -3,6 +3,8 @@
 #include "transport/datapath/udp/udp_datapath.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -79,6 +81,47 @@ TEST(UdpDatapath, open__rejects_bad_configuration) {
   EXPECT_FALSE(UdpDatapath::open(c, error));
   EXPECT_NE(error.find("no-such-device0"), std::string::npos);
 }
+
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+// Buffers that cannot be had are an error from open, not an exception or a crash, and
+// the sockets it had bound are closed. A child process with a capped address space asks
+// for 4 GiB of receive buffers. (Sanitizers reserve terabytes of address space and
+// abort when an allocation fails, so they skip this.)
+TEST(UdpDatapath, open__reports_buffers_it_cannot_allocate_and_frees_its_ports) {
+  UdpConfig small;
+  small.gro = false;
+  small.buffers = 16;
+  std::string error;
+  uint16_t port = 0;
+  {
+    auto probe = UdpDatapath::open(small, error);
+    ASSERT_TRUE(probe) << error;
+    port = probe->local_address().port;  // free again once probe is closed
+  }
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    long pages = 0;
+    std::ifstream("/proc/self/statm") >> pages;
+    const rlim_t cap = static_cast<rlim_t>(pages) * 4096 + (rlim_t{512} << 20);
+    const rlimit limit{cap, cap};
+    if (::setrlimit(RLIMIT_AS, &limit) != 0) ::_exit(10);
+    UdpConfig huge;
+    huge.port = port;
+    huge.gro_buffers = 65534;  // 4 GiB
+    std::string why;
+    if (UdpDatapath::open(huge, why)) ::_exit(11);
+    if (why.find("cannot allocate") == std::string::npos) ::_exit(12);
+    small.port = port;  // the failed open left its ports free
+    if (!UdpDatapath::open(small, why)) ::_exit(13);
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died: signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "10 setrlimit, 11 opened, 12 other error, 13 port held";
+}
+#endif
 
 // Tests of what the source port carries: they run on loopback, which otherwise sends
 // every packet from the base port (UdpConfig::spray_over_loopback).

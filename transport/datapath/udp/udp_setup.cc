@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <new>
 #include <random>
 
 #include <fmt/format.h>
@@ -143,7 +144,20 @@ std::unique_ptr<UdpDatapath> UdpDatapath::open(const UdpConfig& c, std::string& 
   }
   if (fds.empty()) return nullptr;
   error.clear();
-  return std::unique_ptr<UdpDatapath>(new UdpDatapath(c, *local, std::move(fds)));
+  // The buffers are allocated (and the receive buffers warmed) by the constructor; an
+  // allocation that fails there is an error to report, never an exception through the
+  // provider's C interface, and the sockets already bound are closed.
+  std::vector<int> bound = fds;
+  try {
+    return std::unique_ptr<UdpDatapath>(new UdpDatapath(c, *local, std::move(fds)));
+  } catch (const std::bad_alloc&) {
+    close_all(bound);
+    error = fmt::format(
+        "cannot allocate the datapath's buffers ({} packet buffers of {} bytes{})", c.buffers,
+        c.mtu_bytes,
+        c.gro ? fmt::format(", {} receive buffers of 64 KiB", c.gro_buffers) : std::string());
+    return nullptr;
+  }
 }
 
 UdpDatapath::UdpDatapath(const UdpConfig& config, NetAddr local, std::vector<int> sockets)
