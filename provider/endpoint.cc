@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <new>
 
 #include "provider/endpoint.h"
 #include "provider/endpoint_name.h"
@@ -494,11 +495,18 @@ int endpoint_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context
   if (info->rx_attr) ep->rx_op_flags = info->rx_attr->op_flags;
 
   std::string error;
-  if (!(ep->engine = open_endpoint_engine(info, error))) {
+  bool out_of_memory = false;
+  try {  // the engine's tables and the datapath's buffers are its large allocations
+    ep->engine = open_endpoint_engine(info, error);
+  } catch (const std::bad_alloc&) {
+    out_of_memory = true;
+    error = "out of memory for the transport's tables and buffers";
+  }
+  if (!ep->engine) {
     SPRAY_WARN(FI_LOG_EP_CTRL, "cannot open the %s datapath: %s\n", params().datapath.c_str(),
                error.c_str());
     fi_freeinfo(ep->info);
-    return -FI_EADDRNOTAVAIL;
+    return out_of_memory ? -FI_ENOMEM : -FI_EADDRNOTAVAIL;
   }
 
   ep->tx_ops_limit = std::max<size_t>(info->tx_attr ? info->tx_attr->size : 0, 1024);

@@ -106,20 +106,25 @@ TEST(UdpDatapath, open__reports_buffers_it_cannot_allocate_and_frees_its_ports) 
     const rlim_t cap = static_cast<rlim_t>(pages) * 4096 + (rlim_t{512} << 20);
     const rlimit limit{cap, cap};
     if (::setrlimit(RLIMIT_AS, &limit) != 0) ::_exit(10);
-    UdpConfig huge;
-    huge.port = port;
-    huge.gro_buffers = 65534;  // 4 GiB
-    std::string why;
-    if (UdpDatapath::open(huge, why)) ::_exit(11);
-    if (why.find("cannot allocate") == std::string::npos) ::_exit(12);
-    small.port = port;  // the failed open left its ports free
-    if (!UdpDatapath::open(small, why)) ::_exit(13);
-    ::_exit(0);
+    try {
+      UdpConfig huge;
+      huge.port = port;
+      huge.gro_buffers = 65534;  // 4 GiB
+      std::string why;
+      if (UdpDatapath::open(huge, why)) ::_exit(11);
+      if (why.find("cannot allocate") == std::string::npos) ::_exit(12);
+      small.port = port;  // the failed open left its ports free
+      if (!UdpDatapath::open(small, why)) ::_exit(13);
+      ::_exit(0);
+    } catch (...) {
+      ::_exit(14);
+    }
   }
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status)) << "the child died: signal " << WTERMSIG(status);
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "10 setrlimit, 11 opened, 12 other error, 13 port held";
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "10 setrlimit, 11 opened, 12 other error, 13 port held, 14 an exception";
 }
 #endif
 
