@@ -3,12 +3,7 @@
 // application would see it. fi_getinfo, messages, tagged matching, CQs, counters, AVs,
 // misuse and dead peers; probes and RMA have files of their own.
 #include "tests/provider/fabric_fixture.h"
-
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <fstream>
+#include "tests/support/capped_child.h"
 
 namespace spray_fi_test {
 namespace {
@@ -399,34 +394,20 @@ TEST_F(Fabric, misuse__gets_clear_errors_not_crashes) {
   EXPECT_EQ(fi_close(&unenabled->fid), 0);
 }
 
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 // Memory that cannot be had fails fi_endpoint with an error, not the process: a child
 // with its address space capped a few MiB above what it uses asks for an endpoint (its
-// packet buffers alone are tens of MiB). Sanitizers reserve terabytes of address space
-// and abort when an allocation fails, so they skip this.
+// packet buffers alone are tens of MiB).
 TEST_F(Fabric, out_of_memory__fails_the_endpoint_open_not_the_process) {
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    long pages = 0;
-    std::ifstream("/proc/self/statm") >> pages;
-    const rlim_t cap = static_cast<rlim_t>(pages) * 4096 + (rlim_t{8} << 20);
-    const rlimit limit{cap, cap};
-    if (::setrlimit(RLIMIT_AS, &limit) != 0) ::_exit(10);
-    try {
-      fid_ep* ep = nullptr;
-      ::_exit(fi_endpoint(domain, info, &ep, nullptr) < 0 ? 0 : 11);
-    } catch (...) {  // through the C interface: what must not happen
-      ::_exit(12);
-    }
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status)) << "the child died: signal " << WTERMSIG(status);
-  EXPECT_EQ(WEXITSTATUS(status), 0)
-      << "10: setrlimit failed; 11: the endpoint opened; 12: an exception left fi_endpoint";
+  if (!spray::test::kCappedChildWorks) GTEST_SKIP() << "a sanitizer build cannot cap memory";
+  const spray::test::ChildEnd end = spray::test::run_in_capped_child(rlim_t{8} << 20, [&] {
+    fid_ep* ep = nullptr;
+    return fi_endpoint(domain, info, &ep, nullptr) < 0 ? 0 : 1;
+  });
+  ASSERT_TRUE(end.exited) << end.describe();
+  EXPECT_EQ(end.code, 0) << "1: the endpoint opened; " << spray::test::kEscapedException
+                         << ": an exception left fi_endpoint; " << spray::test::kCapFailed
+                         << ": setrlimit failed";
 }
-#endif
 
 TEST_F(Fabric, dead_peer__sends_complete_in_error_not_hang) {
   fid_ep* a = endpoint();

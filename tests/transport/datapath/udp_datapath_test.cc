@@ -3,8 +3,6 @@
 #include "transport/datapath/udp/udp_datapath.h"
 
 #include <gtest/gtest.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +12,7 @@
 #include <set>
 #include <span>
 
+#include "tests/support/capped_child.h"
 #include "tests/support/packet_burst.h"
 #include "tests/support/real_time_transfer.h"
 #include "tests/transport/datapath/open_udp.h"
@@ -82,12 +81,11 @@ TEST(UdpDatapath, open__rejects_bad_configuration) {
   EXPECT_NE(error.find("no-such-device0"), std::string::npos);
 }
 
-#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 // Buffers that cannot be had are an error from open, not an exception or a crash, and
 // the sockets it had bound are closed. A child process with a capped address space asks
-// for 4 GiB of receive buffers. (Sanitizers reserve terabytes of address space and
-// abort when an allocation fails, so they skip this.)
+// for 4 GiB of receive buffers.
 TEST(UdpDatapath, open__reports_buffers_it_cannot_allocate_and_frees_its_ports) {
+  if (!test::kCappedChildWorks) GTEST_SKIP() << "a sanitizer build cannot cap memory";
   UdpConfig small;
   small.gro = false;
   small.buffers = 16;
@@ -98,35 +96,21 @@ TEST(UdpDatapath, open__reports_buffers_it_cannot_allocate_and_frees_its_ports) 
     ASSERT_TRUE(probe) << error;
     port = probe->local_address().port;  // free again once probe is closed
   }
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    long pages = 0;
-    std::ifstream("/proc/self/statm") >> pages;
-    const rlim_t cap = static_cast<rlim_t>(pages) * 4096 + (rlim_t{512} << 20);
-    const rlimit limit{cap, cap};
-    if (::setrlimit(RLIMIT_AS, &limit) != 0) ::_exit(10);
-    try {
-      UdpConfig huge;
-      huge.port = port;
-      huge.gro_buffers = 65534;  // 4 GiB
-      std::string why;
-      if (UdpDatapath::open(huge, why)) ::_exit(11);
-      if (why.find("cannot allocate") == std::string::npos) ::_exit(12);
-      small.port = port;  // the failed open left its ports free
-      if (!UdpDatapath::open(small, why)) ::_exit(13);
-      ::_exit(0);
-    } catch (...) {
-      ::_exit(14);
-    }
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
-  ASSERT_TRUE(WIFEXITED(status)) << "the child died: signal " << WTERMSIG(status);
-  EXPECT_EQ(WEXITSTATUS(status), 0)
-      << "10 setrlimit, 11 opened, 12 other error, 13 port held, 14 an exception";
+  const test::ChildEnd end = test::run_in_capped_child(rlim_t{512} << 20, [&] {
+    UdpConfig huge;
+    huge.port = port;
+    huge.gro_buffers = 65534;  // 4 GiB
+    std::string why;
+    if (UdpDatapath::open(huge, why)) return 1;
+    if (why.find("cannot allocate") == std::string::npos) return 2;
+    small.port = port;  // the failed open left its ports free
+    return UdpDatapath::open(small, why) ? 0 : 3;
+  });
+  ASSERT_TRUE(end.exited) << end.describe();
+  EXPECT_EQ(end.code, 0) << "1 opened, 2 another error, 3 port still held, "
+                         << test::kEscapedException << " an exception, " << test::kCapFailed
+                         << " setrlimit failed";
 }
-#endif
 
 // Tests of what the source port carries: they run on loopback, which otherwise sends
 // every packet from the base port (UdpConfig::spray_over_loopback).

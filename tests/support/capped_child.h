@@ -1,0 +1,63 @@
+// Runs a test step in a forked child whose address space is capped (RLIMIT_AS) a given
+// number of bytes above what it already uses, so that large allocations fail there and
+// nowhere else: how tests check that running out of memory is an error, not a crash.
+// The step returns the child's exit code (0: as expected); an exception escaping it
+// exits with kEscapedException. Sanitizer builds cannot run such steps (ASan reserves
+// terabytes of address space and aborts on a failed allocation): kCappedChildWorks says
+// whether this build can.
+#pragma once
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+
+namespace spray::test {
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kCappedChildWorks = false;
+#else
+inline constexpr bool kCappedChildWorks = true;
+#endif
+
+inline constexpr int kCapFailed = 120;         // setrlimit refused the cap
+inline constexpr int kEscapedException = 121;  // the step threw
+inline constexpr int kForkFailed = -1;
+
+// What became of the child: its exit code, or a description of how it ended otherwise.
+struct ChildEnd {
+  bool exited = false;
+  int code = kForkFailed;  // the exit code, or the signal that ended it
+  std::string describe() const {
+    if (code == kForkFailed && !exited) return "fork failed";
+    return exited ? "exit code " + std::to_string(code)
+                  : "killed by signal " + std::to_string(code);
+  }
+};
+
+template <class Step>
+ChildEnd run_in_capped_child(rlim_t headroom_bytes, Step step) {
+  const pid_t child = ::fork();
+  if (child < 0) return {};
+  if (child == 0) {
+    long pages = 0;
+    std::ifstream("/proc/self/statm") >> pages;
+    const rlim_t cap =
+        static_cast<rlim_t>(pages) * static_cast<rlim_t>(::getpagesize()) + headroom_bytes;
+    const rlimit limit{cap, cap};
+    if (::setrlimit(RLIMIT_AS, &limit) != 0) ::_exit(kCapFailed);
+    try {
+      ::_exit(step());
+    } catch (...) {
+      ::_exit(kEscapedException);
+    }
+  }
+  int status = 0;
+  if (::waitpid(child, &status, 0) != child) return {};
+  if (WIFEXITED(status)) return {true, WEXITSTATUS(status)};
+  return {false, WIFSIGNALED(status) ? WTERMSIG(status) : 0};
+}
+
+}  // namespace spray::test
