@@ -101,10 +101,8 @@ size_t AutoDatapath::rx_burst(PacketBuf** bufs, size_t n) {
 
 bool AutoDatapath::idle_udp_poll_due() {
   const bool asked = idle_udp_poll_due_.load(std::memory_order_relaxed);
-  if (!asked) {
-    if (++udp_skipped_ < kUdpClockStride) return false;
-    udp_skipped_ = 0;
-  }
+  if (!asked && ++udp_skipped_ < kUdpClockStride) return false;
+  udp_skipped_ = 0;
   const Time now = monotonic_now();
   if (!asked && now - last_idle_udp_poll_ < kUdpIdleInterval) return false;
   if (asked) idle_udp_poll_due_.store(false, std::memory_order_relaxed);
