@@ -74,6 +74,8 @@ class Communicator {
   int rank() const { return rank_; }
   int size() const { return size_; }
   const std::string& provider() const { return link_->provider(); }
+  // The provider stack and endpoint protocol libfabric opened (FabricLink::opened_path).
+  std::string opened_path() const { return link_->opened_path(); }
   const CostModel& cost_model() const { return cost_model_; }
   // Every rank must choose the same algorithm for a given call.
   void set_all_reduce_algorithm(AllReduceAlgorithm a) { all_reduce_algorithm_ = a; }

@@ -22,6 +22,10 @@
 // Thread safety: one caller thread at a time (FI_THREAD_DOMAIN), plus the drainer; the
 // public calls take mutex_, which the drainer only ever try-locks.
 //
+// Over libfabric's `tcp` (ofi_rxm on tcp) the link asks rxm to pass its calls straight
+// to tcp's own RDM endpoint (FI_OFI_RXM_ENABLE_PASSTHRU, unless the user set it): see
+// fabric_link.cc for why and what it gained.
+//
 // Waiting (ranks may outnumber cores): poll the CQ in a tight loop for a spin (none by
 // default; SPRAY_COLL_SPIN_US sets one: spinning with more ranks than cores starves the
 // rank being waited for, see fabric_link.cc), then poll with sched_yield between polls for
@@ -69,6 +73,9 @@ class FabricLink {
   FabricLink& operator=(const FabricLink&) = delete;
 
   const std::string& provider() const { return provider_; }
+  // What libfabric opened for it: the provider stack and the endpoint's protocol, e.g.
+  // "tcp;ofi_rxm, FI_PROTO_RXM_TCP" (for benchmark headers: which path was measured).
+  std::string opened_path() const;
   // The endpoint's address, to publish through the rendezvous store.
   std::vector<uint8_t> address() const;
   // Enters every rank's address, in rank order; false and an error on failure.

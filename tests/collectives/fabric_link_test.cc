@@ -1,6 +1,8 @@
 // FabricLink, two links in one process: over libfabric's tcp provider a message crosses
 // intact, and a peer that never progresses turns a send that the provider keeps refusing
-// (-FI_EAGAIN) into a CollectiveError at the post timeout, not a hang; over spray, a send
+// (-FI_EAGAIN, rxm's own protocol) into a CollectiveError at the post timeout, and one it
+// queues (tcp's RDM endpoint, through rxm passthru) into one at the wait's deadline, never
+// a hang; over spray, a send
 // to a peer that is gone fails naming the provider's cause, an injected (small) one at the
 // next call after it, and injected sends by the thousand recycle their slots and arrive
 // while their sender is away.
@@ -10,6 +12,7 @@
 #include <rdma/fi_errno.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -60,9 +63,17 @@ TEST(FabricLink, MessageCrossesIntact) {
   EXPECT_EQ(got, sent);
 }
 
+// Over rxm's own protocol (FI_OFI_RXM_ENABLE_PASSTHRU=0), which pushes back. rxm reads
+// the variable when the process first calls libfabric, so this holds only in a process
+// of its own (as ctest runs each test); in a run of the whole binary it skips.
 TEST(FabricLink, SendsToAStalledPeerFailAtThePostTimeout) {
+  setenv("FI_OFI_RXM_ENABLE_PASSTHRU", "0", 1);
   LinkPair p = open_pair();
   ASSERT_TRUE(p.a && p.b) << "libfabric's tcp provider did not open";
+  if (p.a->opened_path().find("FI_PROTO_RXM_TCP") != std::string::npos) {
+    GTEST_SKIP() << "libfabric took rxm passthru in this process before the test could "
+                    "turn it off: run this test alone";
+  }
   p.a->set_post_timeout(std::chrono::milliseconds(300));
   // Rank 1 posts no receive and never progresses, like a stalled rank: tcp cannot finish
   // connecting to it (or, connected, fills the socket and then its transmit queue), so
@@ -80,6 +91,35 @@ TEST(FabricLink, SendsToAStalledPeerFailAtThePostTimeout) {
   EXPECT_NE(what.find("-FI_EAGAIN"), std::string::npos) << what;
   EXPECT_NE(what.find("to rank 1"), std::string::npos) << what;
   EXPECT_GE(took, std::chrono::milliseconds(300));
+  EXPECT_LT(took, std::chrono::seconds(20));
+}
+
+// Over tcp's own RDM endpoint (rxm passthru, the collectives' default over tcp) sends to
+// a stalled peer are queued rather than refused; waiting for one then fails at its
+// deadline, naming the rank, instead of hanging.
+TEST(FabricLink, ASendToAStalledPeerFailsAtItsDeadlineOverTcpPassthru) {
+  LinkPair p = open_pair();
+  ASSERT_TRUE(p.a && p.b) << "libfabric's tcp provider did not open";
+  if (p.a->opened_path().find("FI_PROTO_RXM_TCP") == std::string::npos) {
+    GTEST_SKIP() << "libfabric opened " << p.a->opened_path()
+                 << ", not tcp's RDM endpoint (FI_OFI_RXM_ENABLE_PASSTHRU set, or set "
+                    "before this test in the same process)";
+  }
+  // Rank 1 posts no receive and never progresses. Enough data to fill both sockets.
+  std::vector<uint8_t> block(1 << 20, 0x5a);
+  std::vector<Request> sends;
+  std::string what;
+  const auto start = Clock::now();
+  try {
+    for (int i = 0; i < 64; ++i) sends.push_back(p.a->isend(1, block.data(), block.size(), 9));
+    p.a->wait_all(sends, Clock::now() + std::chrono::milliseconds(500));
+  } catch (const CollectiveError& e) {
+    what = e.what();
+  }
+  const auto took = Clock::now() - start;
+  ASSERT_NE(what, "") << "64 MiB went to a peer that never received";
+  EXPECT_NE(what.find("to rank 1"), std::string::npos) << what;
+  EXPECT_GE(took, std::chrono::milliseconds(500));
   EXPECT_LT(took, std::chrono::seconds(20));
 }
 

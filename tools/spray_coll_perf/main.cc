@@ -346,9 +346,9 @@ int main(int argc, char** argv) {
     nlohmann::json rows = nlohmann::json::array();
     double total_wrong = 0;  // every rank's, all sizes (--check)
     if (root) {
-      fmt::print("# spray-coll-perf: {} {} {} over '{}', {} ranks; cost model: {}{}\n", which->name,
-                 name(*type), name(*op), comm->provider(), n, comm->cost_model().source,
-                 huge_pages ? "; buffers on huge pages" : "");
+      fmt::print("# spray-coll-perf: {} {} {} over '{}' ({}), {} ranks; cost model: {}{}\n",
+                 which->name, name(*type), name(*op), comm->provider(), comm->opened_path(), n,
+                 comm->cost_model().source, huge_pages ? "; buffers on huge pages" : "");
       if (compression) {
         fmt::print(
             "# quantised to INT{} in groups of {}; 'wire' = bytes on the wire saved "
@@ -428,7 +428,7 @@ int main(int argc, char** argv) {
     if (root && !json_path.empty()) {
       nlohmann::json out{{"collective", which->name},    {"type", name(*type)}, {"op", name(*op)},
                          {"provider", comm->provider()}, {"ranks", n},          {"rows", rows},
-                         {"huge_pages", huge_pages}};
+                         {"huge_pages", huge_pages}, {"opened_path", comm->opened_path()}};
       std::ofstream(json_path) << out.dump(2) << "\n";
     }
     comm->barrier();
