@@ -98,6 +98,9 @@ TEST(FabricLink, SendsToAStalledPeerFailAtThePostTimeout) {
 // a stalled peer are queued rather than refused; waiting for one then fails at its
 // deadline, naming the rank, instead of hanging.
 TEST(FabricLink, ASendToAStalledPeerFailsAtItsDeadlineOverTcpPassthru) {
+  // Rank 1 posts no receive and never progresses. Enough data to fill both sockets. The
+  // buffer outlives the links: the sends are still queued when they close.
+  std::vector<uint8_t> block(1 << 20, 0x5a);
   LinkPair p = open_pair();
   ASSERT_TRUE(p.a && p.b) << "libfabric's tcp provider did not open";
   if (p.a->opened_path().find("FI_PROTO_RXM_TCP") == std::string::npos) {
@@ -105,8 +108,6 @@ TEST(FabricLink, ASendToAStalledPeerFailsAtItsDeadlineOverTcpPassthru) {
                  << ", not tcp's RDM endpoint (FI_OFI_RXM_ENABLE_PASSTHRU set, or set "
                     "before this test in the same process)";
   }
-  // Rank 1 posts no receive and never progresses. Enough data to fill both sockets.
-  std::vector<uint8_t> block(1 << 20, 0x5a);
   std::vector<Request> sends;
   std::string what;
   const auto start = Clock::now();
