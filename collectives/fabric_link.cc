@@ -43,7 +43,8 @@ std::string fi_error(const char* call, int rc) {
 // 64 MiB all-reduce 179-194 ms against 206-212. rxm reads the variable once, when the
 // process first calls into libfabric: after that, setting it changes nothing (a process
 // that used libfabric before opening a communicator must set it itself). A value the
-// user set, 0 included, is kept.
+// user set, 0 included, is kept. Like any setenv, it assumes no other thread reads the
+// environment at that moment (aws-ofi-nccl sets its provider defaults the same way).
 void prefer_tcp_passthru(const std::string& provider) {
   if (provider == "tcp") setenv("FI_OFI_RXM_ENABLE_PASSTHRU", "1", 0);
 }
