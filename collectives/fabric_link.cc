@@ -44,7 +44,8 @@ std::string fi_error(const char* call, int rc) {
 // process first calls into libfabric: after that, setting it changes nothing (a process
 // that used libfabric before opening a communicator must set it itself). A value the
 // user set, 0 included, is kept. Like any setenv, it assumes no other thread reads the
-// environment at that moment (aws-ofi-nccl sets its provider defaults the same way).
+// environment at that moment (collective libraries on libfabric set provider defaults
+// the same way, never overwriting the user's).
 void prefer_tcp_passthru(const std::string& provider) {
   if (provider == "tcp") setenv("FI_OFI_RXM_ENABLE_PASSTHRU", "1", 0);
 }
