@@ -38,9 +38,9 @@ std::string fi_error(const char* call, int rc) {
 // hands our calls to tcp's own RDM endpoint, which streams a message after its header
 // instead; libfabric offers it only when the caps asked for allow it (ours: tagged
 // messages, receives from any source). 4 ranks on this 2-core machine (2026-11-26,
-// spray-coll-perf, interleaved runs, all results checked): 1 MiB all-reduce 1254-1824 us
-// against 2293-3209 (5 rounds of 200 calls), 1 MiB all-to-all 519-567 against 1023-1490,
-// 64 MiB all-reduce 179-194 ms against 206-212. rxm reads the variable once, when the
+// spray-coll-perf, interleaved runs, one of each with --check): 1 MiB all-reduce
+// 1254-1824 us against 2293-3209 (5 rounds of 200 calls), 1 MiB all-to-all 519-567 against
+// 971-1490 and 64 MiB all-reduce 179-206 ms against 206-212 (3 runs each). rxm reads the variable once, when the
 // process first calls into libfabric: after that, setting it changes nothing (a process
 // that used libfabric before opening a communicator must set it itself). A value the
 // user set, 0 included, is kept. Like any setenv, it assumes no other thread reads the
