@@ -40,12 +40,13 @@ std::string fi_error(const char* call, int rc) {
 // messages, receives from any source). 4 ranks on this 2-core machine (2026-11-26,
 // spray-coll-perf, interleaved runs, one of each with --check): 1 MiB all-reduce
 // 1254-1824 us against 2293-3209 (5 rounds of 200 calls), 1 MiB all-to-all 519-567 against
-// 971-1490 and 64 MiB all-reduce 179-206 ms against 206-212 (3 runs each). rxm reads the variable once, when the
-// process first calls into libfabric: after that, setting it changes nothing (a process
-// that used libfabric before opening a communicator must set it itself). A value the
-// user set, 0 included, is kept. Like any setenv, it assumes no other thread reads the
-// environment at that moment (collective libraries on libfabric set provider defaults
-// the same way, never overwriting the user's).
+// 971-1490 and 64 MiB all-reduce 179-206 ms against 206-212 (3 runs each).
+// rxm reads the variable once, when the process first calls into libfabric: after that,
+// setting it changes nothing (a process that used libfabric before opening a
+// communicator must set it itself). A value the user set, 0 included, is kept. Like any
+// setenv, it assumes no other thread reads the environment at that moment (collective
+// libraries on libfabric set provider defaults the same way, never overwriting the
+// user's).
 void prefer_tcp_passthru(const std::string& provider) {
   if (provider == "tcp") setenv("FI_OFI_RXM_ENABLE_PASSTHRU", "1", 0);
 }
