@@ -24,14 +24,14 @@ inline constexpr bool kCappedChildWorks = true;
 
 inline constexpr int kCapFailed = 120;         // setrlimit refused the cap
 inline constexpr int kEscapedException = 121;  // the step threw
-inline constexpr int kForkFailed = -1;
+inline constexpr int kNoChild = -1;  // fork or waitpid failed
 
 // What became of the child: its exit code, or a description of how it ended otherwise.
 struct ChildEnd {
   bool exited = false;
-  int code = kForkFailed;  // the exit code, or the signal that ended it
+  int code = kNoChild;  // the exit code, or the signal that ended it
   std::string describe() const {
-    if (code == kForkFailed && !exited) return "fork failed";
+    if (code == kNoChild && !exited) return "fork or waitpid failed";
     return exited ? "exit code " + std::to_string(code)
                   : "killed by signal " + std::to_string(code);
   }
