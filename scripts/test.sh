@@ -3,6 +3,9 @@
 #   1. release build: unit, protocol, chaos and negative tests (ctest)
 #   2. the same tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   3. libFuzzer targets (clang), each run for a short, bounded time
+# All three keep line tables only (-DSPRAY_DEBUG_INFO=lines: names and lines in every
+# backtrace and sanitizer report, no variables): the release build took 317 s on 2 cores
+# against 424 with full debug information (2026-11-26).
 # Set SPRAY_FUZZ_SECONDS to change the fuzz time per target (default 20).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,12 +13,13 @@ cd "$(dirname "$0")/.."
 jobs=$(nproc)
 
 echo "== release build and tests"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPRAY_DEBUG_INFO=lines >/dev/null
 cmake --build build -j "$jobs"
 ctest --test-dir build --output-on-failure -j "$jobs"
 
 echo "== ASan + UBSan build and tests"
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSPRAY_SANITIZE=ON -DSPRAY_BENCH=OFF >/dev/null
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSPRAY_SANITIZE=ON -DSPRAY_BENCH=OFF \
+  -DSPRAY_DEBUG_INFO=lines >/dev/null
 cmake --build build-asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   LSAN_OPTIONS=suppressions="$PWD/tests/lsan.supp" \
@@ -23,6 +27,7 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 
 echo "== fuzz smoke (libFuzzer, ${SPRAY_FUZZ_SECONDS:-20}s per target)"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DSPRAY_FUZZ=ON -DSPRAY_BENCH=OFF -DSPRAY_FUZZ_SECONDS="${SPRAY_FUZZ_SECONDS:-20}" >/dev/null
+  -DSPRAY_FUZZ=ON -DSPRAY_BENCH=OFF -DSPRAY_FUZZ_SECONDS="${SPRAY_FUZZ_SECONDS:-20}" -DSPRAY_DEBUG_INFO=lines \
+  >/dev/null
 cmake --build build-fuzz -j "$jobs" --target fuzz_targets
 ctest --test-dir build-fuzz --output-on-failure -L fuzz
