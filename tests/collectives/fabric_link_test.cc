@@ -37,6 +37,12 @@ LinkPair open_pair(const char* provider = "tcp") {
   return p;
 }
 
+// Whether libfabric opened tcp's own RDM endpoint under rxm (passthru) for this link,
+// rather than rxm's own protocol.
+bool over_tcp_passthru(const FabricLink& link) {
+  return link.opened_path().find("FI_PROTO_RXM_TCP") != std::string::npos;
+}
+
 TEST(FabricLink, MessageCrossesIntact) {
   LinkPair p = open_pair();
   ASSERT_TRUE(p.a && p.b) << "libfabric's tcp provider did not open";
@@ -70,7 +76,7 @@ TEST(FabricLink, SendsToAStalledPeerFailAtThePostTimeout) {
   setenv("FI_OFI_RXM_ENABLE_PASSTHRU", "0", 1);
   LinkPair p = open_pair();
   ASSERT_TRUE(p.a && p.b) << "libfabric's tcp provider did not open";
-  if (p.a->opened_path().find("FI_PROTO_RXM_TCP") != std::string::npos) {
+  if (over_tcp_passthru(*p.a)) {
     GTEST_SKIP() << "libfabric took rxm passthru in this process before the test could "
                     "turn it off: run this test alone";
   }
@@ -103,7 +109,7 @@ TEST(FabricLink, ASendToAStalledPeerFailsAtItsDeadlineOverTcpPassthru) {
   std::vector<uint8_t> block(1 << 20, 0x5a);
   LinkPair p = open_pair();
   ASSERT_TRUE(p.a && p.b) << "libfabric's tcp provider did not open";
-  if (p.a->opened_path().find("FI_PROTO_RXM_TCP") == std::string::npos) {
+  if (!over_tcp_passthru(*p.a)) {
     GTEST_SKIP() << "libfabric opened " << p.a->opened_path()
                  << ", not tcp's RDM endpoint (FI_OFI_RXM_ENABLE_PASSTHRU set, or set "
                     "before this test in the same process)";
