@@ -112,7 +112,12 @@ int ep_close(fid* f) {
   }
   // The progress thread may be asleep in poll() on this endpoint's sockets, which keeps
   // them (and their ports) open; it gathers no descriptor of ours from here on.
-  if (d->progress_thread) d->progress_thread->finish_poll();
+  if (d->progress_thread && !d->progress_thread->finish_poll()) {
+    FI_WARN(&provider, FI_LOG_EP_CTRL,
+            "endpoint close: the progress thread started no pass within %lld ms; the "
+            "endpoint's port stays bound until the thread's poll ends\n",
+            static_cast<long long>(ProgressThread::kFinishPollBound.count()));
+  }
   if (ep->engine) {
     // Out of the domain's lists, so no other thread reaches the engine: it runs here
     // without the mutex, and the domain's other endpoints progress meanwhile.

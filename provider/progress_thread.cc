@@ -44,16 +44,15 @@ void ProgressThread::start_pass() {
   pass_started_.notify_all();
 }
 
-void ProgressThread::finish_poll() {
+bool ProgressThread::finish_poll() {
   std::unique_lock lock(passes_mutex_);
   const uint64_t now = passes_;
   if (wake_fd_ >= 0) {
     const uint64_t one = 1;
     [[maybe_unused]] const ssize_t n = ::write(wake_fd_, &one, sizeof one);
   }
-  // Without the eventfd the poll still ends within its 1 ms; the bound only guards
-  // against a thread that has stopped.
-  pass_started_.wait_for(lock, std::chrono::milliseconds(100), [&] { return passes_ != now; });
+  // Without the eventfd the poll still ends within its 1 ms.
+  return pass_started_.wait_for(lock, kFinishPollBound, [&] { return passes_ != now; });
 }
 
 void ProgressThread::run() {

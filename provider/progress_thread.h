@@ -18,6 +18,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -35,9 +36,16 @@ class ProgressThread {
   ProgressThread& operator=(const ProgressThread&) = delete;
 
   // Returns once the thread has started a pass after this call (so a poll it was in has
-  // ended), waking it for that. Called without the domain mutex by a closer that has
-  // already taken its endpoint out of the domain's list.
-  void finish_poll();
+  // ended), waking it for that: true then; false if no pass started within
+  // kFinishPollBound. Called without the domain mutex by a closer that has already taken
+  // its endpoint out of the domain's list.
+  bool finish_poll();
+
+  // How long finish_poll waits for the woken thread, which needs only to be scheduled.
+  // The bound only keeps a close from hanging should the thread ever stop starting
+  // passes. It was 100 ms, the likeliest cause of 1 endpoint in 200 keeping its port in
+  // one loaded CI run (2026-11-26, ASan); ep_close warns when the bound is hit.
+  static constexpr std::chrono::milliseconds kFinishPollBound{2000};
 
  private:
   void run();
