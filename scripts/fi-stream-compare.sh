@@ -6,7 +6,9 @@
 # libfabric's `tcp` and `udp;ofi_rxd`. Each round also measures the kernel's own stream
 # ceilings between two processes (spray-dp-bench --stream: bare TCP, and bare UDP with
 # GSO/GRO whose drops are not resent), so spray:udp's distance to what kernel UDP carries
-# at all is in the same run. Rows marked @1cpu run spray:udp and tcp with both threads on
+# at all is in the same run, with what each ceiling's sending process spent (the share of
+# a core, CPU time per MB): on loopback the sending core pays for both ends of the kernel's
+# stack and bounds the stream. Rows marked @1cpu run spray:udp and tcp with both threads on
 # one CPU (--shared-core), as when processes outnumber cores. Providers run in turn,
 # ROUNDS times; each figure is the median of its rounds.
 # Usage: scripts/fi-stream-compare.sh [BUILD_DIR] [ROUNDS]
@@ -38,8 +40,10 @@ for ((r = 1; r <= rounds; ++r)); do
 import json, sys
 r = {row["bytes"]: row for row in json.load(sys.stdin)}
 for kind in ("tcp", "udp"):
-    print("plain-%s %.1f %.1f" % (kind, r[65536][kind + "_mb_per_s"],
-                                  r[1048576][kind + "_mb_per_s"]))' <<<"$ceilings"
+    for figure, name in (("mb_per_s", "plain-%s"), ("sender_busy", "sender-busy:plain-%s"),
+                         ("sender_us_per_mb", "sender-us/MB:plain-%s")):
+        key = kind + "_" + figure
+        print(name % kind, r[65536][key], r[1048576][key])' <<<"$ceilings"
 done | python3 -c '
 import statistics, sys
 rows = {}
@@ -50,7 +54,14 @@ med = {p: [statistics.median(r[i] for r in rs) for i in range(2)] for p, rs in r
 print("%-14s %14s %14s   (MB/s, medians of %d rounds)" % (
     "provider", "64KiB", "1MiB", len(next(iter(rows.values())))))
 for p, (bw64, bw1m) in med.items():
-    print("%-14s %14.1f %14.1f" % (p, bw64, bw1m))
+    if not p.startswith("sender-"):
+        print("%-14s %14.1f %14.1f" % (p, bw64, bw1m))
+# The sending process of each ceiling: the share of a core it kept busy, and its CPU time
+# per delivered MB. Busy near 1.0 means the sending core is what bounds the stream.
+for kind in ("tcp", "udp"):
+    busy, cost = med["sender-busy:plain-" + kind], med["sender-us/MB:plain-" + kind]
+    print("plain-%s sender: busy %.2f / %.2f of a core, %.0f / %.0f CPU us per MB (64KiB / 1MiB)"
+          % (kind, busy[0], busy[1], cost[0], cost[1]))
 t = med["tcp"]
 for p in ("spray", "spray:udp", "udp;ofi_rxd"):
     print("%s/tcp: 64KiB %.2fx, 1MiB %.2fx (issue 3 target: spray:udp >= 1.5x at 1MiB)" % (

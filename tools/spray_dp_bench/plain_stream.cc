@@ -11,6 +11,8 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <vector>
 
 #include "tools/spray_dp_bench/loopback_tcp_listener.h"
@@ -27,15 +29,34 @@ constexpr auto kWarmUp = std::chrono::milliseconds(250);
 // The sender stops by itself this long after it starts, should the receiver never stop it.
 constexpr auto kSenderLimit = std::chrono::seconds(30);
 
+// The CPU time process `pid` has used so far (user + system), in seconds, or -1 when
+// /proc/PID/stat cannot be read. Its resolution is a clock tick (10 ms at USER_HZ 100).
+double process_cpu_seconds(pid_t pid) {
+  std::ifstream file("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(file, line)) return -1;
+  // Fields after the command name, which is in parentheses and may hold spaces: state is
+  // field 3, utime 14 and stime 15 (proc(5)), so utime is the twelfth after the name.
+  const size_t name_end = line.rfind(')');
+  if (name_end == std::string::npos) return -1;
+  std::istringstream fields(line.substr(name_end + 1));
+  std::string field;
+  unsigned long long utime = 0, stime = 0;
+  for (int i = 0; i < 11; ++i) fields >> field;
+  if (!(fields >> utime >> stime)) return -1;
+  return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
 // A receiving socket's loop: `receive(buffer, length)` returns the bytes it took (0 when
 // nothing was waiting, -1 on a broken connection). Counts for `seconds`, starting kWarmUp
-// after the first byte.
+// after the first byte, and samples process `sender`'s CPU time at both ends of that.
 template <class Receive>
-std::optional<StreamResult> count_received(size_t message_bytes, double seconds, Receive&& receive,
-                                           std::string& error) {
+std::optional<StreamResult> count_received(size_t message_bytes, double seconds, pid_t sender,
+                                           Receive&& receive, std::string& error) {
   std::vector<uint8_t> window(kWindow * message_bytes);
   const auto give_up = BenchClock::now() + kFirstByteTimeout;
-  BenchClock::time_point start{}, end{};
+  BenchClock::time_point start{}, end{}, counted_from{};
+  double sender_cpu_from = -1;  // the sender's CPU seconds when counting started
   StreamResult r;
   size_t message = 0;
   uint32_t polls = 0;
@@ -57,10 +78,19 @@ std::optional<StreamResult> count_received(size_t message_bytes, double seconds,
     if (got > 0) message = (message + 1) % kWindow;
     if (++polls % 64 == 0) {
       const auto now = BenchClock::now();
-      counting = started && now >= start;
+      if (!counting && started && now >= start) {
+        counting = true;
+        counted_from = now;
+        sender_cpu_from = process_cpu_seconds(sender);
+      }
       if (started && now >= end) {
         r.seconds = std::chrono::duration<double>(now - start).count();
         r.megabytes_per_s = static_cast<double>(r.bytes) / r.seconds / 1e6;
+        const double sender_cpu = process_cpu_seconds(sender) - sender_cpu_from;
+        if (sender_cpu_from >= 0 && sender_cpu >= 0 && r.bytes > 0) {
+          r.sender_busy = sender_cpu / std::chrono::duration<double>(now - counted_from).count();
+          r.sender_us_per_mb = sender_cpu * 1e6 / (static_cast<double>(r.bytes) / 1e6);
+        }
         return r;
       }
       if (!started && now > give_up) {
@@ -106,7 +136,7 @@ std::optional<StreamResult> tcp_stream(size_t message_bytes, double seconds, std
   } else {
     size_t filled = 0;  // of the current message
     r = count_received(
-        message_bytes, seconds,
+        message_bytes, seconds, child,
         [&](uint8_t* message, size_t length) -> ssize_t {
           const ssize_t n = ::recv(fd, message + filled, length - filled, MSG_DONTWAIT);
           if (n == 0 || (n < 0 && errno != EAGAIN)) return -1;
@@ -154,7 +184,7 @@ std::optional<StreamResult> udp_stream(size_t message_bytes, uint32_t datagram, 
   std::array<mmsghdr, kMaxPieces> msgs{};
   std::array<iovec, kMaxPieces> iov{};
   auto r = count_received(
-      message_bytes, seconds,
+      message_bytes, seconds, child,
       [&](uint8_t* message, size_t) -> ssize_t {
         const size_t n = cut.pieces();
         for (size_t k = 0; k < n; ++k) {
