@@ -6,13 +6,12 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <array>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "tools/spray_dp_bench/loopback_tcp_listener.h"
@@ -29,22 +28,13 @@ constexpr auto kWarmUp = std::chrono::milliseconds(250);
 // The sender stops by itself this long after it starts, should the receiver never stop it.
 constexpr auto kSenderLimit = std::chrono::seconds(30);
 
-// The CPU time process `pid` has used so far (user + system), in seconds, or -1 when
-// /proc/PID/stat cannot be read. Its resolution is a clock tick (10 ms at USER_HZ 100).
+// The CPU time process `pid` has used so far (user + system), in seconds, read from its
+// CPU-time clock; -1 when that clock cannot be read.
 double process_cpu_seconds(pid_t pid) {
-  std::ifstream file("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(file, line)) return -1;
-  // Fields after the command name, which is in parentheses and may hold spaces: state is
-  // field 3, utime 14 and stime 15 (proc(5)), so utime is the twelfth after the name.
-  const size_t name_end = line.rfind(')');
-  if (name_end == std::string::npos) return -1;
-  std::istringstream fields(line.substr(name_end + 1));
-  std::string field;
-  unsigned long long utime = 0, stime = 0;
-  for (int i = 0; i < 11; ++i) fields >> field;
-  if (!(fields >> utime >> stime)) return -1;
-  return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+  clockid_t clock{};
+  timespec t{};
+  if (::clock_getcpuclockid(pid, &clock) != 0 || ::clock_gettime(clock, &t) != 0) return -1;
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
 }
 
 // A receiving socket's loop: `receive(buffer, length)` returns the bytes it took (0 when
@@ -55,7 +45,7 @@ std::optional<StreamResult> count_received(size_t message_bytes, double seconds,
                                            Receive&& receive, std::string& error) {
   std::vector<uint8_t> window(kWindow * message_bytes);
   const auto give_up = BenchClock::now() + kFirstByteTimeout;
-  BenchClock::time_point start{}, end{}, counted_from{};
+  BenchClock::time_point start{}, end{};
   double sender_cpu_from = -1;  // the sender's CPU seconds when counting started
   StreamResult r;
   size_t message = 0;
@@ -80,7 +70,6 @@ std::optional<StreamResult> count_received(size_t message_bytes, double seconds,
       const auto now = BenchClock::now();
       if (!counting && started && now >= start) {
         counting = true;
-        counted_from = now;
         sender_cpu_from = process_cpu_seconds(sender);
       }
       if (started && now >= end) {
@@ -88,7 +77,7 @@ std::optional<StreamResult> count_received(size_t message_bytes, double seconds,
         r.megabytes_per_s = static_cast<double>(r.bytes) / r.seconds / 1e6;
         const double sender_cpu = process_cpu_seconds(sender) - sender_cpu_from;
         if (sender_cpu_from >= 0 && sender_cpu >= 0 && r.bytes > 0) {
-          r.sender_busy = sender_cpu / std::chrono::duration<double>(now - counted_from).count();
+          r.sender_busy = sender_cpu / r.seconds;
           r.sender_us_per_mb = sender_cpu * 1e6 / (static_cast<double>(r.bytes) / 1e6);
         }
         return r;

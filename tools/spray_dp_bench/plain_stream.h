@@ -26,7 +26,7 @@ struct StreamResult {
   double megabytes_per_s = 0;  // 10^6 bytes per second, as fi_pingpong and MPI benches
   uint64_t bytes = 0;          // delivered in the measured interval
   double seconds = 0;          // the measured interval, from the first byte received
-  // The sending process's CPU time (user + system, whole clock ticks of /proc) in the
+  // The sending process's CPU time (user + system, its CPU-time clock) in the
   // measured interval, as a share of the interval: 1.0 is one core busy throughout. The
   // sender blocks when the socket is full rather than spin, so this is work, not waiting;
   // on loopback it includes the receive path the sender's softirq runs for the receiver.
@@ -40,8 +40,8 @@ struct StreamResult {
 // sender cycling through 16 message buffers and the receiver through 16 more, as a
 // benchmark with 16 messages in flight does. `datagram`: UDP payload per datagram. Returns
 // nullopt and fills `error` when the sockets cannot be set up or nothing arrives within
-// 5 s. The sending process is killed at the end; no load outlives the call. Where /proc
-// cannot be read, the sender's figures stay 0.
+// 5 s. The sending process is killed at the end; no load outlives the call. Where the
+// sender's CPU-time clock cannot be read, the sender's figures stay 0.
 std::optional<StreamResult> plain_stream(StreamKind kind, size_t message_bytes, uint32_t datagram,
                                          double seconds, std::string& error);
 
