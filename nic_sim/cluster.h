@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -16,10 +17,16 @@ using SimEngine = engine::Engine<SimNic>;
 
 class Cluster {
  public:
-  Cluster(const FabricConfig& fabric, engine::EngineConfig engine) : fabric_(fabric) {
+  // `per_host`, when given, adjusts each host's copy of `engine` (e.g. hosts of
+  // different jobs) before its engine is made.
+  Cluster(const FabricConfig& fabric, engine::EngineConfig engine,
+          const std::function<void(uint32_t host, engine::EngineConfig&)>& per_host = {})
+      : fabric_(fabric) {
     for (uint32_t h = 0; h < fabric.hosts; ++h) {
-      engine.pds.seed = fabric.seed * 1000003 + h;  // distinct start PSNs and paths per host
-      engines_.push_back(std::make_unique<SimEngine>(fabric_.nic(h), engine));
+      engine::EngineConfig c = engine;
+      c.pds.seed = fabric.seed * 1000003 + h;  // distinct start PSNs and paths per host
+      if (per_host) per_host(h, c);
+      engines_.push_back(std::make_unique<SimEngine>(fabric_.nic(h), c));
     }
     // Every engine learns every host in the same order, so peer index == host id.
     for (auto& e : engines_) {

@@ -94,14 +94,13 @@ class EngineOver final : public EndpointEngine {
     return fmt::format(
         "packets tx {} rx {}; retransmits {} (rack {}, timeout {}, twin copies {}); duplicates {}; "
         "acks sent {} "
-        "received {} (stale {}); nacks sent {} received {}; bad {}; malformed {}; refused {}; "
-        "unknown peers "
-        "{}; pdcs opened {} closed {} failed {} refused {} reclaimed {} (close requests {}, "
+        "received {} (stale {}); nacks sent {} received {}; bad {}; malformed {}; of another job "
+        "{}; refused {}; unknown peers {}; pdcs opened {} closed {} failed {} refused {} reclaimed {} (close requests {}, "
         "sends that waited {}, failed waiting {}); answer detours {}; rendezvous direct reads {} "
         "(fell back {}); stale tickets {}",
         e.tx_packets, e.rx_packets, p.retransmits, p.rack_retransmits, p.timeout_retransmits,
         p.twin_copies, p.rx_duplicates, p.acks_sent, p.acks_received, p.stale_acks, p.nacks_sent,
-        p.nacks_received, p.bad_packets, e.rx_malformed, e.rx_refused, e.rx_unknown_peer,
+        p.nacks_received, p.bad_packets, e.rx_malformed, e.rx_foreign_job, e.rx_refused, e.rx_unknown_peer,
         p.pdcs_opened, p.pdcs_closed, p.pdcs_failed, p.pdcs_refused, p.pdcs_reclaimed,
         p.close_requests, p.pdc_waits, p.pdc_wait_failures, p.answer_detours,
         engine_.ses().stats().direct_reads, engine_.ses().stats().direct_read_fallbacks,
@@ -153,6 +152,7 @@ engine::EngineConfig engine_config() {
   e.pds.min_rto = Duration::microseconds(p.rto_min_us);
   e.pds.max_rto = Duration::milliseconds(p.rto_max_ms);
   e.pds.max_retries = static_cast<uint32_t>(p.retries);
+  e.ses.job_id = static_cast<uint32_t>(p.job_id);  // in range: open_endpoint_engine checked
   return e;
 }
 
@@ -268,6 +268,11 @@ std::unique_ptr<EndpointEngine> open_auto(const dp::NetAddr& local, std::string&
 }  // namespace
 
 std::unique_ptr<EndpointEngine> open_endpoint_engine(const fi_info* info, std::string& error) {
+  if (params().job_id < 0 || static_cast<uint32_t>(params().job_id) > wire::kMaxJobId) {
+    error = fmt::format("FI_SPRAY_JOB_ID={} is not a UET JobID (0 to {})", params().job_id,
+                        wire::kMaxJobId);
+    return nullptr;
+  }
   if (params().datapath == "verbs") return open_verbs(error);
   dp::NetAddr local;
   if (!local_address(info, local, error)) return nullptr;

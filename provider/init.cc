@@ -96,6 +96,12 @@ constexpr IntParam kIntParams[] = {
     {"reps_cache", &Params::reps_cache,
      "REPS: entropy values acknowledged without ECN that are kept for reuse, 1..32 (UET's "
      "REPS uses 8)."},
+    {"job_id", &Params::job_id,
+     "UET JobID, 0 to 16777215, that this process's endpoints put in every packet and "
+     "require of every packet they take: an endpoint ignores packets of another job, as if "
+     "it were not there, so a process that takes over the address of a dead one is not "
+     "handed what was meant for it. Every process of a job must use the same; spray-run "
+     "gives each launch its own unless this is set."},
     {"yield_after", &Params::yield_after,
      "fi_cq_read (or fi_cntr_read) calls in a row that find no completion and move no "
      "packet before one gives the CPU away (sched_yield), so that a peer sharing the core "

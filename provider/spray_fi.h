@@ -89,6 +89,10 @@ struct Params {
   // FI_SPRAY_YIELD_AFTER: fi_cq_read (or fi_cntr_read) calls in a row that find nothing
   // and move no packet before one yields the CPU (see idle_yield.h); 0: never.
   int yield_after = 64;
+  // FI_SPRAY_JOB_ID: UET's JobID (0..2^24-1) in every packet this process's endpoints
+  // send, and required of every packet they take (see Engine::of_our_job): endpoints of
+  // different jobs ignore each other. 0: the job of every process that names none.
+  int job_id = 0;
 };
 const Params& params();
 // The address endpoints bind when the application names none: FI_SPRAY_ADDRESS, else the

@@ -35,7 +35,7 @@ struct RdmEndpointSpec {
   // without one (cq_can_block() then says so) rather than failing the open.
   fi_wait_obj cq_wait = FI_WAIT_NONE;
   // What the caller asked for, in words, for the error when no provider offers it.
-  std::string described = "a tagged RDM endpoint";
+  std::string described = "tagged RDM endpoint";
 };
 
 class RdmEndpoint {

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <numeric>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,6 +27,19 @@ using Clock = std::chrono::steady_clock;
 struct LinkPair {
   std::unique_ptr<FabricLink> a, b;  // ranks 0 and 1
 };
+
+// Gives this process a JobID of its own (spray's FI_SPRAY_JOB_ID) for tests whose peer is
+// closed on purpose: an endpoint that another test process opens meanwhile on the closed
+// peer's address (UDP port) is then of another job and ignores what is sent to it, so the
+// peer stays as dead as the test needs however many tests ctest runs side by side. (Of
+// one job, such an endpoint took the send: once in a run at ctest -j 6, it succeeded.)
+// spray reads the variable when libfabric first loads it, so this holds when the test has
+// its process to itself, as ctest runs each; in a run of the whole binary it may be late.
+void use_a_job_of_our_own() {
+  if (std::getenv("FI_SPRAY_JOB_ID") != nullptr) return;
+  std::random_device random;
+  setenv("FI_SPRAY_JOB_ID", std::to_string(1 + random() % 0xffffff).c_str(), 1);
+}
 
 LinkPair open_pair(const char* provider = "tcp") {
   std::string error;
@@ -134,6 +148,7 @@ TEST(FabricLink, ASendToAStalledPeerFailsAtItsDeadlineOverTcpPassthru) {
 // reports a target whose PDC table stayed full as FI_EAGAIN ("Resource temporarily
 // unavailable"), which alone sent the reader of a CI log the wrong way.
 TEST(FabricLink, AnErrorCompletionNamesTheProvidersCause) {
+  use_a_job_of_our_own();
   LinkPair p = open_pair("spray");
   ASSERT_TRUE(p.a && p.b) << "the spray provider did not open (FI_PROVIDER_PATH?)";
   p.b.reset();  // rank 1 is gone: nothing answers at its address any more
@@ -154,6 +169,7 @@ TEST(FabricLink, AnErrorCompletionNamesTheProvidersCause) {
 // later, the next wait throws that failure, naming the send, rather than letting it pass
 // unseen or waiting out its own deadline.
 TEST(FabricLink, AnInjectedSendThatFailsLaterFailsTheNextWait) {
+  use_a_job_of_our_own();
   LinkPair p = open_pair("spray");
   ASSERT_TRUE(p.a && p.b) << "the spray provider did not open (FI_PROVIDER_PATH?)";
   p.b.reset();

@@ -4,7 +4,8 @@
 // rank fails, the others are terminated (SIGTERM, then SIGKILL after a grace period).
 // A run is bounded: --timeout seconds after the start every rank still alive is killed.
 // --keep-going lets the other ranks run on after a failure (to see how they react to a
-// dead peer); the first failure is still the exit status.
+// dead peer); the first failure is still the exit status. The ranks get a JobID of their
+// own (FI_SPRAY_JOB_ID) unless the caller set one.
 //
 //   spray-run -n 4 [--provider spray] [--timeout 300] [--keep-going] PROGRAM ARGS...
 #include <netinet/in.h>
@@ -16,7 +17,9 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -124,6 +127,14 @@ int main(int argc, char** argv) {
     return 1;
   }
   const std::string store = fmt::format("127.0.0.1:{}", port);
+  // The ranks of this launch are one job, and no other launch's: a JobID of their own
+  // (the spray provider's FI_SPRAY_JOB_ID), unless the caller chose one, so that endpoints
+  // of another run that happen to take over the address of a dead rank are not sent its
+  // messages. Inherited by every rank from here.
+  if (std::getenv("FI_SPRAY_JOB_ID") == nullptr) {
+    std::random_device random;
+    setenv("FI_SPRAY_JOB_ID", std::to_string(1 + random() % 0xffffff).c_str(), 1);
+  }
   signal(SIGPIPE, SIG_IGN);
   std::vector<Rank> ranks(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) {

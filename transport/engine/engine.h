@@ -49,6 +49,7 @@ struct EngineStats {
   uint64_t rx_unknown_peer = 0;  // the peer table was full
   uint64_t rx_refused = 0;       // SES had no room; NACKed for a later retry
   uint64_t rx_rod_dropped = 0;   // held ROD packet SES found malformed at delivery
+  uint64_t rx_foreign_job = 0;   // SES named another job (JobID): ignored, see of_our_job
   uint64_t tx_no_buffer = 0;     // the datapath had no buffer; retried next progress
 };
 
@@ -204,6 +205,21 @@ class Engine {
 
   // Returns true when the engine keeps the buffer (a ROD packet held for reordering).
   bool handle_packet(dp::PacketBuf* buf, Time now);
+  // Whether a packet's SES header (`ses`: the bytes after its PDS header) carries our
+  // JobID (ses.job_id). One that names another job is no business of this endpoint: it
+  // is dropped before PDS sees it (no PDC opened, nothing acknowledged, no answer) and
+  // counted. To its sender we are then an endpoint that is not there, and its retries end
+  // its operations with kPeerUnreachable. So a process that takes over the address (UDP
+  // port) of a dead one, in another job, is never handed what was meant for the dead one.
+  // Why not answer BAD_JOB_ID: the answer would tell anyone that an endpoint listens
+  // here, and let forged packets make it send. A header too short to hold a JobID is
+  // left to SES, which drops it as malformed.
+  bool of_our_job(std::span<const uint8_t> ses) {
+    const std::optional<uint32_t> job = wire::peek_job_id(ses);
+    if (!job || *job == cfg_.ses.job_id) return true;
+    ++stats_.rx_foreign_job;
+    return false;
+  }
   bool handle_request(PeerIndex peer, dp::PacketBuf* buf, std::span<const uint8_t> in, Time now);
   void deliver_in_order(uint32_t pdc, Time now);
   void drain_reports(Time now);

@@ -58,6 +58,7 @@ size_t Engine<D>::send_rudi(Time now) {
     r.common.opcode = wire::SesResponseOpcode::kResponse;
     r.common.return_code = reply.rc;
     r.common.message_id = reply.msg_id;
+    r.common.job_id = cfg_.ses.job_id;
     buf->len =
         static_cast<uint32_t>(wire::kRudiBytes + wire::encode(r, out.subspan(wire::kRudiBytes)));
   }

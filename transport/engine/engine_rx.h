@@ -138,7 +138,7 @@ bool Engine<D>::handle_packet(dp::PacketBuf* buf, Time now) {
       wire::PdsUud uud;
       size_t consumed = 0;
       ok = wire::decode(in, uud, &consumed) == wire::DecodeError::kOk;
-      if (ok) {
+      if (ok && of_our_job(in.subspan(consumed))) {
         // Best effort: a datagram SES cannot take is simply dropped, like a lost one.
         const auto r = ses_.on_packet(peer, uud.next, in.subspan(consumed), true, now);
         ok = r != ses::RxResult::kMalformed;
@@ -150,7 +150,7 @@ bool Engine<D>::handle_packet(dp::PacketBuf* buf, Time now) {
       wire::PdsRudi rudi;
       size_t consumed = 0;
       ok = wire::decode(in, rudi, &consumed) == wire::DecodeError::kOk;
-      if (ok) {
+      if (ok && of_our_job(in.subspan(consumed))) {
         handle_rudi(peer, rudi, in.subspan(consumed), *buf, now);
       }
       break;
@@ -173,6 +173,7 @@ bool Engine<D>::handle_request(PeerIndex peer, dp::PacketBuf* buf, std::span<con
     ++stats_.rx_malformed;
     return false;
   }
+  if (!of_our_job(in.subspan(consumed))) return false;
   const bool trimmed = (buf->flags & dp::PacketBuf::kTrimmed) != 0;
   const bool ecn = (buf->flags & dp::PacketBuf::kEcnCe) != 0;
   pds::RxClass c = pds_.classify_request(peer, h, trimmed, buf->entropy, now);

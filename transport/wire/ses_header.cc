@@ -7,7 +7,7 @@ namespace {
 
 constexpr uint8_t kOpcodeMask = 0x3f;
 constexpr uint8_t kVersionMask = 0xc0;
-constexpr uint32_t kJobIdMask = 0x00ffffff;
+constexpr uint32_t kJobIdMask = kMaxJobId;
 constexpr uint16_t k12BitMask = 0x0fff;
 constexpr uint64_t kLengthOffsetReserved = 0xffffc00000000000ULL;  // bits 63..46
 
@@ -244,6 +244,16 @@ DecodeError decode(ConstByteSpan in, SesSmallResponseWithData& out) {
   }
   out.original_request_psn = l.original_request_psn.get();
   return DecodeError::kOk;
+}
+
+std::optional<uint32_t> peek_job_id(ConstByteSpan in) {
+  static_assert(offsetof(layout::SesCommon, ri_generation_job_id) ==
+                offsetof(layout::ResponseCommon, ri_generation_job_id));
+  constexpr size_t kAt = offsetof(layout::SesCommon, ri_generation_job_id);
+  if (in.size() < kAt + sizeof(be32)) return std::nullopt;
+  const uint32_t gj = (uint32_t{in[kAt]} << 24) | (uint32_t{in[kAt + 1]} << 16) |
+                      (uint32_t{in[kAt + 2]} << 8) | uint32_t{in[kAt + 3]};
+  return gj & kJobIdMask;
 }
 
 }  // namespace spray::wire

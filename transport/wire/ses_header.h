@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "transport/wire/decode_error.h"
 #include "transport/wire/endian.h"
@@ -108,6 +109,7 @@ inline constexpr size_t kSesResponseBytes = 12;
 inline constexpr size_t kSesResponseWithDataBytes = 20;
 inline constexpr size_t kSesSmallResponseWithDataBytes = 12;
 inline constexpr uint16_t kMaxSesPayloadLength = 0x3fff;  // 14-bit payload/request length
+inline constexpr uint32_t kMaxJobId = 0x00ffffff;          // 24-bit JobID
 
 // Fields shared by every request header.
 struct SesRequestCommon {
@@ -266,5 +268,10 @@ DecodeError decode(ConstByteSpan in, RendezvousExtension& out);
 DecodeError decode(ConstByteSpan in, SesResponse& out);
 DecodeError decode(ConstByteSpan in, SesResponseWithData& out);
 DecodeError decode(ConstByteSpan in, SesSmallResponseWithData& out);
+
+// The JobID of any SES header, request or response (both carry it at the same place:
+// bytes 4-7, below the RI generation), without decoding the rest; nullopt when `in` is
+// too short to hold it. What an endpoint checks before it lets a packet touch any state.
+std::optional<uint32_t> peek_job_id(ConstByteSpan in);
 
 }  // namespace spray::wire

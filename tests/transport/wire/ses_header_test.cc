@@ -232,5 +232,24 @@ TEST(SesSmallResponseWithData, encode__golden) {
             DecodeError::kBadLength);
 }
 
+// The JobID is read from requests and responses alike without decoding them, and the
+// RI generation above it does not leak into it.
+TEST(PeekJobId, reads_requests_and_responses_and_refuses_a_short_header) {
+  SesStandardRequest request = standard_som();
+  request.common.ri_generation = 0xff;
+  request.common.job_id = 0x00abcdef;
+  const Bytes req = encoded(request, kSesStandardBytes);
+  EXPECT_EQ(peek_job_id(req), 0x00abcdefu);
+
+  SesResponse response;
+  response.common.ri_generation = 0x80;
+  response.common.job_id = 0x00123456;
+  const Bytes resp = encoded(response, kSesResponseBytes);
+  EXPECT_EQ(peek_job_id(resp), 0x00123456u);
+
+  EXPECT_EQ(peek_job_id(ConstByteSpan(req.data(), 7)), std::nullopt);
+  EXPECT_EQ(peek_job_id(ConstByteSpan(req.data(), 8)), 0x00abcdefu);
+}
+
 }  // namespace
 }  // namespace spray::wire
