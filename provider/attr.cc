@@ -13,6 +13,7 @@
 #include "provider/spray_fi.h"
 #include "transport/datapath/udp/socket_address.h"
 #include "transport/datapath/verbs/verbs_datapath.h"
+#include "transport/wire/ses_header.h"
 
 namespace spray::fi {
 namespace {
@@ -116,6 +117,22 @@ fi_info* make_template(fi_ep_type type, const std::string& address) {
   return info;
 }
 
+// Copies a hint's authorization key into `info`'s attribute when it names a JobID; false
+// (and a warning saying why) when it does not: such a hint matches nothing.
+bool take_auth_key(const uint8_t* key, size_t size, uint8_t*& to, size_t& to_size) {
+  if (key == nullptr && size == 0) return true;
+  std::string why;
+  if (!job_id_of_auth_key(key, size, why)) {
+    SPRAY_WARN(FI_LOG_CORE, "auth_key: %s\n", why.c_str());
+    return false;
+  }
+  to = static_cast<uint8_t*>(std::malloc(size));  // fi_freeinfo frees it
+  if (to == nullptr) return false;
+  std::memcpy(to, key, size);
+  to_size = size;
+  return true;
+}
+
 // Narrows `info` to `hints`; false when a hint cannot be met.
 bool narrow(fi_info* info, const fi_info* hints) {
   if (hints->caps) {
@@ -145,6 +162,10 @@ bool narrow(fi_info* info, const fi_info* hints) {
     if (e->max_msg_size > info->ep_attr->max_msg_size) return false;
     if (e->tx_ctx_cnt > 1 || e->rx_ctx_cnt > 1) return false;
     if (e->protocol != FI_PROTO_UNSPEC && e->protocol != info->ep_attr->protocol) return false;
+    if (!take_auth_key(e->auth_key, e->auth_key_size, info->ep_attr->auth_key,
+                       info->ep_attr->auth_key_size)) {
+      return false;
+    }
     if (e->mem_tag_format) info->ep_attr->mem_tag_format = e->mem_tag_format;
     if (e->max_msg_size) info->ep_attr->max_msg_size = e->max_msg_size;
   }
@@ -177,6 +198,10 @@ bool narrow(fi_info* info, const fi_info* hints) {
     if (d->cq_data_size > info->domain_attr->cq_data_size) return false;
     if (d->mr_key_size > info->domain_attr->mr_key_size) return false;
     if (d->caps & ~(FI_LOCAL_COMM | FI_REMOTE_COMM)) return false;
+    if (!take_auth_key(d->auth_key, d->auth_key_size, info->domain_attr->auth_key,
+                       info->domain_attr->auth_key_size)) {
+      return false;
+    }
   }
   if (const fi_fabric_attr* f = hints->fabric_attr) {
     if (f->name && std::strcmp(f->name, "spray") != 0) return false;
@@ -238,6 +263,20 @@ bool addresses(fi_info* info, const char* node, const char* service, uint64_t fl
 }
 
 }  // namespace
+
+std::optional<uint32_t> job_id_of_auth_key(const uint8_t* key, size_t size, std::string& why) {
+  uint32_t job = 0;
+  if (key == nullptr || size != sizeof(job)) {
+    why = "spray takes a 4-byte key (a uint32_t JobID), not " + std::to_string(size) + " bytes";
+    return std::nullopt;
+  }
+  std::memcpy(&job, key, sizeof(job));
+  if (job > wire::kMaxJobId) {
+    why = "JobID " + std::to_string(job) + " is wider than UET's 24 bits";
+    return std::nullopt;
+  }
+  return job;
+}
 
 int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
             const fi_info* hints, fi_info** out) {

@@ -6,10 +6,13 @@
 #include <chrono>
 #include <cstring>
 #include <new>
+#include <optional>
+#include <string>
 
 #include "provider/endpoint.h"
 #include "provider/endpoint_name.h"
 #include "transport/datapath/clock.h"
+#include "transport/wire/ses_header.h"
 
 namespace spray::fi {
 namespace {
@@ -483,6 +486,37 @@ void endpoint_wait(Endpoint& ep, int timeout_ms) {
   if (ep.engine) ep.engine->wait(Duration::milliseconds(timeout_ms));
 }
 
+namespace {
+
+// The UET JobID of an endpoint opened with `info` in `d`: the authorization key of its own
+// attributes, else its domain's, else FI_SPRAY_JOB_ID. nullopt, with the reason in
+// `error`, for a key or a value that names no JobID.
+std::optional<uint32_t> endpoint_job_id(const fi_info* info, const Domain& d, std::string& error) {
+  const fi_ep_attr* e = info->ep_attr;
+  const fi_domain_attr* dom = d.info ? d.info->domain_attr : nullptr;
+  const auto from_key = [&error](const uint8_t* key, size_t size, const char* whose) {
+    std::string why;
+    const std::optional<uint32_t> job = job_id_of_auth_key(key, size, why);
+    if (!job) error = std::string("the ") + whose + "'s auth_key names no JobID: " + why;
+    return job;
+  };
+  if (e->auth_key != nullptr || e->auth_key_size != 0) {
+    return from_key(e->auth_key, e->auth_key_size, "endpoint");
+  }
+  if (dom && (dom->auth_key != nullptr || dom->auth_key_size != 0)) {
+    return from_key(dom->auth_key, dom->auth_key_size, "domain");
+  }
+  const int job = params().job_id;
+  if (job < 0 || static_cast<uint32_t>(job) > wire::kMaxJobId) {
+    error = "FI_SPRAY_JOB_ID=" + std::to_string(job) + " is not a UET JobID (0 to " +
+            std::to_string(wire::kMaxJobId) + ")";
+    return std::nullopt;
+  }
+  return static_cast<uint32_t>(job);
+}
+
+}  // namespace
+
 int endpoint_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context) {
   if (!info || !info->ep_attr) return -FI_EINVAL;
   const fi_ep_type type = info->ep_attr->type;
@@ -500,9 +534,15 @@ int endpoint_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context
   if (info->rx_attr) ep->rx_op_flags = info->rx_attr->op_flags;
 
   std::string error;
+  const std::optional<uint32_t> job_id = endpoint_job_id(info, *d, error);
+  if (!job_id) {
+    SPRAY_WARN(FI_LOG_EP_CTRL, "%s\n", error.c_str());
+    fi_freeinfo(ep->info);
+    return -FI_EINVAL;
+  }
   bool out_of_memory = false;
   try {  // the engine's tables and the datapath's buffers are its large allocations
-    ep->engine = open_endpoint_engine(info, error);
+    ep->engine = open_endpoint_engine(info, *job_id, error);
   } catch (const std::bad_alloc&) {
     out_of_memory = true;
     error = "out of memory for the transport's tables and buffers";

@@ -95,14 +95,15 @@ class EngineOver final : public EndpointEngine {
         "packets tx {} rx {}; retransmits {} (rack {}, timeout {}, twin copies {}); duplicates {}; "
         "acks sent {} "
         "received {} (stale {}); nacks sent {} received {}; bad {}; malformed {}; of another job "
-        "{}; refused {}; unknown peers {}; pdcs opened {} closed {} failed {} refused {} reclaimed {} (close requests {}, "
+        "{}; refused {}; unknown peers {}; pdcs opened {} closed {} failed {} refused {} reclaimed "
+        "{} (close requests {}, "
         "sends that waited {}, failed waiting {}); answer detours {}; rendezvous direct reads {} "
         "(fell back {}); stale tickets {}",
         e.tx_packets, e.rx_packets, p.retransmits, p.rack_retransmits, p.timeout_retransmits,
         p.twin_copies, p.rx_duplicates, p.acks_sent, p.acks_received, p.stale_acks, p.nacks_sent,
-        p.nacks_received, p.bad_packets, e.rx_malformed, e.rx_foreign_job, e.rx_refused, e.rx_unknown_peer,
-        p.pdcs_opened, p.pdcs_closed, p.pdcs_failed, p.pdcs_refused, p.pdcs_reclaimed,
-        p.close_requests, p.pdc_waits, p.pdc_wait_failures, p.answer_detours,
+        p.nacks_received, p.bad_packets, e.rx_malformed, e.rx_foreign_job, e.rx_refused,
+        e.rx_unknown_peer, p.pdcs_opened, p.pdcs_closed, p.pdcs_failed, p.pdcs_refused,
+        p.pdcs_reclaimed, p.close_requests, p.pdc_waits, p.pdc_wait_failures, p.answer_detours,
         engine_.ses().stats().direct_reads, engine_.ses().stats().direct_read_fallbacks,
         engine_.ses().stats().stale_tickets);
   }
@@ -119,7 +120,9 @@ class EngineOver final : public EndpointEngine {
   engine::Engine<D> engine_;
 };
 
-engine::EngineConfig engine_config() {
+// The engine of an endpoint of job `job_id` (see open_endpoint_engine), from the runtime
+// parameters.
+engine::EngineConfig engine_config(uint32_t job_id) {
   const Params& p = params();
   engine::EngineConfig e = engine::real_time_engine_config();
   e.pds.cc_name = p.congestion;
@@ -152,7 +155,7 @@ engine::EngineConfig engine_config() {
   e.pds.min_rto = Duration::microseconds(p.rto_min_us);
   e.pds.max_rto = Duration::milliseconds(p.rto_max_ms);
   e.pds.max_retries = static_cast<uint32_t>(p.retries);
-  e.ses.job_id = static_cast<uint32_t>(p.job_id);  // in range: open_endpoint_engine checked
+  e.ses.job_id = job_id;
   return e;
 }
 
@@ -204,15 +207,17 @@ void warn_if_buffers_short(const dp::UdpDatapath& udp, const dp::UdpConfig& aske
              asked.socket_buffer_bytes, got.receive_bytes, got.send_bytes);
 }
 
-std::unique_ptr<EndpointEngine> open_udp(const dp::NetAddr& local, std::string& error) {
+std::unique_ptr<EndpointEngine> open_udp(const dp::NetAddr& local, uint32_t job_id,
+                                         std::string& error) {
   const dp::UdpConfig config = udp_config(local);
   auto datapath = dp::UdpDatapath::open(config, error);
   if (!datapath) return nullptr;
   warn_if_buffers_short(*datapath, config);
-  return std::make_unique<EngineOver<dp::UdpDatapath>>(std::move(datapath), engine_config());
+  return std::make_unique<EngineOver<dp::UdpDatapath>>(std::move(datapath), engine_config(job_id));
 }
 
-std::unique_ptr<EndpointEngine> open_dpdk(const dp::NetAddr& local, std::string& error) {
+std::unique_ptr<EndpointEngine> open_dpdk(const dp::NetAddr& local, uint32_t job_id,
+                                          std::string& error) {
   const Params& p = params();
   dp::DpdkConfig c;
   c.eal_args = p.dpdk_args;
@@ -233,53 +238,52 @@ std::unique_ptr<EndpointEngine> open_dpdk(const dp::NetAddr& local, std::string&
   if (!datapath->await_link(Duration::seconds(2))) {
     SPRAY_WARN(FI_LOG_EP_CTRL, "DPDK port link still down after 2 s; sending anyway\n");
   }
-  return std::make_unique<EngineOver<dp::DpdkDatapath>>(std::move(datapath), engine_config());
+  return std::make_unique<EngineOver<dp::DpdkDatapath>>(std::move(datapath), engine_config(job_id));
 }
 
 // Shared memory names endpoints like UDP does (address and port), so the address vector
 // and fi_getname are the same; every peer must be on this host.
-std::unique_ptr<EndpointEngine> open_shm(const dp::NetAddr& local, std::string& error) {
+std::unique_ptr<EndpointEngine> open_shm(const dp::NetAddr& local, uint32_t job_id,
+                                         std::string& error) {
   dp::ShmConfig c;
   c.address = dp::ip_to_string(local);
   c.port = local.port;
   c.mtu_bytes = datagram_bytes(c.address);
   auto datapath = dp::ShmDatapath::open(c, error);
   if (!datapath) return nullptr;
-  return std::make_unique<EngineOver<dp::ShmDatapath>>(std::move(datapath), engine_config());
+  return std::make_unique<EngineOver<dp::ShmDatapath>>(std::move(datapath), engine_config(job_id));
 }
 
 // An RDMA NIC's UD queue pair; the endpoint's name is the port's GID and the QP number,
 // known once the QP exists (an FI_ADDR_IB_UD src_addr cannot choose them).
-std::unique_ptr<EndpointEngine> open_verbs(std::string& error) {
+std::unique_ptr<EndpointEngine> open_verbs(uint32_t job_id, std::string& error) {
   auto datapath = dp::VerbsDatapath::open(verbs_config(), error);
   if (!datapath) return nullptr;
-  return std::make_unique<EngineOver<dp::VerbsDatapath>>(std::move(datapath), engine_config());
+  return std::make_unique<EngineOver<dp::VerbsDatapath>>(std::move(datapath),
+                                                         engine_config(job_id));
 }
 
 // UDP with shared memory to the peers of this host (the UDP endpoint's MTU for both).
-std::unique_ptr<EndpointEngine> open_auto(const dp::NetAddr& local, std::string& error) {
+std::unique_ptr<EndpointEngine> open_auto(const dp::NetAddr& local, uint32_t job_id,
+                                          std::string& error) {
   const dp::UdpConfig config = udp_config(local);
   auto datapath = dp::AutoDatapath::open(config, dp::ShmConfig{}, error);
   if (!datapath) return nullptr;
   warn_if_buffers_short(datapath->udp(), config);
-  return std::make_unique<EngineOver<dp::AutoDatapath>>(std::move(datapath), engine_config());
+  return std::make_unique<EngineOver<dp::AutoDatapath>>(std::move(datapath), engine_config(job_id));
 }
 
 }  // namespace
 
-std::unique_ptr<EndpointEngine> open_endpoint_engine(const fi_info* info, std::string& error) {
-  if (params().job_id < 0 || static_cast<uint32_t>(params().job_id) > wire::kMaxJobId) {
-    error = fmt::format("FI_SPRAY_JOB_ID={} is not a UET JobID (0 to {})", params().job_id,
-                        wire::kMaxJobId);
-    return nullptr;
-  }
-  if (params().datapath == "verbs") return open_verbs(error);
+std::unique_ptr<EndpointEngine> open_endpoint_engine(const fi_info* info, uint32_t job_id,
+                                                     std::string& error) {
+  if (params().datapath == "verbs") return open_verbs(job_id, error);
   dp::NetAddr local;
   if (!local_address(info, local, error)) return nullptr;
-  if (params().datapath == "dpdk") return open_dpdk(local, error);
-  if (params().datapath == "shm") return open_shm(local, error);
-  if (params().datapath == "auto") return open_auto(local, error);
-  return open_udp(local, error);
+  if (params().datapath == "dpdk") return open_dpdk(local, job_id, error);
+  if (params().datapath == "shm") return open_shm(local, job_id, error);
+  if (params().datapath == "auto") return open_auto(local, job_id, error);
+  return open_udp(local, job_id, error);
 }
 
 }  // namespace spray::fi

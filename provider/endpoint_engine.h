@@ -64,8 +64,10 @@ class EndpointEngine {
 };
 
 // Opens the datapath FI_SPRAY_DATAPATH names, bound to `info`'s source address (or
-// FI_SPRAY_ADDRESS), and an engine over it. nullptr and a message naming the cause when
+// FI_SPRAY_ADDRESS), and an engine over it whose packets carry, and whose peers' packets
+// must carry, UET JobID `job_id` (0..2^24-1). nullptr and a message naming the cause when
 // the datapath cannot be opened (address not local, port in use, no DPDK port, ...).
-std::unique_ptr<EndpointEngine> open_endpoint_engine(const fi_info* info, std::string& error);
+std::unique_ptr<EndpointEngine> open_endpoint_engine(const fi_info* info, uint32_t job_id,
+                                                     std::string& error);
 
 }  // namespace spray::fi

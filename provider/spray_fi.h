@@ -27,6 +27,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -95,6 +96,11 @@ struct Params {
   int job_id = 0;
 };
 const Params& params();
+// The JobID an authorization key names (fi_domain_attr / fi_ep_attr auth_key): 4 bytes, a
+// uint32_t in host byte order from 0 to 2^24-1 (UET's JobID is 24 bits). nullopt, with
+// the reason in `why`, for any other key. Endpoints of different keys, like those of
+// different FI_SPRAY_JOB_IDs, ignore each other (see Engine::of_our_job).
+std::optional<uint32_t> job_id_of_auth_key(const uint8_t* key, size_t size, std::string& why);
 // The address endpoints bind when the application names none: FI_SPRAY_ADDRESS, else the
 // address of FI_SPRAY_IFACE (its first IPv4 one, else a global IPv6 one), else
 // 127.0.0.1. Empty, with `error` saying why, when FI_SPRAY_IFACE names no interface or

@@ -109,7 +109,7 @@ inline constexpr size_t kSesResponseBytes = 12;
 inline constexpr size_t kSesResponseWithDataBytes = 20;
 inline constexpr size_t kSesSmallResponseWithDataBytes = 12;
 inline constexpr uint16_t kMaxSesPayloadLength = 0x3fff;  // 14-bit payload/request length
-inline constexpr uint32_t kMaxJobId = 0x00ffffff;          // 24-bit JobID
+inline constexpr uint32_t kMaxJobId = 0x00ffffff;         // 24-bit JobID
 
 // Fields shared by every request header.
 struct SesRequestCommon {

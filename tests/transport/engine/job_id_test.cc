@@ -45,8 +45,7 @@ class TwoHosts : public ::testing::Test {
     ASSERT_EQ(cluster.engine(0).write(1, eager.data(), eager.size(), 0, kKey, 3), Status::kOk);
     ASSERT_EQ(cluster.engine(0).read(1, read_into.data(), read_into.size(), 8192, kKey, 4),
               Status::kOk);
-    ASSERT_EQ(cluster.engine(0).write_idempotent(1, eager.data(), 500, 4096, kKey, 5),
-              Status::kOk);
+    ASSERT_EQ(cluster.engine(0).write_idempotent(1, eager.data(), 500, 4096, kKey, 5), Status::kOk);
   }
 
   sim::Cluster cluster;
