@@ -245,10 +245,13 @@ bool FabricLink::progress(int block_ms) {
       s->error = err.err ? err.err : FI_EOTHER;
       s->prov_errno = err.prov_errno;
       s->received = err.len;
-      if (s->waited) {
-        // An injected send the caller is done with: its failure is thrown by the
-        // caller's next call (progress may run on the drainer, which cannot throw).
-        if (!failed_send_) failed_send_ = *s;
+      // A failed send breaks the link (its peer is gone or refuses us): thrown by the
+      // caller's next call, or by the wait it is in, whatever that waits for (progress
+      // may run on the drainer, which cannot throw). Not only when the send is waited
+      // for: a rank waiting first on a receive from the same dead peer would otherwise
+      // wait out its whole deadline for a failure already known.
+      if (s->is_send && !failed_send_) failed_send_ = *s;
+      if (s->waited) {  // an injected send the caller is done with
         --detached_;
         release_if_free(static_cast<Request>(s - slots_.data()));
       }

@@ -13,7 +13,8 @@
 // trip the algorithms would otherwise wait out on every small step (4-rank spray
 // all-reduce of 8 B-1 KiB: ~20-28 % of its time). The send's completion still arrives
 // later and frees its slot then; if it is an error, the next call throws it, naming the
-// send. A provider with manual progress (spray) resends a lost packet only while its
+// send. So does the failure of any send, even while the caller waits for something else
+// (a receive from the same dead peer, say): it would never complete. A provider with manual progress (spray) resends a lost packet only while its
 // owner calls in, and a rank may compute for a long time between collectives; so once
 // injected sends are due, a SendDrainer thread (send_drainer.h) polls the link while the
 // caller is away, until they have completed. finish_sends() waits for them in the
@@ -119,9 +120,9 @@ class FabricLink {
   // (a slot is free exactly then: nothing else marks it).
   void release_if_free(Request r);
   // Reads completions once; true if any arrived. `block_ms` > 0 blocks in fi_cq_sread.
-  // Never throws (the drainer calls it): a failed injected send goes to failed_send_.
+  // Never throws (the drainer calls it): a failed send goes to failed_send_.
   bool progress(int block_ms);
-  // Throws the failure of an injected send that was already waited for, if one failed.
+  // Throws the failure of a send, if one failed (see failed_send_).
   void throw_failed_send() const;
   void finish_sends_locked(std::chrono::steady_clock::time_point deadline);
   // Calls `try_post` (returns an fi_* result) until it is not -FI_EAGAIN, progressing the
@@ -145,7 +146,9 @@ class FabricLink {
   // only if no call came in between (the caller is away).
   uint64_t calls_ = 0;
   uint64_t calls_seen_by_drainer_ = 0;
-  std::optional<Slot> failed_send_;       // the first of those that failed; the link is broken
+  // The first send that failed, injected or not, waited for or not: the link is broken
+  // and every call from then on throws it (the wait under way too).
+  std::optional<Slot> failed_send_;
   mutable std::mutex mutex_;              // the caller's calls vs the drainer
   std::unique_ptr<SendDrainer> drainer_;  // started by the first injected send
   std::vector<fi_addr_t> peers_;

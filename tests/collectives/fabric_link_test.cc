@@ -190,6 +190,31 @@ TEST(FabricLink, AnInjectedSendThatFailsLaterFailsTheNextWait) {
   EXPECT_NE(what.find("(spray: peer unreachable)"), std::string::npos) << what;
 }
 
+// A send that fails breaks the link at once: a wait for something else (here a receive
+// from the same dead peer, which would never come) throws the send's failure as soon as
+// the provider reports it, instead of waiting out its own deadline.
+TEST(FabricLink, ASendThatFailsEndsTheWaitForAnotherRequestAtOnce) {
+  use_a_job_of_our_own();
+  LinkPair p = open_pair("spray");
+  ASSERT_TRUE(p.a && p.b) << "the spray provider did not open (FI_PROVIDER_PATH?)";
+  p.b.reset();
+  std::vector<uint8_t> block(64 * 1024, 0x5a);  // more than spray injects: a plain send
+  const Request send = p.a->isend(1, block.data(), block.size(), 9);
+  (void)send;  // never waited for: the receive's wait must see its failure
+  uint64_t never = 0;
+  const auto deadline = Clock::now() + std::chrono::seconds(60);
+  std::string what;
+  try {
+    p.a->wait(p.a->irecv(1, &never, sizeof never, 10), deadline);
+  } catch (const CollectiveError& e) {
+    what = e.what();
+  }
+  EXPECT_LT(Clock::now(), deadline - std::chrono::seconds(30))
+      << "the receive waited out its deadline: the send's failure was not seen";
+  EXPECT_NE(what.find("send of 65536 bytes to rank 1 (tag 0x9)"), std::string::npos) << what;
+  EXPECT_NE(what.find("(spray: peer unreachable)"), std::string::npos) << what;
+}
+
 // More injected sends than the link has slots, each waited for at once: their slots come
 // back when the provider's late completions arrive, and every message arrives intact
 // though the sender then stops calling in: spray's window holds back the last few

@@ -2,15 +2,17 @@
 # One rank in another job: spray-run gives its ranks one JobID (FI_SPRAY_JOB_ID), and
 # here rank 1 alone changes it before it starts. Endpoints of different jobs ignore each
 # other's packets (UET's JobID), so rank 1 is as good as dead to ranks 0 and 2, and they
-# to it: every rank must fail with a clear CollectiveError within the collective timeout
-# (its first receive from a rank of the other job never completes), and no collective may
-# complete. Without the JobID check the run succeeds.
+# to it: every rank must fail with a clear CollectiveError, and no collective may
+# complete. A rank that sends to the other job learns from spray that the peer is
+# unreachable (after its retries: well under a second with these timeouts) and fails at
+# once with that cause; one that only waits to receive from it fails at the collective
+# timeout. Without the JobID check the run succeeds.
 # Usage: foreign_job.sh SPRAY_RUN COLL_CHECK
 set -euo pipefail
 run=$1 check=$2
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-export SPRAY_COLL_TIMEOUT_MS=3000
+export SPRAY_COLL_TIMEOUT_MS=3000 FI_SPRAY_RTO_MAX_MS=50
 start=$(date +%s)
 rc=0
 "$run" -n 3 --provider spray --keep-going --timeout 90 bash -c '
@@ -25,5 +27,7 @@ for r in 0 1 2; do
   grep -Eq "^\[$r\] CollectiveError: .* (from|to) rank [0-9]" "$out" ||
     { echo "FAIL: rank $r reported no CollectiveError about its peers"; exit 1; }
 done
+grep -q "CollectiveError: .*(spray: peer unreachable)" "$out" ||
+  { echo "FAIL: no rank was told by spray that a peer of the other job is unreachable"; exit 1; }
 grep -q "completed without rank" "$out" && { echo "FAIL: a collective completed without a member"; exit 1; }
 echo "PASS: ranks of two jobs ignored each other and failed cleanly in ${elapsed}s"
