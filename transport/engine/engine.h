@@ -207,8 +207,8 @@ class Engine {
   bool handle_packet(dp::PacketBuf* buf, Time now);
   // Whether a packet's SES header (`ses`: the bytes after its PDS header) carries our
   // JobID (ses.job_id). One that names another job is no business of this endpoint: it
-  // is dropped before PDS sees it (no PDC opened, nothing acknowledged, no answer) and
-  // counted. To its sender we are then an endpoint that is not there, and its retries end
+  // is dropped before PDS sees it (no PDC opened, nothing acknowledged, no answer; from
+  // an address we never heard of, before the address is learned) and counted. To its sender we are then an endpoint that is not there, and its retries end
   // its operations with kPeerUnreachable. So a process that takes over the address (UDP
   // port) of a dead one, in another job, is never handed what was meant for the dead one.
   // Why not answer BAD_JOB_ID: the answer would tell anyone that an endpoint listens
@@ -220,6 +220,10 @@ class Engine {
     ++stats_.rx_foreign_job;
     return false;
   }
+  // The SES header and payload of a packet that carries them (RUD/ROD, RUDI, UUD), found
+  // by decoding its PDS header; empty for any other packet or one that does not decode.
+  static std::span<const uint8_t> ses_bytes(std::span<const uint8_t> in,
+                                            const wire::Prologue& prologue);
   bool handle_request(PeerIndex peer, dp::PacketBuf* buf, std::span<const uint8_t> in, Time now);
   void deliver_in_order(uint32_t pdc, Time now);
   void drain_reports(Time now);

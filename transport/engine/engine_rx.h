@@ -86,20 +86,23 @@ void Engine<D>::drain_reports(Time now) {
 template <dp::Datapath D>
 bool Engine<D>::handle_packet(dp::PacketBuf* buf, Time now) {
   const std::span<const uint8_t> in(buf->data, buf->len);
-  PeerIndex peer = pds::kNoPeer;
-  if (auto found = peers_.find(buf->peer)) {
-    peer = *found;
-  } else {
-    peer = learn_peer(buf->peer);  // connectionless: anyone may open a PDC to us
-    if (peer == pds::kNoPeer) {
-      ++stats_.rx_unknown_peer;
-      return false;
-    }
-  }
   wire::Prologue prologue;
   if (wire::decode_prologue(in, prologue) != wire::DecodeError::kOk) {
     ++stats_.rx_malformed;
     return false;
+  }
+  PeerIndex peer = pds::kNoPeer;
+  if (auto found = peers_.find(buf->peer)) {
+    peer = *found;
+  } else {
+    // Connectionless: anyone may open a PDC to us, but only from our job. A stranger of
+    // another job does not even take a place in the peer table.
+    if (!of_our_job(ses_bytes(in, prologue))) return false;
+    peer = learn_peer(buf->peer);
+    if (peer == pds::kNoPeer) {
+      ++stats_.rx_unknown_peer;
+      return false;
+    }
   }
   bool kept = false;
   bool ok = true;
@@ -162,6 +165,37 @@ bool Engine<D>::handle_packet(dp::PacketBuf* buf, Time now) {
   if (!ok) ++stats_.rx_malformed;
   drain_reports(now);
   return kept;
+}
+
+template <dp::Datapath D>
+std::span<const uint8_t> Engine<D>::ses_bytes(std::span<const uint8_t> in,
+                                              const wire::Prologue& prologue) {
+  size_t consumed = 0;
+  bool decoded = false;
+  switch (prologue.type) {
+    case wire::PdsType::kRudRequest:
+    case wire::PdsType::kRodRequest:
+    case wire::PdsType::kRudCcRequest:
+    case wire::PdsType::kRodCcRequest: {
+      wire::PdsRequest h;
+      decoded = wire::decode(in, h, &consumed) == wire::DecodeError::kOk;
+      break;
+    }
+    case wire::PdsType::kUudRequest: {
+      wire::PdsUud h;
+      decoded = wire::decode(in, h, &consumed) == wire::DecodeError::kOk;
+      break;
+    }
+    case wire::PdsType::kRudiRequest:
+    case wire::PdsType::kRudiResponse: {
+      wire::PdsRudi h;
+      decoded = wire::decode(in, h, &consumed) == wire::DecodeError::kOk;
+      break;
+    }
+    default:
+      break;
+  }
+  return decoded ? in.subspan(consumed) : std::span<const uint8_t>{};
 }
 
 template <dp::Datapath D>

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "tests/support/engine_harness.h"
+#include "transport/wire/pds_header.h"
+#include "transport/wire/ses_header.h"
 
 namespace spray {
 namespace {
@@ -118,6 +120,37 @@ TEST_F(ForeignJob, the_other_job_is_ignored_in_the_other_direction_too) {
   EXPECT_EQ(waiter.pending(0), 0u);
   EXPECT_TRUE(all_equal(dst, 0));
   EXPECT_GT(cluster.engine(0).stats().rx_foreign_job, 0u);
+}
+
+// A stranger (an address host 1 never heard of) whose packet names another job is
+// dropped before host 1 learns it: it takes no place in the peer table. One of host 1's
+// job is learned, as any connectionless peer is.
+TEST_F(ForeignJob, a_stranger_of_another_job_takes_no_place_in_the_peer_table) {
+  const auto syn_send_from = [](uint32_t job) {
+    std::vector<uint8_t> pkt(wire::kRequestBytes + wire::kSesStandardBytes + 10, 0);
+    wire::PdsRequest h;
+    h.flags = wire::request_flags::kSyn;
+    h.psn = 1000;
+    h.spdcid = 3;
+    EXPECT_GT(wire::encode(h, pkt), 0u);
+    wire::SesStandardRequest s;
+    s.common.opcode = wire::SesOpcode::kSend;
+    s.common.flags = wire::ses_flags::kStartOfMessage | wire::ses_flags::kEndOfMessage;
+    s.common.job_id = job;
+    s.request_length = 10;
+    EXPECT_GT(wire::encode(s, std::span<uint8_t>(pkt).subspan(wire::kRequestBytes)), 0u);
+    return pkt;
+  };
+  constexpr uint32_t kStranger = 7, kNewcomer = 8;  // no such hosts: addresses only
+  test_support::inject(cluster, kStranger, 1, syn_send_from(0));
+  cluster.run_until([] { return false; }, Duration::microseconds(50));
+  EXPECT_FALSE(cluster.engine(1).find_peer(dp::NetAddr::sim_host(kStranger)).has_value());
+  EXPECT_EQ(cluster.engine(1).stats().rx_foreign_job, 1u);
+
+  test_support::inject(cluster, kNewcomer, 1, syn_send_from(kJob));
+  cluster.run_until([] { return false; }, Duration::microseconds(50));
+  EXPECT_TRUE(cluster.engine(1).find_peer(dp::NetAddr::sim_host(kNewcomer)).has_value());
+  EXPECT_EQ(cluster.engine(1).stats().rx_foreign_job, 1u);
 }
 
 // Both hosts in one job other than 0: every kind of operation works, and no packet was
