@@ -14,10 +14,11 @@
 // all-reduce of 8 B-1 KiB: ~20-28 % of its time). The send's completion still arrives
 // later and frees its slot then; if it is an error, the next call throws it, naming the
 // send. So does the failure of any send, even while the caller waits for something else
-// (a receive from the same dead peer, say): it would never complete. A provider with manual progress (spray) resends a lost packet only while its
-// owner calls in, and a rank may compute for a long time between collectives; so once
-// injected sends are due, a SendDrainer thread (send_drainer.h) polls the link while the
-// caller is away, until they have completed. finish_sends() waits for them in the
+// (a receive from the same dead peer, say): it would never complete. A provider with
+// manual progress (spray) resends a lost packet only while its owner calls in, and a rank
+// may compute for a long time between collectives; so once injected sends are due, a
+// SendDrainer thread (send_drainer.h) polls the link while the caller is away, until
+// they have completed. finish_sends() waits for them in the
 // caller; the destructor gives them up to 1 s.
 //
 // Thread safety: one caller thread at a time (FI_THREAD_DOMAIN), plus the drainer; the

@@ -379,6 +379,33 @@ fi_ops_cm cm_ops = {
     .join = no_join,
 };
 
+// The UET JobID of an endpoint opened with `info` in `d`: the authorization key of its own
+// attributes, else its domain's, else FI_SPRAY_JOB_ID. nullopt, with the reason in
+// `error`, for a key or a value that names no JobID.
+std::optional<uint32_t> endpoint_job_id(const fi_info* info, const Domain& d, std::string& error) {
+  const fi_ep_attr* e = info->ep_attr;
+  const fi_domain_attr* dom = d.info ? d.info->domain_attr : nullptr;
+  const auto from_key = [&error](const uint8_t* key, size_t size, const char* whose) {
+    std::string why;
+    const std::optional<uint32_t> job = job_id_of_auth_key(key, size, why);
+    if (!job) error = std::string("the ") + whose + "'s auth_key names no JobID: " + why;
+    return job;
+  };
+  if (e->auth_key != nullptr || e->auth_key_size != 0) {
+    return from_key(e->auth_key, e->auth_key_size, "endpoint");
+  }
+  if (dom && (dom->auth_key != nullptr || dom->auth_key_size != 0)) {
+    return from_key(dom->auth_key, dom->auth_key_size, "domain");
+  }
+  const int job = params().job_id;
+  if (job < 0 || static_cast<uint32_t>(job) > wire::kMaxJobId) {
+    error = "FI_SPRAY_JOB_ID=" + std::to_string(job) + " is not a UET JobID (0 to " +
+            std::to_string(wire::kMaxJobId) + ")";
+    return std::nullopt;
+  }
+  return static_cast<uint32_t>(job);
+}
+
 }  // namespace
 
 pds::PeerIndex Endpoint::peer(fi_addr_t addr) {
@@ -485,37 +512,6 @@ int watch_endpoint(WaitFd& wait, Endpoint& ep) {
 void endpoint_wait(Endpoint& ep, int timeout_ms) {
   if (ep.engine) ep.engine->wait(Duration::milliseconds(timeout_ms));
 }
-
-namespace {
-
-// The UET JobID of an endpoint opened with `info` in `d`: the authorization key of its own
-// attributes, else its domain's, else FI_SPRAY_JOB_ID. nullopt, with the reason in
-// `error`, for a key or a value that names no JobID.
-std::optional<uint32_t> endpoint_job_id(const fi_info* info, const Domain& d, std::string& error) {
-  const fi_ep_attr* e = info->ep_attr;
-  const fi_domain_attr* dom = d.info ? d.info->domain_attr : nullptr;
-  const auto from_key = [&error](const uint8_t* key, size_t size, const char* whose) {
-    std::string why;
-    const std::optional<uint32_t> job = job_id_of_auth_key(key, size, why);
-    if (!job) error = std::string("the ") + whose + "'s auth_key names no JobID: " + why;
-    return job;
-  };
-  if (e->auth_key != nullptr || e->auth_key_size != 0) {
-    return from_key(e->auth_key, e->auth_key_size, "endpoint");
-  }
-  if (dom && (dom->auth_key != nullptr || dom->auth_key_size != 0)) {
-    return from_key(dom->auth_key, dom->auth_key_size, "domain");
-  }
-  const int job = params().job_id;
-  if (job < 0 || static_cast<uint32_t>(job) > wire::kMaxJobId) {
-    error = "FI_SPRAY_JOB_ID=" + std::to_string(job) + " is not a UET JobID (0 to " +
-            std::to_string(wire::kMaxJobId) + ")";
-    return std::nullopt;
-  }
-  return static_cast<uint32_t>(job);
-}
-
-}  // namespace
 
 int endpoint_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context) {
   if (!info || !info->ep_attr) return -FI_EINVAL;
