@@ -18,7 +18,8 @@
 namespace spray::fi {
 namespace {
 
-constexpr uint64_t kRmaCaps = FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+constexpr uint64_t kRmaCaps =
+    FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
 constexpr uint64_t kRdmCaps = FI_MSG | FI_TAGGED | kRmaCaps | FI_MULTI_RECV | FI_SEND | FI_RECV |
                               FI_DIRECTED_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
 constexpr uint64_t kDgramCaps =
@@ -68,7 +69,8 @@ fi_info* make_template(fi_ep_type type, const std::string& address) {
   info->mode = 0;
   info->addr_format = address_format_of(params().datapath);
 
-  info->tx_attr->caps = info->caps & (FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_READ | FI_WRITE);
+  info->tx_attr->caps =
+      info->caps & (FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE);
   info->tx_attr->msg_order = rdm ? kMsgOrder : 0;
   info->tx_attr->comp_order = FI_ORDER_NONE;
   info->tx_attr->inject_size = static_cast<size_t>(params().inject_size);
@@ -77,7 +79,8 @@ fi_info* make_template(fi_ep_type type, const std::string& address) {
   info->tx_attr->rma_iov_limit = rdm ? 1 : 0;
 
   info->rx_attr->caps = info->caps & (FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE |
-                                      FI_RMA | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_MULTI_RECV);
+                                      FI_RMA | FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE |
+                                      FI_MULTI_RECV);
   info->rx_attr->msg_order = rdm ? kMsgOrder : 0;
   info->rx_attr->comp_order = FI_ORDER_NONE;
   info->rx_attr->size = kQueueSize;
@@ -140,7 +143,8 @@ bool narrow(fi_info* info, const fi_info* hints) {
     uint64_t caps = hints->caps;
     // A primary capability without direction bits means every direction (fi_getinfo(3)).
     if ((caps & (FI_MSG | FI_TAGGED)) && !(caps & (FI_SEND | FI_RECV))) caps |= FI_SEND | FI_RECV;
-    if ((caps & FI_RMA) && !(caps & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE))) {
+    if ((caps & (FI_RMA | FI_ATOMIC)) &&
+        !(caps & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE))) {
       caps |= FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
     }
     info->caps = caps | (info->caps & (FI_LOCAL_COMM | FI_REMOTE_COMM));

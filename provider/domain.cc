@@ -31,8 +31,9 @@ int no_stx_ctx(fid_domain*, fi_tx_attr*, fid_stx**, void*) {
 int no_srx_ctx(fid_domain*, fi_rx_attr*, fid_ep**, void*) {
   return -FI_ENOSYS;
 }
-int no_query_atomic(fid_domain*, fi_datatype, fi_op, fi_atomic_attr*, uint64_t) {
-  return -FI_EOPNOTSUPP;
+int domain_query_atomic(fid_domain*, fi_datatype datatype, fi_op op, fi_atomic_attr* attr,
+                        uint64_t flags) {
+  return query_atomic(datatype, op, attr, flags);
 }
 int no_query_collective(fid_domain*, fi_collective_op, fi_collective_attr*, uint64_t) {
   return -FI_EOPNOTSUPP;
@@ -73,7 +74,7 @@ fi_ops_domain domain_ops = {
     .poll_open = no_poll_open,
     .stx_ctx = no_stx_ctx,
     .srx_ctx = no_srx_ctx,
-    .query_atomic = no_query_atomic,
+    .query_atomic = domain_query_atomic,
     .query_collective = no_query_collective,
     .endpoint2 = endpoint2,
 };

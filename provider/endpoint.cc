@@ -569,6 +569,7 @@ int endpoint_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context
   ep->fid.msg = &msg_ops;
   ep->fid.tagged = &tagged_ops;  // on DGRAM every tagged call fails with -FI_ENOSYS
   ep->fid.rma = &rma_ops;        // and every RMA call
+  ep->fid.atomic = &atomic_ops;  // and every atomic
   {
     std::lock_guard lock(d->mutex);
     if (!d->mr_endpoint_mode()) {  // domain-wide regions registered before us

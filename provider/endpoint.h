@@ -97,5 +97,6 @@ ssize_t post_probe(Endpoint& ep, void* buf, size_t len, fi_addr_t src, uint64_t 
 extern fi_ops_msg msg_ops;
 extern fi_ops_rma rma_ops;
 extern fi_ops_tagged tagged_ops;
+extern fi_ops_atomic atomic_ops;
 
 }  // namespace spray::fi

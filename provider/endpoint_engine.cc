@@ -63,6 +63,11 @@ class EngineOver final : public EndpointEngine {
     engine_.advance_clock(dp::monotonic_now());
     return engine_.read(peer, local, len, remote_addr, key, ctx);
   }
+  Status atomic(pds::PeerIndex peer, const ses::AtomicSpec& spec, uint64_t remote_addr,
+                uint64_t key, ses::UserContext ctx, pds::Mode mode) override {
+    engine_.advance_clock(dp::monotonic_now());
+    return engine_.atomic(peer, spec, remote_addr, key, ctx, mode);
+  }
   Status register_memory(const ses::MemoryRegion& r) override { return engine_.register_memory(r); }
   Status deregister_memory(uint64_t key) override { return engine_.deregister_memory(key); }
   size_t progress(Time now) override { return engine_.progress(now); }
@@ -98,14 +103,15 @@ class EngineOver final : public EndpointEngine {
         "{}; refused {}; unknown peers {}; pdcs opened {} closed {} failed {} refused {} reclaimed "
         "{} (close requests {}, "
         "sends that waited {}, failed waiting {}); answer detours {}; rendezvous direct reads {} "
-        "(fell back {}); stale tickets {}",
+        "(fell back {}); stale tickets {}; atomics applied {} refused {}",
         e.tx_packets, e.rx_packets, p.retransmits, p.rack_retransmits, p.timeout_retransmits,
         p.twin_copies, p.rx_duplicates, p.acks_sent, p.acks_received, p.stale_acks, p.nacks_sent,
         p.nacks_received, p.bad_packets, e.rx_malformed, e.rx_foreign_job, e.rx_refused,
         e.rx_unknown_peer, p.pdcs_opened, p.pdcs_closed, p.pdcs_failed, p.pdcs_refused,
         p.pdcs_reclaimed, p.close_requests, p.pdc_waits, p.pdc_wait_failures, p.answer_detours,
         engine_.ses().stats().direct_reads, engine_.ses().stats().direct_read_fallbacks,
-        engine_.ses().stats().stale_tickets);
+        engine_.ses().stats().stale_tickets, engine_.ses().stats().atomics_applied,
+        engine_.ses().stats().atomic_errors);
   }
   int wait_fd() const override {
     if constexpr (requires(const D& d) { d.wait_fd(); }) {

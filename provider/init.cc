@@ -205,6 +205,10 @@ int to_fi_errno(Status s) {
       return FI_EIO;
     case Status::kNoMessage:
       return FI_ENOMSG;
+    case Status::kUnsupported:
+      return FI_EOPNOTSUPP;
+    case Status::kUnaligned:
+      return FI_EINVAL;
   }
   return FI_EOTHER;
 }

@@ -15,6 +15,7 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
+#include <rdma/fi_atomic.h>
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 #include <rdma/providers/fi_log.h>
@@ -124,6 +125,9 @@ T* fid_to(F* f) {
 
 // libfabric error number for a transport status.
 int to_fi_errno(Status s);
+// fi_query_atomic (atomic.cc): whether the domain's endpoints offer `op` on `datatype`
+// through the call `flags` names (FI_FETCH_ATOMIC, FI_COMPARE_ATOMIC, else fi_atomic).
+int query_atomic(fi_datatype datatype, fi_op op, fi_atomic_attr* attr, uint64_t flags);
 
 struct Domain;
 struct Endpoint;

@@ -1,6 +1,7 @@
 #include "tests/fuzz/engine_conversations.h"
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -138,6 +139,27 @@ std::vector<Conversation> record_engine_conversations() {
   all.push_back(record("read", [](SimEngine& e, auto& local) {
     local.resize(256);
     must(e.read(kTarget, local.data(), 256, 512, kRegionKey, 1), "read");
+    return 1;
+  }));
+  // Atomics on the region: a fetching sum of two uint64 at 64 (operands 5 and 6), and a
+  // compare-and-swap at 96 (0 to 0x77, its values in the extension header).
+  all.push_back(record("atomic_fetch_add", [](SimEngine& e, auto& local) {
+    local.assign(32, 0);
+    const uint64_t operands[2] = {5, 6};
+    std::memcpy(local.data(), operands, sizeof operands);
+    const ses::AtomicSpec spec{wire::AmoOpcode::kSum, wire::AmoDatatype::kUint64, 2,
+                               local.data(), nullptr, local.data() + 16};
+    must(e.atomic(kTarget, spec, 64, kRegionKey, 1), "atomic");
+    return 1;
+  }));
+  all.push_back(record("atomic_compare_swap", [](SimEngine& e, auto& local) {
+    local.assign(24, 0);
+    const uint64_t swap = 0x77, compare = 0;
+    std::memcpy(local.data(), &swap, 8);
+    std::memcpy(local.data() + 8, &compare, 8);
+    const ses::AtomicSpec spec{wire::AmoOpcode::kCompareSwap, wire::AmoDatatype::kUint64, 1,
+                               local.data(), local.data() + 8, local.data() + 16};
+    must(e.atomic(kTarget, spec, 96, kRegionKey, 1), "atomic");
     return 1;
   }));
   all.push_back(record(

@@ -5,6 +5,7 @@
 // breaks that, this fails, instead of the fuzzer silently starting from dead seeds.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <map>
 
 #include "tests/fuzz/engine_conversations.h"
@@ -127,6 +128,21 @@ TEST(EngineConversations, write_replays_into_the_region) {
   EXPECT_TRUE(holds_conversation_bytes(r.target.region, 128, 256));
   EXPECT_EQ(r.target.region[127], 0);
   EXPECT_EQ(r.target.region[384], 0);
+}
+
+TEST(EngineConversations, atomics_replay_onto_the_region) {
+  uint64_t words[2];
+  {
+    Replay r("atomic_fetch_add");
+    std::memcpy(words, r.target.region.data() + 64, sizeof words);
+    EXPECT_EQ(words[0], 5u);
+    EXPECT_EQ(words[1], 6u);
+    EXPECT_EQ(r.host0->ses().stats().atomics_applied, 1u);
+  }
+  Replay r("atomic_compare_swap");
+  std::memcpy(words, r.target.region.data() + 96, 8);
+  EXPECT_EQ(words[0], 0x77u);
+  EXPECT_EQ(r.host0->ses().stats().atomics_applied, 1u);
 }
 
 TEST(EngineConversations, read_replays_to_a_response_and_its_acknowledgement) {

@@ -36,6 +36,8 @@ void ses_round_trips(ConstByteSpan in) {
   round_trip<SesSmallRequest>(in);
   round_trip<SesMediumRequest>(in);
   round_trip<RendezvousExtension>(in);
+  round_trip<AtomicExtension>(in);
+  round_trip<AtomicCompareSwapExtension>(in);
   round_trip<SesResponse>(in);
   round_trip<SesResponseWithData>(in);
   round_trip<SesSmallResponseWithData>(in);

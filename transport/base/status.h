@@ -23,6 +23,8 @@ enum class Status : uint8_t {
   kInvalidArgument,  // misuse of the API (unknown peer, null buffer with length, ...)
   kProtocolError,    // the peer answered with something we cannot interpret
   kNoMessage,        // a probe found no matching message (yet)
+  kUnsupported,      // the target does not support this atomic operation, type or size
+  kUnaligned,        // an atomic's target address is not aligned to its element size
 };
 
 constexpr std::string_view to_string(Status s) {
@@ -53,6 +55,10 @@ constexpr std::string_view to_string(Status s) {
       return "protocol error";
     case Status::kNoMessage:
       return "no matching message";
+    case Status::kUnsupported:
+      return "atomic operation not supported by the target";
+    case Status::kUnaligned:
+      return "atomic target not aligned to its element size";
   }
   return "unknown";
 }

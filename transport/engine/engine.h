@@ -107,6 +107,12 @@ class Engine {
     if (!known(peer)) return Status::kInvalidArgument;
     return ses_.read(peer, local, len, remote_addr, key, ctx, now_);
   }
+  Status atomic(PeerIndex peer, const ses::AtomicSpec& spec, uint64_t remote_addr, uint64_t key,
+                ses::UserContext ctx, pds::Mode mode = pds::Mode::kRud) {
+    if (!known(peer)) return Status::kInvalidArgument;
+    return ses_.atomic(peer, spec, remote_addr, key, ctx, mode, now_);
+  }
+  uint32_t max_atomic_bytes() const { return ses_.max_atomic_bytes(); }
   Status write_idempotent(PeerIndex peer, const void* local, uint64_t len, uint64_t remote_addr,
                           uint64_t key, ses::UserContext ctx) {
     if (!known(peer)) return Status::kInvalidArgument;

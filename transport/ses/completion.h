@@ -25,6 +25,8 @@ enum class OpKind : uint8_t {
   kRead,
   kRemoteWrite,  // target side of a write that carried immediate data
   kDatagramSend,
+  kAtomic,       // an atomic that returns nothing
+  kFetchAtomic,  // an atomic that returns the old values (compare-and-swap too)
 };
 
 struct Completion {

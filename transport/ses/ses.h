@@ -1,6 +1,6 @@
 // Ses: the semantic sublayer of one engine — sends and receives (untagged and tagged,
-// eager and rendezvous), RMA write and read against registered memory, immediate data,
-// and the completions the user sees.
+// eager and rendezvous), RMA write and read against registered memory, atomics on it,
+// immediate data, and the completions the user sees.
 //
 // SES turns operations into messages, messages into packets (it builds each packet's
 // SES header and copies its payload when the engine asks), and queues messages on PDS.
@@ -30,6 +30,10 @@
 // - PDS names a message by the ticket SES gave it (slot and the slot's generation, see
 //   Ses::ticket), so a report that outlives its message is recognised and dropped
 //   rather than applied to whichever message holds the slot next.
+// - An atomic is one packet (its elements fit one packet's payload) on a PDC, never
+//   RUDI: PDS delivers it to SES exactly once, so a retransmission cannot apply it twice.
+//   The target applies it as it arrives and answers with a response, or, when fetching,
+//   with the elements' old values as read data (ses_atomic.cc).
 #pragma once
 
 #include <cstdint>
@@ -75,14 +79,17 @@ struct DirectRead {
   uint64_t length = 0;
 };
 
-// The longest SES header Spray writes: the standard request with the rendezvous
-// extension.
+// The longest SES header Spray writes: the standard request with the atomic
+// compare-and-swap extension (longer than the rendezvous extension).
 inline constexpr size_t kMaxSesHeaderBytes =
-    wire::kSesStandardBytes + wire::kRendezvousExtensionBytes;
+    wire::kSesStandardBytes + wire::kAtomicCompareSwapExtensionBytes;
+static_assert(wire::kAtomicCompareSwapExtensionBytes >= wire::kRendezvousExtensionBytes);
 
 // Bytes reserved in every packet for PDS and SES headers: a RUD/ROD request with CC
 // state, the standard SES header and the rendezvous extension. Payload per packet is
-// the MTU less this, so every packet of a message carries the same amount.
+// the MTU less this, so every packet of a message carries the same amount. (An atomic's
+// 4-byte extension fits in the rendezvous extension's room; the 36-byte compare-and-swap
+// one travels with no payload.)
 inline constexpr uint32_t kHeaderReserveBytes = 16 + 44 + 24;
 
 // What a probe does with the unexpected message it finds (FI_PEEK, FI_PEEK|FI_CLAIM,
@@ -101,6 +108,20 @@ struct SendSpec {
   pds::Mode mode = pds::Mode::kRud;
 };
 
+// An atomic operation on `count` elements of the target's registered memory (see
+// atomic_op.h for what each opcode does and which types it takes).
+struct AtomicSpec {
+  wire::AmoOpcode op = wire::AmoOpcode::kSum;
+  wire::AmoDatatype datatype = wire::AmoDatatype::kUint64;
+  uint32_t count = 0;
+  // `count` operands; for the compare-and-swap family the one swap value; unused by kRead.
+  const void* operands = nullptr;
+  const void* compare = nullptr;  // compare-and-swap family: one element (kMaskedSwap: the mask)
+  // Fetching: receives the `count` elements' values before the operation. Null: a
+  // non-fetching atomic (kRead and the compare-and-swap family always fetch).
+  void* result = nullptr;
+};
+
 enum class RxResult : uint8_t {
   kAccepted,    // consumed
   kNoResource,  // no message slot free: PDS NACKs, the sender retries
@@ -115,6 +136,8 @@ struct SesStats {
   uint64_t malformed_packets = 0;
   uint64_t stale_responses = 0;
   uint64_t rma_errors = 0;             // bad key, bounds or rights at this target
+  uint64_t atomics_applied = 0;        // atomic requests applied at this target
+  uint64_t atomic_errors = 0;          // ... refused (key, bounds, rights, type, op, alignment)
   uint64_t direct_reads = 0;           // rendezvous receives copied from the sender's memory
   uint64_t direct_read_fallbacks = 0;  // ... that could not be, and went by read requests
   // PDS reports and packet requests naming a message that had already ended (its tx slot
@@ -138,6 +161,12 @@ class Ses {
                UserContext ctx, const SendSpec& spec, Time now);
   Status read(PeerIndex peer, void* local, uint64_t len, uint64_t remote_addr, uint64_t key,
               UserContext ctx, Time now);
+  // An atomic on registered memory at the target: one packet each way, so
+  // count * element size may not exceed max_atomic_bytes() (kTooLong). kInvalidArgument
+  // for an opcode the type does not take or a missing buffer.
+  Status atomic(PeerIndex peer, const AtomicSpec& spec, uint64_t remote_addr, uint64_t key,
+                UserContext ctx, pds::Mode mode, Time now);
+  uint32_t max_atomic_bytes() const { return payload_per_packet_; }
   // An idempotent write over RUDI: no PDC, each packet acknowledged by its own
   // response. Suits writes that are safe to repeat; immediate data is not carried
   // (a re-executed packet would report it twice).
@@ -271,6 +300,7 @@ class Ses {
     kResponse,
     kDatagram,
     kSkip,  // MSG_ERR: tells the target a send id will never arrive
+    kAtomic,
   };
   static constexpr uint32_t kNone = 0xffffffff;
   // A tx message's name towards PDS (TxRun::message, hence PacketRef::message and
@@ -298,7 +328,15 @@ class Ses {
   // What an rx message waits in tx_waiters_ to send, for want of a tx slot: a matched
   // rendezvous receive its read request; a read request taken while the table was full
   // its read response; a complete write its response.
-  enum class TxWait : uint8_t { kNone, kRendezvousRead, kReadResponse, kWriteResponse };
+  // An applied atomic its answer (the old values parked in the rx message's
+  // `unexpected` buffer when fetching).
+  enum class TxWait : uint8_t {
+    kNone,
+    kRendezvousRead,
+    kReadResponse,
+    kWriteResponse,
+    kAtomicResponse
+  };
 
   // One outgoing message; in tx_, owned by SES until finished.
   struct TxMessage {
@@ -334,6 +372,13 @@ class Ses {
     uint32_t read_responses = 0;     // kRendezvous: read responses in flight copying from src
     uint32_t rendezvous_tx = kNone;  // kReadResponse: the rendezvous send whose src it reads
     bool source_gone = false;        // kReadResponse: that send ended anyway (failure); no payload
+    // kAtomic: the operation, and for the compare-and-swap family its values (bits,
+    // zero-extended); `src` holds the operands, `dst` the result buffer when fetching.
+    wire::AmoOpcode amo_op = wire::AmoOpcode::kSum;
+    wire::AmoDatatype amo_type = wire::AmoDatatype::kUint64;
+    bool fetching = false;
+    uint64_t amo_compare = 0;
+    uint64_t amo_swap = 0;
   };
 
   // One incoming message being assembled; in rx_, owned by SES until delivered.
@@ -483,6 +528,18 @@ class Ses {
   void answer_write(uint32_t rx_slot, Time now);
   void wait_for_tx(uint32_t rx_slot, TxWait what);
   void resume_waiting(Time now);
+  // ses_atomic.cc
+  RxResult on_atomic(PeerIndex peer, const wire::SesStandardRequest& h,
+                     std::span<const uint8_t> rest, Time now);
+  wire::ReturnCode execute_atomic(const wire::SesStandardRequest& h,
+                                  const wire::AtomicExtension& x, uint64_t compare, uint64_t swap,
+                                  std::span<const uint8_t> operands, uint8_t* old_values);
+  // Answers an applied atomic: its old values as read data when it fetched and
+  // succeeded, else a response with `rc`. Needs one tx slot, which the caller made sure of.
+  void answer_atomic(PeerIndex peer, uint16_t id, wire::ReturnCode rc, bool fetching,
+                     std::span<const uint8_t> old_values, Time now);
+  // The packet bytes of an atomic's extension for tx message `m`, after its standard header.
+  size_t build_atomic_extension(const TxMessage& m, std::span<uint8_t> out) const;
 
   SesConfig cfg_;
   pds::Pds& pds_;
@@ -541,6 +598,12 @@ class Ses {
   // entry whose slot no longer has tx_wait set is stale), and the list being worked
   // through. Bounded by the pool, reserved once.
   std::vector<uint32_t> tx_waiters_, tx_resuming_;
+  // Per tx slot, the old values a fetching atomic's answer carries (payload_per_packet_
+  // bytes each): they must outlive retransmissions. Made the first time a slot carries
+  // one and kept, so steady state allocates nothing. atomic_scratch_: where an atomic
+  // leaves them before its answer has a slot.
+  std::vector<std::unique_ptr<uint8_t[]>> atomic_results_;
+  std::vector<uint8_t> atomic_scratch_;
   Time now_{};
   SesStats stats_;
 };

@@ -59,6 +59,9 @@ RxResult Ses::on_request(PeerIndex peer, std::span<const uint8_t> bytes, bool da
       return datagram ? RxResult::kMalformed : on_read(peer, h, now);
     case wire::SesOpcode::kMessageError:
       return datagram ? RxResult::kMalformed : on_skip(peer, h.common.message_id);
+    case wire::SesOpcode::kAtomic:
+    case wire::SesOpcode::kFetchAtomic:
+      return datagram ? RxResult::kMalformed : on_atomic(peer, h, payload, now);
     default:
       return RxResult::kMalformed;
   }
@@ -563,6 +566,9 @@ RxResult Ses::on_response(PeerIndex peer, const wire::SesResponse& r) {
   if (m.response_received) return RxResult::kAccepted;
   m.response_received = true;
   if (m.status == Status::kOk) m.status = status_from_return_code(r.common.return_code);
+  // A fetching atomic that worked is answered with its old values, never a bare "ok".
+  if (m.kind == TxKind::kAtomic && m.fetching && m.status == Status::kOk)
+    m.status = Status::kProtocolError;
   maybe_finish(*slot);
   return RxResult::kAccepted;
 }
@@ -575,7 +581,8 @@ RxResult Ses::on_read_data(PeerIndex peer, const wire::SesResponseWithData& r,
     return RxResult::kAccepted;
   }
   TxMessage& m = tx_[*slot];
-  if (m.kind != TxKind::kRead || r.payload_length != payload.size() ||
+  const bool fetches = m.kind == TxKind::kRead || (m.kind == TxKind::kAtomic && m.fetching);
+  if (!fetches || r.payload_length != payload.size() ||
       r.message_offset > m.length || payload.size() > m.length - r.message_offset ||
       r.modified_length != m.length) {
     return RxResult::kMalformed;

@@ -199,6 +199,13 @@ void Ses::resume_waiting(Time now) {
       case TxWait::kWriteResponse:
         answer_write(slot, now);
         break;
+      case TxWait::kAtomicResponse: {
+        const bool fetching = m.unexpected != nullptr;
+        answer_atomic(m.peer, m.msg_id, return_code_from_status(m.status), fetching,
+                      {m.unexpected.get(), fetching ? m.total : 0}, now);
+        free_rx(slot);
+        break;
+      }
       case TxWait::kNone:
         break;
     }

@@ -32,6 +32,12 @@ Status status_from_return_code(wire::ReturnCode rc) {
       return Status::kCanceled;
     case wire::ReturnCode::kUndeliverable:
       return Status::kPeerUnreachable;
+    case wire::ReturnCode::kAmoUnsupportedOp:
+    case wire::ReturnCode::kAmoUnsupportedDatatype:
+    case wire::ReturnCode::kAmoUnsupportedSize:
+      return Status::kUnsupported;
+    case wire::ReturnCode::kAmoUnaligned:
+      return Status::kUnaligned;
     default:
       return Status::kProtocolError;
   }
@@ -51,6 +57,10 @@ wire::ReturnCode return_code_from_status(Status s) {
       return wire::ReturnCode::kTooLong;
     case Status::kCanceled:
       return wire::ReturnCode::kCancelled;
+    case Status::kUnsupported:
+      return wire::ReturnCode::kAmoUnsupportedOp;
+    case Status::kUnaligned:
+      return wire::ReturnCode::kAmoUnaligned;
     default:
       return wire::ReturnCode::kUndeliverable;
   }
@@ -389,10 +399,12 @@ size_t Ses::build_header(pds::PacketRef ref, std::span<uint8_t> out, wire::NextH
   if (slot == kNone) return 0;
   const TxMessage& m = tx_[slot];
   const uint64_t offset = uint64_t{ref.index} * payload_per_packet_;
+  const bool no_payload =
+      m.kind == TxKind::kRead || m.kind == TxKind::kRendezvous || m.kind == TxKind::kResponse ||
+      (m.kind == TxKind::kAtomic && (m.amo_op == wire::AmoOpcode::kRead ||
+                                     wire::is_compare_swap(m.amo_op)));
   const auto payload = static_cast<uint32_t>(
-      m.kind == TxKind::kRead || m.kind == TxKind::kRendezvous || m.kind == TxKind::kResponse
-          ? 0
-          : std::min<uint64_t>(payload_per_packet_, m.length - offset));
+      no_payload ? 0 : std::min<uint64_t>(payload_per_packet_, m.length - offset));
   payload_bytes = payload;
   const bool som = ref.index == 0;
   const bool eom = ref.index + 1 == m.packet_count;
@@ -458,11 +470,20 @@ size_t Ses::build_header(pds::PacketRef ref, std::span<uint8_t> out, wire::NextH
     case TxKind::kSkip:
       s.common.opcode = wire::SesOpcode::kMessageError;
       break;
+    case TxKind::kAtomic:
+      s.common.opcode = m.fetching ? wire::SesOpcode::kFetchAtomic : wire::SesOpcode::kAtomic;
+      s.buffer_offset = m.remote_addr;
+      break;
     default:
       return 0;
   }
   size_t n = wire::encode(s, out);
   if (n == 0) return 0;
+  if (m.kind == TxKind::kAtomic) {
+    const size_t e = build_atomic_extension(m, out.subspan(n));
+    if (e == 0) return 0;
+    n += e;
+  }
   if (m.kind == TxKind::kRendezvous) {
     wire::RendezvousExtension x;
     x.read_offset = reinterpret_cast<uint64_t>(m.src);  // the region's base: its first byte

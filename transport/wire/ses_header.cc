@@ -179,6 +179,60 @@ DecodeError decode(ConstByteSpan in, RendezvousExtension& out) {
   return DecodeError::kOk;
 }
 
+// --- atomic extensions -------------------------------------------------------------
+
+size_t encode(const AtomicExtension& h, ByteSpan out) {
+  if (out.size() < kAtomicExtensionBytes || static_cast<uint8_t>(h.opcode) > kMaxAmoOpcode ||
+      static_cast<uint8_t>(h.datatype) > kMaxAmoDatatype ||
+      (h.semantic_control & ~amo_control::kDefined) != 0) {
+    return 0;
+  }
+  auto& l = place<layout::Atomic>(out);
+  l.opcode = static_cast<uint8_t>(h.opcode);
+  l.datatype = static_cast<uint8_t>(h.datatype);
+  l.semantic_control = h.semantic_control;
+  l.reserved = 0;
+  return kAtomicExtensionBytes;
+}
+
+DecodeError decode(ConstByteSpan in, AtomicExtension& out) {
+  if (in.size() < kAtomicExtensionBytes) return DecodeError::kTruncated;
+  const auto& l = view<layout::Atomic>(in);
+  if (l.opcode > kMaxAmoOpcode || l.datatype > kMaxAmoDatatype) return DecodeError::kBadOpcode;
+  if ((l.semantic_control & ~amo_control::kDefined) != 0 || l.reserved != 0) {
+    return DecodeError::kReservedBitsSet;
+  }
+  out = AtomicExtension{};
+  out.opcode = static_cast<AmoOpcode>(l.opcode);
+  out.datatype = static_cast<AmoDatatype>(l.datatype);
+  out.semantic_control = l.semantic_control;
+  return DecodeError::kOk;
+}
+
+size_t encode(const AtomicCompareSwapExtension& h, ByteSpan out) {
+  if (out.size() < kAtomicCompareSwapExtensionBytes) return 0;
+  auto& l = place<layout::AtomicCompareSwap>(out);
+  l.compare_high.set(h.compare_high);
+  l.compare_low.set(h.compare_low);
+  l.swap_high.set(h.swap_high);
+  l.swap_low.set(h.swap_low);
+  return encode(h.common, out) == 0 ? 0 : kAtomicCompareSwapExtensionBytes;
+}
+
+DecodeError decode(ConstByteSpan in, AtomicCompareSwapExtension& out) {
+  if (in.size() < kAtomicCompareSwapExtensionBytes) return DecodeError::kTruncated;
+  AtomicExtension common;
+  if (const DecodeError e = decode(in, common); e != DecodeError::kOk) return e;
+  const auto& l = view<layout::AtomicCompareSwap>(in);
+  out = AtomicCompareSwapExtension{};
+  out.common = common;
+  out.compare_high = l.compare_high.get();
+  out.compare_low = l.compare_low.get();
+  out.swap_high = l.swap_high.get();
+  out.swap_low = l.swap_low.get();
+  return DecodeError::kOk;
+}
+
 // --- responses ---------------------------------------------------------------------
 
 size_t encode(const SesResponse& h, ByteSpan out) {

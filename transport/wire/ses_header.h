@@ -3,7 +3,8 @@
 // Requests come in three sizes: standard (44 bytes, carries everything), medium (32)
 // and small (20). Responses are a plain response (12), a response with data (20, read
 // data follows) or a small response with data (12). A rendezvous extension (24) may
-// follow a standard request. All multi-byte fields are big-endian; decoders validate
+// follow a standard request, and so may an atomic extension (4; with the compare-and-swap
+// values 36). All multi-byte fields are big-endian; decoders validate
 // opcode, version, reserved bits and lengths.
 //
 // If you add a header: add its layout with a static_assert, a host struct, the codec,
@@ -100,11 +101,67 @@ enum class ReturnCode : uint8_t {
 };
 inline constexpr uint8_t kMaxReturnCode = 0x24;  // 6-bit field; 0x25..0x3f are reserved
 
+// The operation an ATOMIC or FETCH_ATOMIC request applies to each element at the target.
+enum class AmoOpcode : uint8_t {
+  kMin = 0x00,
+  kMax = 0x01,
+  kSum = 0x02,
+  kDiff = 0x03,
+  kProd = 0x04,
+  kLogicalOr = 0x05,
+  kLogicalAnd = 0x06,
+  kBitwiseOr = 0x07,
+  kBitwiseAnd = 0x08,
+  kLogicalXor = 0x09,
+  kBitwiseXor = 0x0a,
+  kRead = 0x0b,
+  kWrite = 0x0c,
+  kCompareSwap = 0x0d,           // swap if equal
+  kCompareSwapNotEqual = 0x0e,   // swap if compare != target
+  kCompareSwapLessEqual = 0x0f,  // swap if compare <= target
+  kCompareSwapLess = 0x10,       // swap if compare < target
+  kCompareSwapGreaterEqual = 0x11,
+  kCompareSwapGreater = 0x12,
+  kMaskedSwap = 0x13,  // target = (swap & compare) | (target & ~compare)
+};
+inline constexpr uint8_t kMaxAmoOpcode = 0x13;
+
+// The element type of an atomic operation.
+enum class AmoDatatype : uint8_t {
+  kInt8 = 0x00,
+  kUint8 = 0x01,
+  kInt16 = 0x02,
+  kUint16 = 0x03,
+  kInt32 = 0x04,
+  kUint32 = 0x05,
+  kInt64 = 0x06,
+  kUint64 = 0x07,
+  kInt128 = 0x08,
+  kUint128 = 0x09,
+  kFloat = 0x0a,
+  kDouble = 0x0b,
+  kFloatComplex = 0x0c,
+  kDoubleComplex = 0x0d,
+  kLongDouble = 0x0e,
+  kLongDoubleComplex = 0x0f,
+  kBf16 = 0x10,
+  kFp16 = 0x11,
+};
+inline constexpr uint8_t kMaxAmoDatatype = 0x11;
+
+namespace amo_control {
+inline constexpr uint8_t kCacheable = 0x01;
+inline constexpr uint8_t kCpuCoherent = 0x02;
+inline constexpr uint8_t kDefined = 0x03;
+}  // namespace amo_control
+
 inline constexpr size_t kSesCommonBytes = 12;
 inline constexpr size_t kSesStandardBytes = 44;
 inline constexpr size_t kSesMediumBytes = 32;
 inline constexpr size_t kSesSmallBytes = 20;
 inline constexpr size_t kRendezvousExtensionBytes = 24;
+inline constexpr size_t kAtomicExtensionBytes = 4;
+inline constexpr size_t kAtomicCompareSwapExtensionBytes = 36;
 inline constexpr size_t kSesResponseBytes = 12;
 inline constexpr size_t kSesResponseWithDataBytes = 20;
 inline constexpr size_t kSesSmallResponseWithDataBytes = 12;
@@ -158,6 +215,30 @@ struct RendezvousExtension {
   uint64_t read_offset = 0;
   uint64_t read_key = 0;
 };
+
+// What follows a standard ATOMIC/FETCH_ATOMIC request: the operation and element type;
+// the operands follow it as payload. The compare-and-swap opcodes carry one element's
+// compare and swap values (up to 128 bits each, high and low halves) in the extension
+// instead, and no payload.
+struct AtomicExtension {
+  AmoOpcode opcode = AmoOpcode::kSum;
+  AmoDatatype datatype = AmoDatatype::kUint64;
+  uint8_t semantic_control = 0;  // amo_control
+};
+
+struct AtomicCompareSwapExtension {
+  AtomicExtension common;
+  uint64_t compare_high = 0;
+  uint64_t compare_low = 0;
+  uint64_t swap_high = 0;
+  uint64_t swap_low = 0;
+};
+
+// Whether `op` is one of the compare-and-swap family (its values travel in the
+// 36-byte extension).
+constexpr bool is_compare_swap(AmoOpcode op) {
+  return op >= AmoOpcode::kCompareSwap && op <= AmoOpcode::kMaskedSwap;
+}
 
 // Common part of every response.
 struct SesResponseCommon {
@@ -220,6 +301,19 @@ struct Rendezvous {
   be64 read_offset;
   be64 read_key;
 };
+struct Atomic {
+  uint8_t opcode;
+  uint8_t datatype;
+  uint8_t semantic_control;
+  uint8_t reserved;
+};
+struct AtomicCompareSwap {
+  Atomic common;
+  be64 compare_high;
+  be64 compare_low;
+  be64 swap_high;
+  be64 swap_low;
+};
 struct ResponseCommon {
   uint8_t list_opcode;
   uint8_t version_return_code;
@@ -246,6 +340,8 @@ static_assert(sizeof(SesStandard) == kSesStandardBytes);
 static_assert(sizeof(SesSmall) == kSesSmallBytes);
 static_assert(sizeof(SesMedium) == kSesMediumBytes);
 static_assert(sizeof(Rendezvous) == kRendezvousExtensionBytes);
+static_assert(sizeof(Atomic) == kAtomicExtensionBytes);
+static_assert(sizeof(AtomicCompareSwap) == kAtomicCompareSwapExtensionBytes);
 static_assert(sizeof(Response) == kSesResponseBytes);
 static_assert(sizeof(ResponseWithData) == kSesResponseWithDataBytes);
 static_assert(sizeof(SmallResponseWithData) == kSesSmallResponseWithDataBytes);
@@ -257,6 +353,8 @@ size_t encode(const SesStandardRequest& h, ByteSpan out);
 size_t encode(const SesSmallRequest& h, ByteSpan out);
 size_t encode(const SesMediumRequest& h, ByteSpan out);
 size_t encode(const RendezvousExtension& h, ByteSpan out);
+size_t encode(const AtomicExtension& h, ByteSpan out);
+size_t encode(const AtomicCompareSwapExtension& h, ByteSpan out);
 size_t encode(const SesResponse& h, ByteSpan out);
 size_t encode(const SesResponseWithData& h, ByteSpan out);
 size_t encode(const SesSmallResponseWithData& h, ByteSpan out);
@@ -265,6 +363,8 @@ DecodeError decode(ConstByteSpan in, SesStandardRequest& out);
 DecodeError decode(ConstByteSpan in, SesSmallRequest& out);
 DecodeError decode(ConstByteSpan in, SesMediumRequest& out);
 DecodeError decode(ConstByteSpan in, RendezvousExtension& out);
+DecodeError decode(ConstByteSpan in, AtomicExtension& out);
+DecodeError decode(ConstByteSpan in, AtomicCompareSwapExtension& out);
 DecodeError decode(ConstByteSpan in, SesResponse& out);
 DecodeError decode(ConstByteSpan in, SesResponseWithData& out);
 DecodeError decode(ConstByteSpan in, SesSmallResponseWithData& out);

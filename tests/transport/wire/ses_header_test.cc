@@ -167,6 +167,54 @@ TEST(RendezvousExtension, encode__golden) {
   EXPECT_EQ(d.read_key, 0xabcu);
 }
 
+TEST(AtomicExtension, encode__golden) {
+  AtomicExtension x;
+  x.opcode = AmoOpcode::kSum;
+  x.datatype = AmoDatatype::kDouble;
+  x.semantic_control = amo_control::kCpuCoherent;
+  const Bytes golden = {0x02, 0x0b, 0x02, 0x00};
+  EXPECT_EQ(encoded(x, kAtomicExtensionBytes), golden);
+  AtomicExtension d;
+  ASSERT_EQ(decode(golden, d), DecodeError::kOk);
+  EXPECT_EQ(d.opcode, AmoOpcode::kSum);
+  EXPECT_EQ(d.datatype, AmoDatatype::kDouble);
+  EXPECT_EQ(d.semantic_control, amo_control::kCpuCoherent);
+  expect_prefixes_truncated<AtomicExtension>(golden, kAtomicExtensionBytes);
+}
+
+TEST(AtomicExtension, decode__rejects_undefined_opcodes_types_and_reserved_bits) {
+  AtomicExtension d;
+  EXPECT_EQ(decode(Bytes{0x14, 0x00, 0x00, 0x00}, d), DecodeError::kBadOpcode);
+  EXPECT_EQ(decode(Bytes{0x00, 0x12, 0x00, 0x00}, d), DecodeError::kBadOpcode);
+  EXPECT_EQ(decode(Bytes{0x00, 0x00, 0x04, 0x00}, d), DecodeError::kReservedBitsSet);
+  EXPECT_EQ(decode(Bytes{0x00, 0x00, 0x00, 0x01}, d), DecodeError::kReservedBitsSet);
+  AtomicExtension bad;
+  bad.semantic_control = 0x80;
+  Bytes out(kAtomicExtensionBytes);
+  EXPECT_EQ(encode(bad, out), 0u);
+}
+
+TEST(AtomicCompareSwapExtension, encode__golden) {
+  AtomicCompareSwapExtension x;
+  x.common.opcode = AmoOpcode::kCompareSwap;
+  x.common.datatype = AmoDatatype::kUint32;
+  x.compare_low = 0x11223344;
+  x.swap_high = 0x01;
+  x.swap_low = 0x55;
+  const Bytes golden = {0x0d, 0x05, 0x00, 0x00,                          // opcode, type
+                        0, 0, 0, 0, 0, 0, 0,    0,    0, 0, 0, 0, 0x11, 0x22, 0x33, 0x44,
+                        0, 0, 0, 0, 0, 0, 0,    0x01, 0, 0, 0, 0, 0,    0,    0,    0x55};
+  EXPECT_EQ(encoded(x, kAtomicCompareSwapExtensionBytes), golden);
+  AtomicCompareSwapExtension d;
+  ASSERT_EQ(decode(golden, d), DecodeError::kOk);
+  EXPECT_EQ(d.common.opcode, AmoOpcode::kCompareSwap);
+  EXPECT_EQ(d.common.datatype, AmoDatatype::kUint32);
+  EXPECT_EQ(d.compare_low, 0x11223344u);
+  EXPECT_EQ(d.swap_high, 1u);
+  EXPECT_EQ(d.swap_low, 0x55u);
+  expect_prefixes_truncated<AtomicCompareSwapExtension>(golden, kAtomicCompareSwapExtensionBytes);
+}
+
 TEST(SesResponse, encode__golden) {
   SesResponse r;
   r.common.opcode = SesResponseOpcode::kResponse;
