@@ -328,8 +328,8 @@ class Ses {
   // What an rx message waits in tx_waiters_ to send, for want of a tx slot: a matched
   // rendezvous receive its read request; a read request taken while the table was full
   // its read response; a complete write its response.
-  // An applied atomic its answer (the old values parked in the rx message's
-  // `unexpected` buffer when fetching).
+  // An atomic its answer (the rx message's `total`: the bytes it modified; its
+  // `unexpected` buffer: the old values, when it fetched and succeeded).
   enum class TxWait : uint8_t {
     kNone,
     kRendezvousRead,
@@ -534,9 +534,10 @@ class Ses {
   wire::ReturnCode execute_atomic(const wire::SesStandardRequest& h,
                                   const wire::AtomicExtension& x, uint64_t compare, uint64_t swap,
                                   std::span<const uint8_t> operands, uint8_t* old_values);
-  // Answers an applied atomic: its old values as read data when it fetched and
-  // succeeded, else a response with `rc`. Needs one tx slot, which the caller made sure of.
-  void answer_atomic(PeerIndex peer, uint16_t id, wire::ReturnCode rc, bool fetching,
+  // Answers an atomic: with its old values as read data when there are any (it fetched
+  // and succeeded), else with a response carrying `rc` and the bytes it `modified` (0 on
+  // error). Needs one tx slot, which the caller made sure of.
+  void answer_atomic(PeerIndex peer, uint16_t id, wire::ReturnCode rc, uint32_t modified,
                      std::span<const uint8_t> old_values, Time now);
   // The packet bytes of an atomic's extension for tx message `m`, after its standard header.
   size_t build_atomic_extension(const TxMessage& m, std::span<uint8_t> out) const;

@@ -99,10 +99,10 @@ RxResult Ses::on_atomic(PeerIndex peer, const wire::SesStandardRequest& h,
   if (wire::is_compare_swap(x.opcode)) {
     wire::AtomicCompareSwapExtension c;
     if (wire::decode(rest, c) != wire::DecodeError::kOk) return RxResult::kMalformed;
-    // Values wider than 64 bits belong to 128-bit types, which are refused below; a
-    // narrower type's value with high bits set is refused as the wrong size.
-    if (c.compare_high != 0 || c.swap_high != 0) {
-      if (amo_element_bytes(x.datatype) != 0) return RxResult::kMalformed;
+    // High halves are for 128-bit types, which execute_atomic refuses with a reason;
+    // for a type of 64 bits or fewer they contradict the type: dropped as malformed.
+    if ((c.compare_high != 0 || c.swap_high != 0) && amo_element_bytes(x.datatype) != 0) {
+      return RxResult::kMalformed;
     }
     compare = c.compare_low;
     swap = c.swap_low;
@@ -126,19 +126,18 @@ RxResult Ses::on_atomic(PeerIndex peer, const wire::SesStandardRequest& h,
   if (atomic_scratch_.size() < payload_per_packet_) atomic_scratch_.resize(payload_per_packet_);
   const wire::ReturnCode rc =
       execute_atomic(h, x, compare, swap, operands, fetching ? atomic_scratch_.data() : nullptr);
-  const std::span<const uint8_t> old_values(atomic_scratch_.data(),
-                                            rc == wire::ReturnCode::kOk && fetching
-                                                ? h.request_length
-                                                : 0);
+  const bool ok = rc == wire::ReturnCode::kOk;
+  const uint32_t modified = ok ? h.request_length : 0;
+  const std::span<const uint8_t> old_values(atomic_scratch_.data(), ok && fetching ? modified : 0);
   if (room) {
-    answer_atomic(peer, id, rc, fetching, old_values, now);
+    answer_atomic(peer, id, rc, modified, old_values, now);
     return RxResult::kAccepted;
   }
   RxMessage& m = rx_[waiting];
   m.peer = peer;
   m.msg_id = id;
   m.status = status_from_return_code(rc);
-  m.total = old_values.size();
+  m.total = modified;
   if (!old_values.empty()) {  // the slow path of a full table: a heap copy is fine here
     m.unexpected = std::make_unique<uint8_t[]>(old_values.size());
     std::memcpy(m.unexpected.get(), old_values.data(), old_values.size());
@@ -183,10 +182,10 @@ wire::ReturnCode Ses::execute_atomic(const wire::SesStandardRequest& h,
   return rc;
 }
 
-void Ses::answer_atomic(PeerIndex peer, uint16_t id, wire::ReturnCode rc, bool fetching,
+void Ses::answer_atomic(PeerIndex peer, uint16_t id, wire::ReturnCode rc, uint32_t modified,
                         std::span<const uint8_t> old_values, Time now) {
-  if (!fetching || rc != wire::ReturnCode::kOk) {
-    (void)queue_response(peer, id, rc, old_values.size(), now);
+  if (old_values.empty()) {
+    (void)queue_response(peer, id, rc, modified, now);
     return;
   }
   const uint32_t slot = new_tx(TxKind::kReadResponse, peer, old_values.size());

@@ -200,9 +200,9 @@ void Ses::resume_waiting(Time now) {
         answer_write(slot, now);
         break;
       case TxWait::kAtomicResponse: {
-        const bool fetching = m.unexpected != nullptr;
-        answer_atomic(m.peer, m.msg_id, return_code_from_status(m.status), fetching,
-                      {m.unexpected.get(), fetching ? m.total : 0}, now);
+        const auto modified = static_cast<uint32_t>(m.total);
+        answer_atomic(m.peer, m.msg_id, return_code_from_status(m.status), modified,
+                      {m.unexpected.get(), m.unexpected ? modified : 0u}, now);
         free_rx(slot);
         break;
       }
