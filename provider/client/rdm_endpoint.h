@@ -49,6 +49,7 @@ class RdmEndpoint {
   RdmEndpoint& operator=(const RdmEndpoint&) = delete;
 
   const fi_info& info() const { return *info_; }
+  fid_domain* domain() const { return domain_; }  // for memory registration
   fid_av* av() const { return av_; }
   fid_cq* cq() const { return cq_; }
   fid_ep* ep() const { return ep_; }
