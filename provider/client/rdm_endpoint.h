@@ -3,9 +3,9 @@
 // (FI_AV_TABLE), a CQ (tagged format) and the endpoint, bound to both and enabled.
 //
 // Its users are libfabric clients like any application, not parts of the provider: the
-// collectives' FabricLink, the NCCL plugin's NetEndpoint and spray-fi-rate. They differ
-// only in what they ask for (RdmEndpointSpec) and do their own posting and progress on
-// ep() and cq().
+// collectives' FabricLink, the NCCL plugin's NetEndpoint, spray-fi-rate and
+// spray-fi-atomic-rate. They differ only in what they ask for (RdmEndpointSpec) and do
+// their own posting and progress on ep() and cq() (and registration on domain()).
 #pragma once
 
 #include <rdma/fabric.h>
@@ -40,8 +40,10 @@ struct RdmEndpointSpec {
 
 class RdmEndpoint {
  public:
-  // No memory is registered through it (mr_mode 0), so providers that require
-  // FI_MR_LOCAL are filtered out. nullptr and `error` (naming the provider and the call
+  // It asks for mr_mode 0: local buffers need no registration, so providers that
+  // require FI_MR_LOCAL are filtered out, and regions the caller registers for remote
+  // access (on domain()) are named by offset and the caller's key unless the provider's
+  // mr_mode still says FI_MR_VIRT_ADDR or FI_MR_PROV_KEY. nullptr and `error` (naming the provider and the call
   // that failed) on failure.
   static std::unique_ptr<RdmEndpoint> open(const RdmEndpointSpec& spec, std::string& error);
   ~RdmEndpoint();

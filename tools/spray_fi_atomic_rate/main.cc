@@ -82,8 +82,12 @@ int run(const std::string& provider, uint64_t ops, size_t window) {
                                                                : 0;
   const uint64_t key = fi_mr_key(mr);
   if (target->info().domain_attr->mr_mode & FI_MR_ENDPOINT) {
-    fi_mr_bind(mr, &target->ep()->fid, 0);
-    fi_mr_enable(mr);
+    int rc = fi_mr_bind(mr, &target->ep()->fid, 0);
+    if (rc == 0) rc = fi_mr_enable(mr);
+    if (rc != 0) {
+      fi_close(&mr->fid);
+      fail(fmt::format("fi_mr_bind/fi_mr_enable: {}", fi_strerror(-rc)));
+    }
   }
   std::string error;
   const fi_addr_t to = initiator->enter(target->name(), error);
