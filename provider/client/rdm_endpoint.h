@@ -43,8 +43,8 @@ class RdmEndpoint {
   // It asks for mr_mode 0: local buffers need no registration, so providers that
   // require FI_MR_LOCAL are filtered out, and regions the caller registers for remote
   // access (on domain()) are named by offset and the caller's key unless the provider's
-  // mr_mode still says FI_MR_VIRT_ADDR or FI_MR_PROV_KEY. nullptr and `error` (naming the provider and the call
-  // that failed) on failure.
+  // mr_mode still says FI_MR_VIRT_ADDR or FI_MR_PROV_KEY. nullptr and `error` (naming
+  // the provider and the call that failed) on failure.
   static std::unique_ptr<RdmEndpoint> open(const RdmEndpointSpec& spec, std::string& error);
   ~RdmEndpoint();
   RdmEndpoint(const RdmEndpoint&) = delete;

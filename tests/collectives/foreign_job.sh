@@ -29,5 +29,6 @@ for r in 0 1 2; do
 done
 grep -q "CollectiveError: .*(spray: peer unreachable)" "$out" ||
   { echo "FAIL: no rank was told by spray that a peer of the other job is unreachable"; exit 1; }
-grep -q "completed without rank" "$out" && { echo "FAIL: a collective completed without a member"; exit 1; }
+grep -q "completed without rank" "$out" &&
+  { echo "FAIL: a collective completed without a member"; exit 1; }
 echo "PASS: ranks of two jobs ignored each other and failed cleanly in ${elapsed}s"

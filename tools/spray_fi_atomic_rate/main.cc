@@ -112,7 +112,9 @@ int run(const std::string& provider, uint64_t ops, size_t window) {
   const auto deadline = Clock::now() + kTimeout;
   try {
     while (completed < ops) {
-      if (Clock::now() > deadline) fail(fmt::format("{} of {} atomics done in time", completed, ops));
+      if (Clock::now() > deadline) {
+        fail(fmt::format("{} of {} atomics done in time", completed, ops));
+      }
       while (posted < ops && posted - completed < window) {
         const ssize_t rc = fi_fetch_atomic(initiator->ep(), &one, 1, nullptr, &fetched[posted],
                                            nullptr, to, address, key, FI_UINT64, FI_SUM,

@@ -214,9 +214,10 @@ class Engine {
   // Whether a packet's SES header (`ses`: the bytes after its PDS header) carries our
   // JobID (ses.job_id). One that names another job is no business of this endpoint: it
   // is dropped before PDS sees it (no PDC opened, nothing acknowledged, no answer; from
-  // an address we never heard of, before the address is learned) and counted. To its sender we are then an endpoint that is not there, and its retries end
-  // its operations with kPeerUnreachable. So a process that takes over the address (UDP
-  // port) of a dead one, in another job, is never handed what was meant for the dead one.
+  // an address we never heard of, before the address is learned) and counted. To its
+  // sender we are then an endpoint that is not there, and its retries end its operations
+  // with kPeerUnreachable. So a process that takes over the address (UDP port) of a dead
+  // one, in another job, is never handed what was meant for the dead one.
   // Why not answer BAD_JOB_ID: the answer would tell anyone that an endpoint listens
   // here, and let forged packets make it send. A header too short to hold a JobID is
   // left to SES, which drops it as malformed.

@@ -177,27 +177,41 @@ void apply_all(AmoOpcode op, uint8_t* target, const uint8_t* operands, uint64_t 
   }
 }
 
+// Calls f with a value of the C++ type of `type` (its value is irrelevant: the type is the
+// argument) and returns what f returns; `none` for a type Spray does not operate on. The
+// one place that maps UET datatypes to C++ types.
+template <class R, class F>
+R with_type(AmoDatatype type, R none, F&& f) {
+  switch (type) {
+    case AmoDatatype::kInt8:
+      return f(int8_t{});
+    case AmoDatatype::kUint8:
+      return f(uint8_t{});
+    case AmoDatatype::kInt16:
+      return f(int16_t{});
+    case AmoDatatype::kUint16:
+      return f(uint16_t{});
+    case AmoDatatype::kInt32:
+      return f(int32_t{});
+    case AmoDatatype::kUint32:
+      return f(uint32_t{});
+    case AmoDatatype::kInt64:
+      return f(int64_t{});
+    case AmoDatatype::kUint64:
+      return f(uint64_t{});
+    case AmoDatatype::kFloat:
+      return f(float{});
+    case AmoDatatype::kDouble:
+      return f(double{});
+    default:
+      return none;
+  }
+}
+
 }  // namespace
 
 size_t amo_element_bytes(AmoDatatype type) {
-  switch (type) {
-    case AmoDatatype::kInt8:
-    case AmoDatatype::kUint8:
-      return 1;
-    case AmoDatatype::kInt16:
-    case AmoDatatype::kUint16:
-      return 2;
-    case AmoDatatype::kInt32:
-    case AmoDatatype::kUint32:
-    case AmoDatatype::kFloat:
-      return 4;
-    case AmoDatatype::kInt64:
-    case AmoDatatype::kUint64:
-    case AmoDatatype::kDouble:
-      return 8;
-    default:
-      return 0;
-  }
+  return with_type(type, size_t{0}, [](auto t) { return sizeof t; });
 }
 
 wire::ReturnCode check_atomic(AmoOpcode op, AmoDatatype type, bool fetching) {
@@ -213,30 +227,10 @@ wire::ReturnCode check_atomic(AmoOpcode op, AmoDatatype type, bool fetching) {
 
 void apply_atomic(AmoOpcode op, AmoDatatype type, uint8_t* target, const uint8_t* operands,
                   uint64_t compare, uint64_t swap, uint32_t count, uint8_t* old_values) {
-  switch (type) {
-    case AmoDatatype::kInt8:
-      return apply_all<int8_t>(op, target, operands, compare, swap, count, old_values);
-    case AmoDatatype::kUint8:
-      return apply_all<uint8_t>(op, target, operands, compare, swap, count, old_values);
-    case AmoDatatype::kInt16:
-      return apply_all<int16_t>(op, target, operands, compare, swap, count, old_values);
-    case AmoDatatype::kUint16:
-      return apply_all<uint16_t>(op, target, operands, compare, swap, count, old_values);
-    case AmoDatatype::kInt32:
-      return apply_all<int32_t>(op, target, operands, compare, swap, count, old_values);
-    case AmoDatatype::kUint32:
-      return apply_all<uint32_t>(op, target, operands, compare, swap, count, old_values);
-    case AmoDatatype::kInt64:
-      return apply_all<int64_t>(op, target, operands, compare, swap, count, old_values);
-    case AmoDatatype::kUint64:
-      return apply_all<uint64_t>(op, target, operands, compare, swap, count, old_values);
-    case AmoDatatype::kFloat:
-      return apply_all<float>(op, target, operands, compare, swap, count, old_values);
-    case AmoDatatype::kDouble:
-      return apply_all<double>(op, target, operands, compare, swap, count, old_values);
-    default:
-      return;
-  }
+  with_type(type, false, [&](auto t) {
+    apply_all<decltype(t)>(op, target, operands, compare, swap, count, old_values);
+    return true;
+  });
 }
 
 }  // namespace spray::ses
