@@ -4,6 +4,7 @@
 // is in api_storm_oracle.cc.
 #pragma once
 
+#include <rdma/fi_atomic.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -32,6 +33,14 @@ constexpr uint64_t kIdMask = (uint64_t{1} << kTagClassShift) - 1;
 constexpr size_t kSlots = 8;              // RMA slots per endpoint region
 constexpr size_t kSlotBytes = 64 * 1024;  // bytes per RMA slot
 constexpr size_t kSizes[] = {0, 1, 7, 8, 64, 1000, 1024, 1025, 4000, 8192, 9000, 65536, 200000};
+// Atomics: each endpoint serves kWords 64-bit words of its own (a region apart from the
+// RMA slots). Words [0, kChainWords) take only fetching sums and atomic reads, so the old
+// values fetched on one word must chain (see check_atomic_words); the others take
+// non-fetching sums of 1 to kMaxAtomicCount elements (and injected ones), so each must
+// end at its start plus every sum that succeeded.
+constexpr size_t kWords = 8;
+constexpr size_t kChainWords = 4;
+constexpr size_t kMaxAtomicCount = 3;
 
 // Byte `i` of send `id`'s payload. Bytes 0-7 are the id itself (little-endian): an
 // untagged message without CQ data names its send that way.
@@ -52,7 +61,7 @@ constexpr uint8_t kUntouched = 0xa5;  // fill of receive and read buffers
 // in a deque, so the address the provider holds stays valid.
 struct Op {
   fi_context2 ctx{};
-  enum Kind { kSend, kRecv, kMulti, kProbe, kWrite, kRead } kind = kSend;
+  enum Kind { kSend, kRecv, kMulti, kProbe, kWrite, kRead, kAtomic } kind = kSend;
   uint64_t id = 0;  // index in the storm's ops: the send id carried in tag or data
   int ep = 0;       // the endpoint that posted it
   int peer = -1;    // send, RMA: the target endpoint; receive: the directed source or -1
@@ -74,6 +83,12 @@ struct Op {
   // RMA: the target slot and byte offset in it; the error a bad one must fail with.
   size_t slot = 0, offset = 0;
   int expect_err = 0;
+  // Atomic (kAtomic): FI_SUM on `count` uint64 words from `word` on (operands in
+  // `operands`), fetching the old values into `buf` (8 bytes each and one byte more that
+  // must stay untouched); or, with `atomic_read`, FI_ATOMIC_READ of one word.
+  size_t word = 0, count = 0;
+  bool fetching = false, atomic_read = false;
+  std::vector<uint64_t> operands;
   bool cancel_requested = false;
   // Probe (a tagged receive with FI_PEEK): alone, with FI_DISCARD or with FI_CLAIM; a
   // claim found is followed by an FI_CLAIM receive of the same context, which may discard.
@@ -94,6 +109,9 @@ struct Region {
   std::vector<uint8_t> bytes, expected;
   fid_mr* mr = nullptr;
   std::vector<int> readers, writers;  // per slot: RMA ops in flight on it
+  // The atomics' words (kWords), their values at the start, and their own registration.
+  std::vector<uint64_t> words, words_at_start;
+  fid_mr* words_mr = nullptr;
 };
 
 struct ApiStorm : Fabric {
@@ -111,7 +129,7 @@ struct ApiStorm : Fabric {
   struct Tally {
     size_t received = 0, truncated = 0, canceled = 0, into_multi = 0, peeked = 0, claimed = 0,
            discarded = 0, rma_done = 0, rma_refused = 0, remote_writes = 0, failed_to_dead = 0,
-           misuses = 0;
+           misuses = 0, atomics_done = 0, atomics_refused = 0;
   } tally;
   std::string failure;   // the first oracle violation, with the seed's context
   int port_holder = -1;  // holds the closed endpoint's UDP port (see SetUp)
@@ -179,6 +197,11 @@ struct ApiStorm : Fabric {
 
   void post_rma();
 
+  // A fetching sum or atomic read on a chain word, or a sum (perhaps injected) over sum
+  // words; one in five of the non-injected aims at the closed endpoint, a wrong key, past
+  // the end of the words or at a misaligned address, and must fail so.
+  void post_atomic();
+
   // A valid RMA op's claim on its slot ends (with it, or when it could not be posted).
   void release_slot(const Op& a);
 
@@ -231,6 +254,14 @@ struct ApiStorm : Fabric {
   void on_remote_write(size_t len, uint64_t data, fi_addr_t src);
 
   void on_rma(Op& a, int err);
+
+  void on_atomic(Op& a, uint64_t flags, int err);
+
+  // At the end, per target word: the old values the fetching sums on a chain word got,
+  // put in order, step from its start by each one's operand to the value it holds (so
+  // each was applied exactly once, none lost, none doubled), and every atomic read got
+  // one of those values; a sum word holds its start plus every sum that succeeded.
+  void check_atomic_words();
 
   // One completion (a CQ entry or error entry) of `op`, checked by its kind's on_*.
   void complete(Op& op, const void* buf, size_t len, size_t olen, uint64_t tag, uint64_t flags,

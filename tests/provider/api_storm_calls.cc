@@ -6,7 +6,8 @@
 namespace spray_fi_test::storm {
 
 void ApiStorm::SetUp() {
-  open(FI_EP_RDM, FI_MSG | FI_TAGGED | FI_RMA | FI_MULTI_RECV | FI_DIRECTED_RECV | FI_SOURCE,
+  open(FI_EP_RDM,
+       FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_MULTI_RECV | FI_DIRECTED_RECV | FI_SOURCE,
        FI_MR_PROV_KEY | FI_MR_VIRT_ADDR);
   if (HasFatalFailure()) return;
   inject_size = info->tx_attr->inject_size;
@@ -36,6 +37,12 @@ void ApiStorm::SetUp() {
     ASSERT_EQ(fi_mr_reg(domain, r.bytes.data(), r.bytes.size(), FI_REMOTE_READ | FI_REMOTE_WRITE, 0,
                         0, 0, &r.mr, nullptr),
               0);
+    r.words.resize(kWords);
+    for (size_t w = 0; w < kWords; ++w) r.words[w] = (uint64_t{0x5eed} << 32) + w * 1000003;
+    r.words_at_start = r.words;
+    ASSERT_EQ(fi_mr_reg(domain, r.words.data(), kWords * sizeof(uint64_t),
+                        FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 0, 0, &r.words_mr, nullptr),
+              0);
   }
 }
 
@@ -43,6 +50,9 @@ void ApiStorm::TearDown() {
   for (Region& r : regions) {
     if (r.mr) {
       EXPECT_EQ(fi_close(&r.mr->fid), 0);
+    }
+    if (r.words_mr) {
+      EXPECT_EQ(fi_close(&r.words_mr->fid), 0);
     }
   }
   Fabric::TearDown();
@@ -230,6 +240,76 @@ void ApiStorm::post_rma() {
   ++pending[from];
 }
 
+void ApiStorm::post_atomic() {
+  const int from = static_cast<int>(pick(kLive));
+  if (pending[from] >= kMaxPendingPerEp) return;
+  Op& a = new_op(Op::kAtomic, from);
+  a.peer = static_cast<int>(pick(kLive));
+  a.fetching = chance(50);
+  if (a.fetching) {
+    a.word = pick(kChainWords);
+    a.count = 1;
+    a.atomic_read = chance(20);
+  } else {
+    a.count = 1 + pick(kMaxAtomicCount);
+    a.word = kChainWords + pick(kWords - kChainWords - a.count + 1);
+    a.inject = chance(30);
+  }
+  // Distinct enough that a sum applied twice or lost cannot go unseen.
+  for (size_t i = 0; i < a.count; ++i) a.operands.push_back(1 + (rng() & 0xffffff));
+  a.size = a.count * sizeof(uint64_t);
+  const Region& target = regions[a.peer];
+  uint64_t key = fi_mr_key(target.words_mr);
+  uint64_t addr = reinterpret_cast<uintptr_t>(target.words.data() + a.word);
+  if (!a.inject && chance(20)) {
+    switch (pick(4)) {
+      case 0:
+        a.peer = kDead;  // with the key and address of the live endpoint picked first
+        a.expect_err = FI_EHOSTUNREACH;
+        break;
+      case 1:
+        key += 1000;  // no region has this key
+        a.expect_err = FI_EKEYREJECTED;
+        break;
+      case 2:
+        addr = reinterpret_cast<uintptr_t>(target.words.data() + kWords - a.count) + 8;
+        a.expect_err = FI_EINVAL;  // the last element lies past the end
+        break;
+      default:
+        addr += 4;  // not on an 8-byte boundary
+        a.expect_err = FI_EINVAL;
+        break;
+    }
+  }
+  a.buf.assign(a.fetching ? a.size + 1 : 0, kUntouched);
+  // The operands handed to the provider. Those of a posted atomic must stay put until it
+  // completes (the op's own); an injected atomic's are a copy, scribbled on and freed once
+  // posted, so only the provider's own copy can travel.
+  std::vector<uint64_t> inject_copy = a.operands;
+  uint64_t* given = a.inject ? inject_copy.data() : a.operands.data();
+  fid_ep* ep = eps[from];
+  const fi_addr_t to = addrs[a.peer];
+  const bool posted = post_op([&]() -> ssize_t {
+    if (a.atomic_read)
+      return fi_fetch_atomic(ep, nullptr, 1, nullptr, a.buf.data(), nullptr, to, addr, key,
+                             FI_UINT64, FI_ATOMIC_READ, &a.ctx);
+    if (a.fetching)
+      return fi_fetch_atomic(ep, given, 1, nullptr, a.buf.data(), nullptr, to, addr, key, FI_UINT64,
+                             FI_SUM, &a.ctx);
+    if (a.inject) return fi_inject_atomic(ep, given, a.count, to, addr, key, FI_UINT64, FI_SUM);
+    return fi_atomic(ep, given, a.count, nullptr, to, addr, key, FI_UINT64, FI_SUM, &a.ctx);
+  });
+  if (!posted) {
+    ops.pop_back();
+    return;
+  }
+  if (a.inject) {
+    std::fill(inject_copy.begin(), inject_copy.end(), 0);
+  } else {
+    ++pending[from];
+  }
+}
+
 void ApiStorm::release_slot(const Op& a) {
   if (a.expect_err != 0) return;
   Region& r = regions[a.peer];
@@ -315,7 +395,9 @@ void ApiStorm::storm(uint64_t seed) {
       post_multi();
     } else if (roll < 75) {
       post_rma();
-    } else if (roll < 78) {
+    } else if (roll < 79) {
+      post_atomic();
+    } else if (roll < 82) {
       misuse();
     } else {
       for (size_t k = pick(4); k > 0; --k) read_cq();
@@ -344,6 +426,7 @@ void ApiStorm::storm(uint64_t seed) {
     if (regions[t].bytes != regions[t].expected)
       fail("region " + std::to_string(t) + " holds bytes no valid write put there");
   }
+  if (failure.empty()) check_atomic_words();
 }
 
 }  // namespace spray_fi_test::storm

@@ -269,6 +269,76 @@ void ApiStorm::on_rma(Op& a, int err) {
   release_slot(a);
 }
 
+void ApiStorm::on_atomic(Op& a, uint64_t flags, int err) {
+  const std::string who = "atomic " + std::to_string(a.id);
+  if (err != a.expect_err) {
+    fail(who + ": ended with '" + fi_strerror(err) + "', not '" + fi_strerror(a.expect_err) + "'");
+    return;
+  }
+  ++(a.expect_err != 0 ? tally.atomics_refused : tally.atomics_done);
+  if (a.expect_err != 0) {
+    if (std::count(a.buf.begin(), a.buf.end(), kUntouched) != static_cast<long>(a.buf.size()))
+      fail(who + ": failed, yet wrote into its result buffer");
+    return;
+  }
+  const uint64_t kind = FI_ATOMIC | (a.fetching ? FI_READ : FI_WRITE);
+  if ((flags & kind) != kind) fail(who + ": completion flags " + std::to_string(flags));
+  if (a.fetching && a.buf[a.size] != kUntouched) fail(who + ": wrote past its result");
+}
+
+void ApiStorm::check_atomic_words() {
+  for (int t = 0; t < kLive; ++t) {
+    const Region& r = regions[t];
+    for (size_t w = 0; w < kWords; ++w) {
+      const std::string where = "word " + std::to_string(w) + " of endpoint " + std::to_string(t);
+      // (old value fetched, operand) of each fetching sum; the values atomic reads got.
+      std::vector<std::pair<uint64_t, uint64_t>> sums;
+      std::vector<uint64_t> reads;
+      uint64_t added = 0;  // sum words: what the sums that succeeded added
+      for (const Op& a : ops) {
+        if (a.kind != Op::kAtomic || a.peer != t || a.expect_err != 0) continue;
+        if (w < a.word || w >= a.word + a.count) continue;
+        const uint64_t operand = a.operands[w - a.word];
+        if (!a.fetching) {
+          added += operand;
+          continue;
+        }
+        uint64_t old = 0;
+        std::memcpy(&old, a.buf.data(), sizeof(old));
+        if (a.atomic_read) {
+          reads.push_back(old);
+        } else {
+          sums.emplace_back(old, operand);
+        }
+      }
+      const uint64_t start = r.words_at_start[w];
+      if (w >= kChainWords) {
+        if (r.words[w] != start + added)
+          fail(where + " holds " + std::to_string(r.words[w]) + ", not its start plus the " +
+               "sums that succeeded (" + std::to_string(start + added) + ")");
+        continue;
+      }
+      std::sort(sums.begin(), sums.end());
+      std::vector<uint64_t> values{start};  // every value the word held, in order
+      for (const auto& [old, operand] : sums) {
+        if (old != values.back()) {
+          fail(where + ": a fetching sum got " + std::to_string(old) + " where the word held " +
+               std::to_string(values.back()) + " (a sum lost, doubled or not atomic)");
+          return;
+        }
+        values.push_back(old + operand);
+      }
+      if (r.words[w] != values.back())
+        fail(where + " holds " + std::to_string(r.words[w]) + ", not " +
+             std::to_string(values.back()) + " (the last fetching sum's result)");
+      for (uint64_t v : reads) {
+        if (std::find(values.begin(), values.end(), v) == values.end())
+          fail(where + ": an atomic read got " + std::to_string(v) + ", a value it never held");
+      }
+    }
+  }
+}
+
 void ApiStorm::complete(Op& op, const void* buf, size_t len, size_t olen, uint64_t tag,
                         uint64_t flags, uint64_t data, std::optional<fi_addr_t> src, int err) {
   if (op.inject) fail("injected send " + std::to_string(op.id) + " completed");
@@ -294,6 +364,9 @@ void ApiStorm::complete(Op& op, const void* buf, size_t len, size_t olen, uint64
       break;
     case Op::kProbe:
       on_probe(op, len, olen, tag, flags, data, src, err);
+      break;
+    case Op::kAtomic:
+      on_atomic(op, flags, err);
       break;
     default:
       on_rma(op, err);
