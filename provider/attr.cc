@@ -24,6 +24,10 @@ constexpr uint64_t kRdmCaps = FI_MSG | FI_TAGGED | kRmaCaps | FI_MULTI_RECV | FI
                               FI_DIRECTED_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
 constexpr uint64_t kDgramCaps =
     FI_MSG | FI_SEND | FI_RECV | FI_SOURCE | FI_LOCAL_COMM | FI_REMOTE_COMM;
+// FI_RMA_EVENT (counters of the peers' RMA and atomics on an endpoint's memory) costs the
+// target a report per access, so RDM endpoints have it only when the hints ask for it
+// (a secondary capability that is not reported unasked).
+constexpr uint64_t kRdmOnRequest = FI_RMA_EVENT;
 constexpr uint64_t kMsgOrder = FI_ORDER_SAS;
 constexpr size_t kQueueSize = 1024;
 constexpr size_t kMaxMsgSize = size_t{1} << 30;
@@ -78,9 +82,9 @@ fi_info* make_template(fi_ep_type type, const std::string& address) {
   info->tx_attr->iov_limit = 1;
   info->tx_attr->rma_iov_limit = rdm ? 1 : 0;
 
-  info->rx_attr->caps = info->caps & (FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE |
-                                      FI_RMA | FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE |
-                                      FI_MULTI_RECV);
+  info->rx_attr->caps =
+      info->caps & (FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE | FI_RMA |
+                    FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_MULTI_RECV);
   info->rx_attr->msg_order = rdm ? kMsgOrder : 0;
   info->rx_attr->comp_order = FI_ORDER_NONE;
   info->rx_attr->size = kQueueSize;
@@ -138,8 +142,9 @@ bool take_auth_key(const uint8_t* key, size_t size, uint8_t*& to, size_t& to_siz
 
 // Narrows `info` to `hints`; false when a hint cannot be met.
 bool narrow(fi_info* info, const fi_info* hints) {
+  const uint64_t on_request = info->ep_attr->type == FI_EP_RDM ? kRdmOnRequest : 0;
   if (hints->caps) {
-    if (hints->caps & ~info->caps) return false;
+    if (hints->caps & ~(info->caps | on_request)) return false;
     uint64_t caps = hints->caps;
     // A primary capability without direction bits means every direction (fi_getinfo(3)).
     if ((caps & (FI_MSG | FI_TAGGED)) && !(caps & (FI_SEND | FI_RECV))) caps |= FI_SEND | FI_RECV;
@@ -147,7 +152,10 @@ bool narrow(fi_info* info, const fi_info* hints) {
         !(caps & (FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE))) {
       caps |= FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
     }
+    // Events of remote access need remote access (fi_getinfo(3)).
+    if ((caps & FI_RMA_EVENT) && !(caps & (FI_REMOTE_READ | FI_REMOTE_WRITE))) return false;
     info->caps = caps | (info->caps & (FI_LOCAL_COMM | FI_REMOTE_COMM));
+    info->rx_attr->caps |= caps & FI_RMA_EVENT;
   }
   info->tx_attr->caps &= info->caps;
   info->rx_attr->caps &= info->caps;

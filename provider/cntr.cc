@@ -89,7 +89,7 @@ int cntr_close(fid* f) {
   auto* c = fid_to<Counter>(f);
   {
     std::lock_guard lock(c->domain->mutex);
-    if (!c->endpoints.empty()) return -FI_EBUSY;
+    if (!c->endpoints.empty() || c->regions > 0) return -FI_EBUSY;
     --c->domain->refs;
   }
   delete c;

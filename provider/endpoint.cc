@@ -29,6 +29,25 @@ void complete_remote_write(Endpoint& ep, const ses::Completion& c) {
   ep.rx_cq->entries.push_back(e);
 }
 
+// A peer's RMA or atomic on our memory, as FI_RMA_EVENT counts it (fi_endpoint(3),
+// fi_mr(3)): reads, fetching and compare atomics on the endpoint's FI_REMOTE_READ
+// counter; writes and plain atomics on its FI_REMOTE_WRITE counter; and every write
+// or atomic that changed a region on the counter that region is bound to. A write with
+// immediate data also gets its CQ entry. Only accesses that succeeded are reported.
+void complete_remote_access(Endpoint& ep, const ses::Completion& c) {
+  const bool reads = c.op == ses::OpKind::kRemoteRead || c.op == ses::OpKind::kRemoteFetchAtomic;
+  if (Counter* cntr = reads ? ep.remote_read_cntr : ep.remote_write_cntr) ++cntr->value;
+  const bool changed = c.op == ses::OpKind::kRemoteWrite || c.op == ses::OpKind::kRemoteAtomic ||
+                       (c.op == ses::OpKind::kRemoteFetchAtomic && c.length > 0);
+  if (changed) {
+    const auto region = ep.domain->keys.find(c.memory_key);
+    if (region != ep.domain->keys.end() && region->second->remote_write_cntr) {
+      ++region->second->remote_write_cntr->value;
+    }
+  }
+  if (c.op == ses::OpKind::kRemoteWrite && c.has_data) complete_remote_write(ep, c);
+}
+
 // The counter an operation of `flags` counts on, if one is bound.
 Counter* counter_for(const Endpoint& ep, uint64_t flags) {
   if (flags & FI_RECV) return ep.recv_cntr;
@@ -76,7 +95,15 @@ void report(Endpoint& ep, const ses::Completion& c, const Endpoint::Op& op) {
 }
 
 void complete(Endpoint& ep, const ses::Completion& c) {
-  if (c.op == ses::OpKind::kRemoteWrite) return complete_remote_write(ep, c);
+  switch (c.op) {
+    case ses::OpKind::kRemoteWrite:
+    case ses::OpKind::kRemoteRead:
+    case ses::OpKind::kRemoteAtomic:
+    case ses::OpKind::kRemoteFetchAtomic:
+      return complete_remote_access(ep, c);
+    default:
+      break;
+  }
   const uint32_t index = static_cast<uint32_t>(c.context);
   if (index >= ep.ops.size() || !ep.ops[index].in_use) return;
   Endpoint::Op op = ep.ops[index];
@@ -101,7 +128,7 @@ int ep_close(fid* f) {
       auto& v = cq->endpoints;
       v.erase(std::remove(v.begin(), v.end(), ep), v.end());
     }
-    for (Counter* c : {ep->send_cntr, ep->recv_cntr, ep->read_cntr, ep->write_cntr}) {
+    for (Counter* c : ep->counters()) {
       if (!c) continue;
       if (c->wait_fd && ep->engine->wait_fd() >= 0) c->wait_fd->remove(ep->engine->wait_fd());
       auto& v = c->endpoints;
@@ -177,11 +204,19 @@ int ep_bind(fid* f, fid* bfid, uint64_t flags) {
     case FI_CLASS_CNTR: {
       auto* c = fid_to<Counter>(bfid);
       if (c->domain != ep->domain) return -FI_EINVAL;
-      if (flags & ~(FI_SEND | FI_RECV | FI_READ | FI_WRITE)) {
+      constexpr uint64_t kRemote = FI_REMOTE_READ | FI_REMOTE_WRITE;
+      if (flags & ~(FI_SEND | FI_RECV | FI_READ | FI_WRITE | kRemote)) {
         SPRAY_WARN(FI_LOG_EP_CTRL,
-                   "counter events %#lx not supported (FI_SEND, FI_RECV, FI_READ, FI_WRITE)\n",
+                   "counter events %#lx not supported (FI_SEND, FI_RECV, FI_READ, FI_WRITE, "
+                   "FI_REMOTE_READ, FI_REMOTE_WRITE)\n",
                    static_cast<unsigned long>(flags));
         return -FI_ENOSYS;
+      }
+      if ((flags & kRemote) && !(ep->info->caps & FI_RMA_EVENT)) {
+        SPRAY_WARN(FI_LOG_EP_CTRL,
+                   "FI_REMOTE_READ/FI_REMOTE_WRITE counters need an endpoint opened with "
+                   "FI_RMA_EVENT\n");
+        return -FI_EINVAL;
       }
       if (c->wait_fd) {
         if (const int rc = watch_endpoint(*c->wait_fd, *ep); rc != FI_SUCCESS) return rc;
@@ -190,6 +225,8 @@ int ep_bind(fid* f, fid* bfid, uint64_t flags) {
       if (flags & FI_RECV) ep->recv_cntr = c;
       if (flags & FI_READ) ep->read_cntr = c;
       if (flags & FI_WRITE) ep->write_cntr = c;
+      if (flags & FI_REMOTE_READ) ep->remote_read_cntr = c;
+      if (flags & FI_REMOTE_WRITE) ep->remote_write_cntr = c;
       attach(c->endpoints, ep);
       return FI_SUCCESS;
     }

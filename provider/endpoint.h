@@ -2,6 +2,7 @@
 // is bound to, and the table that maps engine operations back to libfabric contexts.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <vector>
 
@@ -36,7 +37,11 @@ struct Endpoint {
   Counter* recv_cntr = nullptr;
   Counter* read_cntr = nullptr;   // FI_READ: completed fi_read
   Counter* write_cntr = nullptr;  // FI_WRITE: completed fi_write
-  bool tx_selective = false;      // bound with FI_SELECTIVE_COMPLETION
+  // FI_RMA_EVENT endpoints only: peers' reads, fetching and compare atomics served here
+  // (FI_REMOTE_READ), and their writes and plain atomics (FI_REMOTE_WRITE).
+  Counter* remote_read_cntr = nullptr;
+  Counter* remote_write_cntr = nullptr;
+  bool tx_selective = false;  // bound with FI_SELECTIVE_COMPLETION
   bool rx_selective = false;
   uint64_t tx_op_flags = 0;
   uint64_t rx_op_flags = 0;
@@ -73,6 +78,10 @@ struct Endpoint {
   // Copies an inject payload into a buffer the operation in `slot` holds until it ends,
   // so the caller may reuse `buf` at once. nullptr when every inject buffer is in use.
   const void* inject_copy(uint32_t slot, const void* buf, size_t len);
+  // Every counter binding (null where none is bound), for those who visit them all.
+  std::array<Counter*, 6> counters() const {
+    return {send_cntr, recv_cntr, read_cntr, write_cntr, remote_read_cntr, remote_write_cntr};
+  }
 };
 
 // The buffer of a one-entry iovec (iov_limit and rma_iov_limit are 1); zero entries mean

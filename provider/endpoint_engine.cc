@@ -126,9 +126,9 @@ class EngineOver final : public EndpointEngine {
   engine::Engine<D> engine_;
 };
 
-// The engine of an endpoint of job `job_id` (see open_endpoint_engine), from the runtime
-// parameters.
-engine::EngineConfig engine_config(uint32_t job_id) {
+// The engine of an endpoint of job `job_id` opened with `caps` (see open_endpoint_engine),
+// from the runtime parameters.
+engine::EngineConfig engine_config(uint64_t caps, uint32_t job_id) {
   const Params& p = params();
   engine::EngineConfig e = engine::real_time_engine_config();
   e.pds.cc_name = p.congestion;
@@ -162,6 +162,7 @@ engine::EngineConfig engine_config(uint32_t job_id) {
   e.pds.max_rto = Duration::milliseconds(p.rto_max_ms);
   e.pds.max_retries = static_cast<uint32_t>(p.retries);
   e.ses.job_id = job_id;
+  e.ses.report_remote_access = (caps & FI_RMA_EVENT) != 0;
   return e;
 }
 
@@ -213,16 +214,18 @@ void warn_if_buffers_short(const dp::UdpDatapath& udp, const dp::UdpConfig& aske
              asked.socket_buffer_bytes, got.receive_bytes, got.send_bytes);
 }
 
-std::unique_ptr<EndpointEngine> open_udp(const dp::NetAddr& local, uint32_t job_id,
+std::unique_ptr<EndpointEngine> open_udp(const dp::NetAddr& local,
+                                         const engine::EngineConfig& engine_cfg,
                                          std::string& error) {
   const dp::UdpConfig config = udp_config(local);
   auto datapath = dp::UdpDatapath::open(config, error);
   if (!datapath) return nullptr;
   warn_if_buffers_short(*datapath, config);
-  return std::make_unique<EngineOver<dp::UdpDatapath>>(std::move(datapath), engine_config(job_id));
+  return std::make_unique<EngineOver<dp::UdpDatapath>>(std::move(datapath), engine_cfg);
 }
 
-std::unique_ptr<EndpointEngine> open_dpdk(const dp::NetAddr& local, uint32_t job_id,
+std::unique_ptr<EndpointEngine> open_dpdk(const dp::NetAddr& local,
+                                          const engine::EngineConfig& engine_cfg,
                                           std::string& error) {
   const Params& p = params();
   dp::DpdkConfig c;
@@ -244,12 +247,13 @@ std::unique_ptr<EndpointEngine> open_dpdk(const dp::NetAddr& local, uint32_t job
   if (!datapath->await_link(Duration::seconds(2))) {
     SPRAY_WARN(FI_LOG_EP_CTRL, "DPDK port link still down after 2 s; sending anyway\n");
   }
-  return std::make_unique<EngineOver<dp::DpdkDatapath>>(std::move(datapath), engine_config(job_id));
+  return std::make_unique<EngineOver<dp::DpdkDatapath>>(std::move(datapath), engine_cfg);
 }
 
 // Shared memory names endpoints like UDP does (address and port), so the address vector
 // and fi_getname are the same; every peer must be on this host.
-std::unique_ptr<EndpointEngine> open_shm(const dp::NetAddr& local, uint32_t job_id,
+std::unique_ptr<EndpointEngine> open_shm(const dp::NetAddr& local,
+                                         const engine::EngineConfig& engine_cfg,
                                          std::string& error) {
   dp::ShmConfig c;
   c.address = dp::ip_to_string(local);
@@ -257,39 +261,41 @@ std::unique_ptr<EndpointEngine> open_shm(const dp::NetAddr& local, uint32_t job_
   c.mtu_bytes = datagram_bytes(c.address);
   auto datapath = dp::ShmDatapath::open(c, error);
   if (!datapath) return nullptr;
-  return std::make_unique<EngineOver<dp::ShmDatapath>>(std::move(datapath), engine_config(job_id));
+  return std::make_unique<EngineOver<dp::ShmDatapath>>(std::move(datapath), engine_cfg);
 }
 
 // An RDMA NIC's UD queue pair; the endpoint's name is the port's GID and the QP number,
 // known once the QP exists (an FI_ADDR_IB_UD src_addr cannot choose them).
-std::unique_ptr<EndpointEngine> open_verbs(uint32_t job_id, std::string& error) {
+std::unique_ptr<EndpointEngine> open_verbs(const engine::EngineConfig& engine_cfg,
+                                           std::string& error) {
   auto datapath = dp::VerbsDatapath::open(verbs_config(), error);
   if (!datapath) return nullptr;
-  return std::make_unique<EngineOver<dp::VerbsDatapath>>(std::move(datapath),
-                                                         engine_config(job_id));
+  return std::make_unique<EngineOver<dp::VerbsDatapath>>(std::move(datapath), engine_cfg);
 }
 
 // UDP with shared memory to the peers of this host (the UDP endpoint's MTU for both).
-std::unique_ptr<EndpointEngine> open_auto(const dp::NetAddr& local, uint32_t job_id,
+std::unique_ptr<EndpointEngine> open_auto(const dp::NetAddr& local,
+                                          const engine::EngineConfig& engine_cfg,
                                           std::string& error) {
   const dp::UdpConfig config = udp_config(local);
   auto datapath = dp::AutoDatapath::open(config, dp::ShmConfig{}, error);
   if (!datapath) return nullptr;
   warn_if_buffers_short(datapath->udp(), config);
-  return std::make_unique<EngineOver<dp::AutoDatapath>>(std::move(datapath), engine_config(job_id));
+  return std::make_unique<EngineOver<dp::AutoDatapath>>(std::move(datapath), engine_cfg);
 }
 
 }  // namespace
 
 std::unique_ptr<EndpointEngine> open_endpoint_engine(const fi_info* info, uint32_t job_id,
                                                      std::string& error) {
-  if (params().datapath == "verbs") return open_verbs(job_id, error);
+  const engine::EngineConfig engine_cfg = engine_config(info->caps, job_id);
+  if (params().datapath == "verbs") return open_verbs(engine_cfg, error);
   dp::NetAddr local;
   if (!local_address(info, local, error)) return nullptr;
-  if (params().datapath == "dpdk") return open_dpdk(local, job_id, error);
-  if (params().datapath == "shm") return open_shm(local, job_id, error);
-  if (params().datapath == "auto") return open_auto(local, job_id, error);
-  return open_udp(local, job_id, error);
+  if (params().datapath == "dpdk") return open_dpdk(local, engine_cfg, error);
+  if (params().datapath == "shm") return open_shm(local, engine_cfg, error);
+  if (params().datapath == "auto") return open_auto(local, engine_cfg, error);
+  return open_udp(local, engine_cfg, error);
 }
 
 }  // namespace spray::fi

@@ -5,7 +5,9 @@
 // (plus the registration's offset). A region with FI_REMOTE_READ/FI_REMOTE_WRITE is
 // entered into the engine of every endpoint of the domain, or, under FI_MR_ENDPOINT,
 // into the one endpoint it is bound to when it is enabled; every remote access is
-// checked there against key, rights and bounds.
+// checked there against key, rights and bounds. A region may be bound to a counter
+// (FI_REMOTE_WRITE) that FI_RMA_EVENT endpoints advance for each write or atomic that
+// changes it.
 #include <algorithm>
 
 #include "provider/endpoint.h"
@@ -26,20 +28,41 @@ int mr_close(fid* f) {
       if (ep->engine) (void)ep->engine->deregister_memory(mr->fid.key);
     }
     mr->domain->keys.erase(mr->fid.key);
+    if (mr->remote_write_cntr) --mr->remote_write_cntr->regions;
     --mr->domain->refs;
   }
   delete mr;
   return FI_SUCCESS;
 }
 
+// A counter of the peers' writes and atomics that change the region (FI_REMOTE_WRITE,
+// the one event fi_mr(3) defines for regions). Counted by FI_RMA_EVENT endpoints.
+int bind_counter(MemoryRegion& mr, Counter& c, uint64_t flags) {
+  if (flags != FI_REMOTE_WRITE) return -FI_EBADFLAGS;
+  std::lock_guard lock(mr.domain->mutex);
+  if (c.domain != mr.domain) return -FI_EINVAL;
+  if (mr.remote_write_cntr && mr.remote_write_cntr != &c) {
+    SPRAY_WARN(FI_LOG_MR, "memory key %lu is already bound to another counter\n",
+               static_cast<unsigned long>(mr.fid.key));
+    return -FI_EINVAL;
+  }
+  // Its descriptor is signalled by the endpoints bound to it; a region has none to offer.
+  if (c.wait_fd) {
+    SPRAY_WARN(FI_LOG_MR,
+               "a FI_WAIT_FD counter cannot count a memory region's accesses "
+               "(bind it to the endpoint with FI_REMOTE_WRITE instead)\n");
+    return -FI_EOPNOTSUPP;
+  }
+  if (!mr.remote_write_cntr) ++c.regions;
+  mr.remote_write_cntr = &c;
+  return FI_SUCCESS;
+}
+
 int mr_bind(fid* f, fid* bfid, uint64_t flags) {
   auto* mr = fid_to<MemoryRegion>(f);
   if (!bfid || (bfid->fclass != FI_CLASS_EP && bfid->fclass != FI_CLASS_CNTR)) return -FI_EINVAL;
+  if (bfid->fclass == FI_CLASS_CNTR) return bind_counter(*mr, *fid_to<Counter>(bfid), flags);
   if (!mr->domain->mr_endpoint_mode()) return FI_SUCCESS;  // domain-wide already: harmless
-  if (bfid->fclass == FI_CLASS_CNTR) {
-    SPRAY_WARN(FI_LOG_MR, "remote-access counters on memory regions are not supported\n");
-    return -FI_ENOSYS;
-  }
   if (flags != 0) return -FI_EBADFLAGS;
   auto* ep = fid_to<Endpoint>(bfid);
   std::lock_guard lock(mr->domain->mutex);
@@ -111,7 +134,7 @@ int mr_reg(fid* f, const void* buf, size_t len, uint64_t access, uint64_t offset
            uint64_t requested_key, uint64_t flags, fid_mr** out, void* context) {
   if (!f || f->fclass != FI_CLASS_DOMAIN || !out) return -FI_EINVAL;
   if (!buf && len > 0) return -FI_EINVAL;
-  if (flags != 0) return -FI_EBADFLAGS;
+  if (flags & ~uint64_t{FI_RMA_EVENT}) return -FI_EBADFLAGS;  // it needs no preparation here
   constexpr uint64_t kAccess =
       FI_SEND | FI_RECV | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
   if (access & ~kAccess) return -FI_EINVAL;

@@ -71,7 +71,7 @@ void ProgressThread::run() {
         delivered += n;
         wake(ep->tx_cq);
         wake(ep->rx_cq);
-        for (Counter* c : {ep->send_cntr, ep->recv_cntr, ep->read_cntr, ep->write_cntr}) wake(c);
+        for (Counter* c : ep->counters()) wake(c);
       }
       if (delivered > 0) {
         // More may follow at once: pass again without announcing a sleep to the peers.

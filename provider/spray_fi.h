@@ -10,12 +10,12 @@
 #pragma once
 
 #include <rdma/fabric.h>
+#include <rdma/fi_atomic.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_eq.h>
 #include <rdma/fi_errno.h>
-#include <rdma/fi_atomic.h>
 #include <rdma/fi_rma.h>
 #include <rdma/fi_tagged.h>
 #include <rdma/providers/fi_log.h>
@@ -148,6 +148,9 @@ struct MemoryRegion {
   size_t length = 0;
   uint64_t remote_base = 0;   // the address peers name for base: its VA (FI_MR_VIRT_ADDR) or 0
   Endpoint* bound = nullptr;  // FI_MR_ENDPOINT: fi_mr_bind's endpoint
+  // fi_mr_bind(FI_REMOTE_WRITE): counts every peer's write or atomic that changes this
+  // region through an FI_RMA_EVENT endpoint. The counter stays open while bound.
+  Counter* remote_write_cntr = nullptr;
   std::vector<Endpoint*> registered_at;  // engines that hold this region
 };
 
@@ -223,6 +226,7 @@ struct Counter {
   uint64_t value = 0;
   uint64_t errors = 0;
   std::vector<Endpoint*> endpoints;  // bound: reading or waiting drives them
+  int regions = 0;                   // memory regions bound to it (fi_mr_bind)
   fi_wait_obj wait_obj = FI_WAIT_NONE;
   std::unique_ptr<WaitFd> wait_fd;  // FI_WAIT_FD only
   // What the last fi_trywait saw: it returns -FI_EAGAIN once for every change since.

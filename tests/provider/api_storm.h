@@ -131,6 +131,9 @@ struct ApiStorm : Fabric {
            discarded = 0, rma_done = 0, rma_refused = 0, remote_writes = 0, failed_to_dead = 0,
            misuses = 0, atomics_done = 0, atomics_refused = 0;
   } tally;
+  // Per live endpoint: its FI_REMOTE_READ | FI_REMOTE_WRITE counter (FI_RMA_EVENT), which
+  // must end at the number of valid RMA and atomic operations that aimed at it.
+  fid_cntr* remote_access[kLive] = {};
   std::string failure;   // the first oracle violation, with the seed's context
   int port_holder = -1;  // holds the closed endpoint's UDP port (see SetUp)
 
@@ -262,6 +265,10 @@ struct ApiStorm : Fabric {
   // each was applied exactly once, none lost, none doubled), and every atomic read got
   // one of those values; a sum word holds its start plus every sum that succeeded.
   void check_atomic_words();
+
+  // At the end: each endpoint's remote-access counter counted every valid read, write and
+  // atomic aimed at it once (none refused, none twice, however packets were lost).
+  void check_remote_access_counts();
 
   // One completion (a CQ entry or error entry) of `op`, checked by its kind's on_*.
   void complete(Op& op, const void* buf, size_t len, size_t olen, uint64_t tag, uint64_t flags,

@@ -7,11 +7,18 @@ namespace spray_fi_test::storm {
 
 void ApiStorm::SetUp() {
   open(FI_EP_RDM,
-       FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_MULTI_RECV | FI_DIRECTED_RECV | FI_SOURCE,
+       FI_MSG | FI_TAGGED | FI_RMA | FI_ATOMIC | FI_RMA_EVENT | FI_MULTI_RECV | FI_DIRECTED_RECV |
+           FI_SOURCE,
        FI_MR_PROV_KEY | FI_MR_VIRT_ADDR);
   if (HasFatalFailure()) return;
   inject_size = info->tx_attr->inject_size;
-  for (int i = 0; i <= kLive; ++i) endpoint();
+  for (fid_cntr*& c : remote_access) {
+    fi_cntr_attr attr{};
+    attr.events = FI_CNTR_EVENTS_COMP;
+    ASSERT_EQ(fi_cntr_open(domain, &attr, &c, nullptr), 0);
+    endpoint(c, FI_REMOTE_READ | FI_REMOTE_WRITE);
+  }
+  endpoint();  // kDead
   // The fourth endpoint goes away before the storm: its AV entry names a dead peer.
   // A socket address stays held by a plain UDP socket that never answers, so that no
   // endpoint of a test running beside this one can take the port and answer for it.
@@ -47,6 +54,14 @@ void ApiStorm::SetUp() {
 }
 
 void ApiStorm::TearDown() {
+  // Endpoints first: the counters stay open while bound to them.
+  for (fid_ep* ep : eps) EXPECT_EQ(fi_close(&ep->fid), 0);
+  eps.clear();
+  for (fid_cntr* c : remote_access) {
+    if (c) {
+      EXPECT_EQ(fi_close(&c->fid), 0);
+    }
+  }
   for (Region& r : regions) {
     if (r.mr) {
       EXPECT_EQ(fi_close(&r.mr->fid), 0);
@@ -427,6 +442,7 @@ void ApiStorm::storm(uint64_t seed) {
       fail("region " + std::to_string(t) + " holds bytes no valid write put there");
   }
   if (failure.empty()) check_atomic_words();
+  if (failure.empty()) check_remote_access_counts();
 }
 
 }  // namespace spray_fi_test::storm

@@ -339,6 +339,27 @@ void ApiStorm::check_atomic_words() {
   }
 }
 
+void ApiStorm::check_remote_access_counts() {
+  for (int t = 0; t < kLive; ++t) {
+    const auto valid = std::count_if(ops.begin(), ops.end(), [t](const Op& a) {
+      const bool remote = a.kind == Op::kWrite || a.kind == Op::kRead || a.kind == Op::kAtomic;
+      return remote && a.peer == t && a.expect_err == 0;
+    });
+    const auto want = static_cast<uint64_t>(valid);
+    // A read is counted when its data is acknowledged, which may come after its
+    // initiator's completion; a count past `want` would show in the 50 ms after.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (fi_cntr_read(remote_access[t]) < want && std::chrono::steady_clock::now() < deadline) {
+    }
+    const auto linger = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+    while (std::chrono::steady_clock::now() < linger) (void)fi_cntr_read(remote_access[t]);
+    const uint64_t got = fi_cntr_read(remote_access[t]);
+    if (got != want)
+      fail("endpoint " + std::to_string(t) + " counted " + std::to_string(got) +
+           " remote accesses, not the " + std::to_string(want) + " valid ones aimed at it");
+  }
+}
+
 void ApiStorm::complete(Op& op, const void* buf, size_t len, size_t olen, uint64_t tag,
                         uint64_t flags, uint64_t data, std::optional<fi_addr_t> src, int err) {
   if (op.inject) fail("injected send " + std::to_string(op.id) + " completed");

@@ -23,7 +23,13 @@ enum class OpKind : uint8_t {
   kTaggedRecv,
   kWrite,
   kRead,
-  kRemoteWrite,  // target side of a write that carried immediate data
+  // The target side of a peer's operation on our registered memory. A write that
+  // carried immediate data is always reported; with SesConfig::report_remote_access,
+  // every write, read and atomic that succeeded is (none that was refused).
+  kRemoteWrite,        // all its bytes placed
+  kRemoteRead,         // all its bytes sent and acknowledged
+  kRemoteAtomic,       // applied, returning nothing
+  kRemoteFetchAtomic,  // applied, returning the old values (compare-and-swap, atomic read)
   kDatagramSend,
   kAtomic,       // an atomic that returns nothing
   kFetchAtomic,  // an atomic that returns the old values (compare-and-swap too)
@@ -33,7 +39,9 @@ struct Completion {
   UserContext context = 0;
   OpKind op = OpKind::kSend;
   Status status = Status::kOk;
-  uint64_t length = 0;    // bytes placed (receive) or transferred (send, RMA)
+  // Bytes placed (receive) or transferred (send, RMA); the remote atomics: bytes the
+  // atomic changed (0 for an atomic read).
+  uint64_t length = 0;
   uint64_t overflow = 0;  // truncated receive: the message's bytes that did not fit
   uint64_t tag = 0;       // tagged receive: the sender's tag
   uint64_t data = 0;      // immediate data, when has_data
@@ -42,6 +50,7 @@ struct Completion {
   uint8_t* buffer = nullptr;      // receive: where its bytes start (a multi-receive part)
   // Multi-receive buffer: this is the buffer's last completion; it is the user's again.
   bool released = false;
+  uint64_t memory_key = 0;  // the remote kinds: the key of the region the peer accessed
 };
 
 // A FIFO of completions. Grows by doubling when full, so a slow consumer never loses a

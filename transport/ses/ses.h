@@ -61,6 +61,10 @@ struct SesConfig {
   uint64_t rendezvous_threshold_bytes = 64 * 1024;  // larger sends use rendezvous
   uint32_t completion_queue_entries = 1024;         // initial; it grows when full
   uint32_t job_id = 0;
+  // Report every RMA write, read and atomic a peer does on our memory as a completion
+  // (kRemoteWrite, kRemoteRead, kRemoteAtomic, kRemoteFetchAtomic), for libfabric's
+  // FI_RMA_EVENT counters. Off: only writes with immediate data are reported.
+  bool report_remote_access = false;
   // The engine's datapath can copy from a peer's memory itself (shared memory between
   // processes of one host): rendezvous receives are then handed to the engine as
   // DirectReads instead of read requests, so a large message is copied once, not twice.
@@ -372,6 +376,9 @@ class Ses {
     uint32_t read_responses = 0;     // kRendezvous: read responses in flight copying from src
     uint32_t rendezvous_tx = kNone;  // kReadResponse: the rendezvous send whose src it reads
     bool source_gone = false;        // kReadResponse: that send ended anyway (failure); no payload
+    // kReadResponse: answers a peer's read of registered memory (not a rendezvous read or
+    // an atomic's old values), reported as kRemoteRead when it ends well.
+    bool serves_remote_read = false;
     // kAtomic: the operation, and for the compare-and-swap family its values (bits,
     // zero-extended); `src` holds the operands, `dst` the result buffer when fetching.
     wire::AmoOpcode amo_op = wire::AmoOpcode::kSum;
@@ -526,12 +533,14 @@ class Ses {
   void serve_read(PeerIndex peer, uint16_t id, uint64_t key, uint64_t offset, uint64_t length,
                   Time now);
   void answer_write(uint32_t rx_slot, Time now);
+  // A kRemoteRead completion: `length` bytes of region `key` read by `peer`.
+  void report_remote_read(PeerIndex peer, uint64_t key, uint64_t length);
   void wait_for_tx(uint32_t rx_slot, TxWait what);
   void resume_waiting(Time now);
   // ses_atomic.cc
   RxResult on_atomic(PeerIndex peer, const wire::SesStandardRequest& h,
                      std::span<const uint8_t> rest, Time now);
-  wire::ReturnCode execute_atomic(const wire::SesStandardRequest& h,
+  wire::ReturnCode execute_atomic(PeerIndex peer, const wire::SesStandardRequest& h,
                                   const wire::AtomicExtension& x, uint64_t compare, uint64_t swap,
                                   std::span<const uint8_t> operands, uint8_t* old_values);
   // Answers an atomic: with its old values as read data when there are any (it fetched

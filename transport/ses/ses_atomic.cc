@@ -124,8 +124,8 @@ RxResult Ses::on_atomic(PeerIndex peer, const wire::SesStandardRequest& h,
     waiting = *slot;
   }
   if (atomic_scratch_.size() < payload_per_packet_) atomic_scratch_.resize(payload_per_packet_);
-  const wire::ReturnCode rc =
-      execute_atomic(h, x, compare, swap, operands, fetching ? atomic_scratch_.data() : nullptr);
+  const wire::ReturnCode rc = execute_atomic(peer, h, x, compare, swap, operands,
+                                             fetching ? atomic_scratch_.data() : nullptr);
   const bool ok = rc == wire::ReturnCode::kOk;
   const uint32_t modified = ok ? h.request_length : 0;
   const std::span<const uint8_t> old_values(atomic_scratch_.data(), ok && fetching ? modified : 0);
@@ -146,7 +146,7 @@ RxResult Ses::on_atomic(PeerIndex peer, const wire::SesStandardRequest& h,
   return RxResult::kAccepted;
 }
 
-wire::ReturnCode Ses::execute_atomic(const wire::SesStandardRequest& h,
+wire::ReturnCode Ses::execute_atomic(PeerIndex peer, const wire::SesStandardRequest& h,
                                      const wire::AtomicExtension& x, uint64_t compare,
                                      uint64_t swap, std::span<const uint8_t> operands,
                                      uint8_t* old_values) {
@@ -179,6 +179,13 @@ wire::ReturnCode Ses::execute_atomic(const wire::SesStandardRequest& h,
   apply_atomic(x.opcode, x.datatype, target, operands.empty() ? nullptr : operands.data(),
                compare, swap, static_cast<uint32_t>(length / element), old_values);
   ++stats_.atomics_applied;
+  if (cfg_.report_remote_access) {
+    Completion& c = completions_.emplace();
+    c.op = fetching ? OpKind::kRemoteFetchAtomic : OpKind::kRemoteAtomic;
+    c.length = x.opcode == wire::AmoOpcode::kRead ? 0 : length;
+    c.memory_key = h.match_bits;
+    c.peer = peer;
+  }
   return rc;
 }
 

@@ -57,13 +57,14 @@ RxResult Ses::on_write(PeerIndex peer, const wire::SesStandardRequest& h,
     m.data = h.header_data;
   }
   if (m.received == m.total && m.som_seen) {
-    if (m.status == Status::kOk && m.has_data) {
+    if (m.status == Status::kOk && (m.has_data || cfg_.report_remote_access)) {
       Completion& c = completions_.emplace();
       c.op = OpKind::kRemoteWrite;
       c.length = m.total;
       c.data = m.data;
-      c.has_data = true;
+      c.has_data = m.has_data;
       c.peer = peer;
+      c.memory_key = m.read_key;
     }
     answer_write(slot, now);
   }
@@ -115,20 +116,32 @@ void Ses::serve_read(PeerIndex peer, uint16_t id, uint64_t key, uint64_t offset,
   const Status s = regions_.resolve(key, offset, length, access::kRemoteRead, src);
   if (s != Status::kOk || length == 0) {
     if (s != Status::kOk) ++stats_.rma_errors;
+    if (s == Status::kOk && cfg_.report_remote_access) report_remote_read(peer, key, 0);
     (void)queue_response(peer, id, return_code_from_status(s), 0, now);
     return;
   }
   const uint32_t slot = new_tx(TxKind::kReadResponse, peer, length);
   TxMessage& m = tx_[slot];
   m.src = src;
+  m.key_or_tag = key;
   if (const auto send = tx_by_rendezvous_key_.find(key)) {
     m.rendezvous_tx = *send;  // the send's buffer must outlive this response
     ++tx_[*send].read_responses;
+  } else {
+    m.serves_remote_read = true;
   }
   m.msg_id = id;
   m.run.packet_count = packets_for(length);
   m.run.packet_bytes = cfg_.mtu_bytes;
   (void)start(slot, pds::Mode::kRud, now);
+}
+
+void Ses::report_remote_read(PeerIndex peer, uint64_t key, uint64_t length) {
+  Completion& c = completions_.emplace();
+  c.op = OpKind::kRemoteRead;
+  c.length = length;
+  c.peer = peer;
+  c.memory_key = key;
 }
 
 // A RUDI packet is a self-contained write: full addressing in every packet, checked
