@@ -19,11 +19,9 @@ const std::vector<Conversation>& conversations() {
   return all;
 }
 
-std::map<ses::UserContext, ses::Completion> completions(sim::SimEngine& e) {
-  std::map<ses::UserContext, ses::Completion> out;
-  ses::Completion c;
-  while (e.poll_completion(c)) out[c.context] = c;
-  return out;
+bool is_remote_access(ses::OpKind k) {
+  return k == ses::OpKind::kRemoteWrite || k == ses::OpKind::kRemoteRead ||
+         k == ses::OpKind::kRemoteAtomic || k == ses::OpKind::kRemoteFetchAtomic;
 }
 
 bool holds_conversation_bytes(const std::vector<uint8_t>& buf, size_t at, size_t len) {
@@ -45,13 +43,30 @@ struct Replay {
   explicit Replay(const std::string& name) {
     target.feed(named(name).input);
     host0 = &target.cluster.engine(0);
-    got = completions(*host0);
+    ses::Completion c;
+    while (host0->poll_completion(c)) {
+      if (is_remote_access(c.op)) {
+        remote.push_back(c);
+      } else {
+        got[c.context] = c;
+      }
+    }
     EXPECT_EQ(host0->stats().rx_malformed, 0u) << name;
   }
   EngineFuzzTarget target;
   sim::SimEngine* host0 = nullptr;
-  std::map<ses::UserContext, ses::Completion> got;
+  std::map<ses::UserContext, ses::Completion> got;  // by context
+  std::vector<ses::Completion> remote;              // host 1's accesses to the region
 };
+
+// Host 1 did exactly one access of kind `op` to the region, and it was reported so.
+void expect_one_remote_access(const Replay& r, ses::OpKind op) {
+  ASSERT_EQ(r.remote.size(), 1u);
+  EXPECT_EQ(r.remote[0].op, op);
+  EXPECT_EQ(r.remote[0].memory_key, kRegionKey);
+  EXPECT_EQ(r.remote[0].peer, 1u);
+  EXPECT_EQ(r.remote[0].status, Status::kOk);
+}
 
 // Receives: untagged ones are contexts 0 and 2, tagged ones 1 and 3, and the
 // multi-receive buffer kMultiReceive.
@@ -128,6 +143,8 @@ TEST(EngineConversations, write_replays_into_the_region) {
   EXPECT_TRUE(holds_conversation_bytes(r.target.region, 128, 256));
   EXPECT_EQ(r.target.region[127], 0);
   EXPECT_EQ(r.target.region[384], 0);
+  expect_one_remote_access(r, ses::OpKind::kRemoteWrite);
+  EXPECT_EQ(r.remote[0].length, 256u);
 }
 
 TEST(EngineConversations, atomics_replay_onto_the_region) {
@@ -138,11 +155,13 @@ TEST(EngineConversations, atomics_replay_onto_the_region) {
     EXPECT_EQ(words[0], 5u);
     EXPECT_EQ(words[1], 6u);
     EXPECT_EQ(r.host0->ses().stats().atomics_applied, 1u);
+    expect_one_remote_access(r, ses::OpKind::kRemoteFetchAtomic);
   }
   Replay r("atomic_compare_swap");
   std::memcpy(words, r.target.region.data() + 96, 8);
   EXPECT_EQ(words[0], 0x77u);
   EXPECT_EQ(r.host0->ses().stats().atomics_applied, 1u);
+  expect_one_remote_access(r, ses::OpKind::kRemoteFetchAtomic);
 }
 
 TEST(EngineConversations, read_replays_to_a_response_and_its_acknowledgement) {
@@ -150,6 +169,7 @@ TEST(EngineConversations, read_replays_to_a_response_and_its_acknowledgement) {
   // Host 0 answered the read (a response went out) and took host 1's ACK for it.
   EXPECT_GE(r.host0->stats().tx_packets, 1u);
   EXPECT_GE(r.host0->stats().rx_packets, 2u);
+  expect_one_remote_access(r, ses::OpKind::kRemoteRead);  // reported once acknowledged
 }
 
 }  // namespace
