@@ -201,7 +201,7 @@ ssize_t post_atomic(Endpoint& ep, const AtomicOp& a) {
     if (s == Status::kAgain) endpoint_progress(ep);
     return -to_fi_errno(s);
   }
-  if (!(a.flags & FI_MORE)) endpoint_progress(ep);  // FI_MORE: as for sends (msg.cc)
+  if (!(a.flags & FI_MORE)) endpoint_transmit(ep);  // FI_MORE: as for sends (msg.cc)
   return FI_SUCCESS;
 }
 

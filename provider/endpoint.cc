@@ -508,6 +508,15 @@ ProgressDone endpoint_progress(Endpoint& ep) {
   return done;
 }
 
+void endpoint_transmit(Endpoint& ep) {
+  if (!ep.engine) return;
+  if (ep.engine->receive_poll_is_a_system_call()) {
+    (void)ep.engine->transmit(dp::monotonic_now());
+  } else {
+    endpoint_progress(ep);  // the receive poll is cheap, and takes what arrived meanwhile
+  }
+}
+
 bool domain_progress(Domain& d) {
   bool busy = false;
   for (Endpoint* ep : d.endpoints) {

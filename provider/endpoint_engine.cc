@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <sstream>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -71,6 +72,10 @@ class EngineOver final : public EndpointEngine {
   Status register_memory(const ses::MemoryRegion& r) override { return engine_.register_memory(r); }
   Status deregister_memory(uint64_t key) override { return engine_.deregister_memory(key); }
   size_t progress(Time now) override { return engine_.progress(now); }
+  size_t transmit(Time now) override { return engine_.transmit(now); }
+  bool receive_poll_is_a_system_call() const override {
+    return std::is_same_v<D, dp::UdpDatapath>;
+  }
   bool poll_completion(ses::Completion& out) override { return engine_.poll_completion(out); }
   size_t tx_in_use() override { return engine_.ses().tx_in_use(); }
   void wait(Duration timeout) override { datapath_->wait(timeout); }

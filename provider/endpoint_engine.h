@@ -45,6 +45,12 @@ class EndpointEngine {
   virtual Status deregister_memory(uint64_t key) = 0;
   // Runs the engine once; returns the packets it received and sent (0: nothing moved).
   virtual size_t progress(Time now) = 0;
+  // Sends what is ready without receiving first (engine::Engine::transmit).
+  virtual size_t transmit(Time now) = 0;
+  // Whether looking for received packets costs a system call (kernel UDP), rather than
+  // a read of memory (shared-memory rings, DPDK and verbs queues; auto polls its UDP
+  // socket only once per 20 us).
+  virtual bool receive_poll_is_a_system_call() const = 0;
   virtual bool poll_completion(ses::Completion& out) = 0;
   // Sends, writes and reads not yet complete (their timers need progress).
   virtual size_t tx_in_use() = 0;

@@ -184,9 +184,10 @@ ssize_t post_send(Endpoint& ep, const void* buf, size_t len, fi_addr_t dest, boo
     if (s == Status::kAgain) endpoint_progress(ep);
     return -to_fi_errno(s);
   }
-  // Put it on the wire now, not at the next poll; with FI_MORE the caller has more sends
-  // to post at once, and they leave together (one burst) with the first without it.
-  if (!(flags & FI_MORE)) endpoint_progress(ep);
+  // Put it on the wire now, not at the next poll (over kernel UDP before looking at what
+  // arrived: see endpoint_transmit). With FI_MORE the caller has more sends to post at
+  // once, and they leave together (one burst) with the first without it.
+  if (!(flags & FI_MORE)) endpoint_transmit(ep);
   return FI_SUCCESS;
 }
 

@@ -73,7 +73,7 @@ ssize_t post_rma(Endpoint& ep, const RmaOp& r) {
     if (s == Status::kAgain) endpoint_progress(ep);
     return -to_fi_errno(s);
   }
-  if (!(r.flags & FI_MORE)) endpoint_progress(ep);  // FI_MORE: as for sends (msg.cc)
+  if (!(r.flags & FI_MORE)) endpoint_transmit(ep);  // FI_MORE: as for sends (msg.cc)
   return FI_SUCCESS;
 }
 

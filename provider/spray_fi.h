@@ -272,6 +272,10 @@ struct ProgressDone {
 };
 // Drives one endpoint's engine and turns its completions into CQ entries.
 ProgressDone endpoint_progress(Endpoint& ep);
+// Puts what a post made ready on the wire (domain mutex held): over kernel UDP without
+// receiving first (its receive poll is a system call that usually finds nothing, and
+// held every message back by it); elsewhere a whole endpoint_progress.
+void endpoint_transmit(Endpoint& ep);
 // endpoint_progress on every endpoint of the domain (domain mutex held): true when any
 // packet moved or any completion was delivered.
 bool domain_progress(Domain& d);

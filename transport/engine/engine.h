@@ -146,6 +146,11 @@ class Engine {
   // One step: a receive burst, due timers, control packets, then data. Returns the
   // number of packets received and sent.
   size_t progress(Time now);
+  // The transmit half of a step: what is ready to go (control packets, data the windows
+  // allow, datagrams) leaves in one burst, without polling the receive side first. For
+  // just after a post, so that the new message is not held behind a receive poll that
+  // usually finds nothing (over kernel UDP a system call). Returns the packets sent.
+  size_t transmit(Time now);
 
   const EngineStats& stats() const { return stats_; }
   pds::Pds& pds() { return pds_; }

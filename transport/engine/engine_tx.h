@@ -7,6 +7,18 @@
 namespace spray::engine {
 
 template <dp::Datapath D>
+size_t Engine<D>::transmit(Time now) {
+  now_ = now;
+  size_t sent = send_control();
+  sent += send_data(now);
+  sent += send_rudi(now);
+  sent += send_datagrams();
+  sent += send_control();
+  flush_tx();
+  return sent;
+}
+
+template <dp::Datapath D>
 dp::PacketBuf* Engine<D>::tx_buffer() {
   // The previous buffer is filled by now: count its bytes, and hand the batch over once
   // it holds the datapath's flush size, so the peer starts on the first packets of a

@@ -60,6 +60,28 @@ TEST_F(Features, write__with_immediate_data_notifies_the_target) {
   EXPECT_EQ(t.length, 40u);
 }
 
+// transmit(): a message just posted leaves without a receive poll first; what waits in
+// the receive ring stays there for the next progress.
+TEST_F(Features, transmit__sends_what_is_ready_and_leaves_the_receive_side_alone) {
+  std::vector<uint8_t> a(8, 0xa), b(8, 0xb), ra(8), rb(8);
+  ASSERT_EQ(cluster.engine(0).post_recv({ra.data(), ra.size(), 1}), Status::kOk);
+  ASSERT_EQ(cluster.engine(1).post_recv({rb.data(), rb.size(), 2}), Status::kOk);
+  ASSERT_EQ(cluster.engine(1).send(0, b.data(), b.size(), 20), Status::kOk);
+  EXPECT_EQ(cluster.engine(1).transmit(cluster.now()), 1u);
+  // The fabric alone runs: host 1's packet lands in host 0's receive ring, unread.
+  cluster.fabric().advance_to(cluster.now() + Duration::milliseconds(1));
+  ASSERT_EQ(cluster.engine(0).send(1, a.data(), a.size(), 10), Status::kOk);
+  EXPECT_EQ(cluster.engine(0).transmit(cluster.now()), 1u);
+  EXPECT_EQ(cluster.engine(0).stats().tx_packets, 1u);
+  EXPECT_EQ(cluster.engine(0).stats().rx_packets, 0u);
+  // Progress then delivers both ways.
+  ASSERT_TRUE(waiter.wait(0, 1));
+  ASSERT_TRUE(waiter.wait(1, 2));
+  ASSERT_TRUE(waiter.wait(0, 10));
+  EXPECT_EQ(ra, b);
+  EXPECT_EQ(rb, a);
+}
+
 TEST_F(Features, tagged__ignore_bits_and_any_source_match) {
   std::vector<uint8_t> a(8, 0xa), b(8, 0xb), ra(8), rb(8);
   ses::RecvSpec wildcard{ra.data(), ra.size(), 1, true, 0x1200, 0x00ff, pds::kNoPeer};
