@@ -17,8 +17,10 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace spray_fi_test {
@@ -72,12 +74,17 @@ struct Fabric : ::testing::Test {
   // An enabled endpoint bound to the AV and CQ (and to `cntr` for `cntr_events`), its
   // address entered into the AV (addrs[] follows eps[]).
   fid_ep* endpoint(fid_cntr* cntr = nullptr, uint64_t cntr_events = 0) {
+    if (!cntr) return endpoint_counting({});
+    return endpoint_counting({{cntr, cntr_events}});
+  }
+  // The same, bound to each of `counters` for its events.
+  fid_ep* endpoint_counting(std::initializer_list<std::pair<fid_cntr*, uint64_t>> counters) {
     fid_ep* ep = nullptr;
     EXPECT_EQ(fi_endpoint(domain, info, &ep, nullptr), 0);
     EXPECT_EQ(fi_ep_bind(ep, &av->fid, 0), 0);
     EXPECT_EQ(fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
-    if (cntr) {
-      EXPECT_EQ(fi_ep_bind(ep, &cntr->fid, cntr_events), 0);
+    for (const auto& [cntr, events] : counters) {
+      EXPECT_EQ(fi_ep_bind(ep, &cntr->fid, events), 0);
     }
     EXPECT_EQ(fi_enable(ep), 0);
     char name[64];

@@ -72,20 +72,9 @@ TEST_F(RmaEvent, endpoint_counters__count_each_access_that_succeeded_once_by_kin
   fid_cntr* remote_reads = counter();
   fid_cntr* remote_writes = counter();
   fid_ep* a = endpoint();
-  fid_ep* target = nullptr;
-  ASSERT_EQ(fi_endpoint(domain, info, &target, nullptr), 0);
-  ASSERT_EQ(fi_ep_bind(target, &av->fid, 0), 0);
-  ASSERT_EQ(fi_ep_bind(target, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
-  ASSERT_EQ(fi_ep_bind(target, &remote_reads->fid, FI_REMOTE_READ), 0);
-  ASSERT_EQ(fi_ep_bind(target, &remote_writes->fid, FI_REMOTE_WRITE), 0);
-  ASSERT_EQ(fi_enable(target), 0);
-  char name[64];
-  size_t len = sizeof(name);
-  ASSERT_EQ(fi_getname(&target->fid, name, &len), 0);
-  fi_addr_t t = FI_ADDR_NOTAVAIL;
-  ASSERT_EQ(fi_av_insert(av, name, 1, &t, 0, nullptr), 1);
-  eps.push_back(target);
-  addrs.push_back(t);
+  fid_ep* target =
+      endpoint_counting({{remote_reads, FI_REMOTE_READ}, {remote_writes, FI_REMOTE_WRITE}});
+  const fi_addr_t t = addrs.back();
 
   std::vector<uint8_t> memory(400000, 0);
   alignas(8) uint64_t words[4] = {10, 20, 30, 40};

@@ -209,15 +209,7 @@ TEST_F(Rma, counters__count_reads_and_writes_apart) {
   attr.events = FI_CNTR_EVENTS_COMP;
   ASSERT_EQ(fi_cntr_open(domain, &attr, &reads, nullptr), 0);
   ASSERT_EQ(fi_cntr_open(domain, &attr, &writes, nullptr), 0);
-  fid_ep* a = nullptr;
-  ASSERT_EQ(fi_endpoint(domain, info, &a, nullptr), 0);
-  ASSERT_EQ(fi_ep_bind(a, &av->fid, 0), 0);
-  ASSERT_EQ(fi_ep_bind(a, &cq->fid, FI_TRANSMIT | FI_RECV), 0);
-  ASSERT_EQ(fi_ep_bind(a, &reads->fid, FI_READ), 0);
-  ASSERT_EQ(fi_ep_bind(a, &writes->fid, FI_WRITE), 0);
-  ASSERT_EQ(fi_enable(a), 0);
-  eps.push_back(a);
-  addrs.push_back(FI_ADDR_NOTAVAIL);
+  fid_ep* a = endpoint_counting({{reads, FI_READ}, {writes, FI_WRITE}});
   endpoint();
   std::vector<uint8_t> target(64, 0), local(64, 3);
   fid_mr* mr = reg(target.data(), target.size(), FI_REMOTE_READ | FI_REMOTE_WRITE);

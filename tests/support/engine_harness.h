@@ -12,6 +12,19 @@
 
 namespace spray::test_support {
 
+// A fabric of `hosts` that loses 5 % of packets, duplicates 5 %, corrupts 1 % and
+// reorders 10 %, seeded: every fault an exactly-once test must survive, all at once.
+inline sim::FabricConfig faulty_fabric(uint32_t hosts, uint64_t seed) {
+  sim::FabricConfig f;
+  f.hosts = hosts;
+  f.faults.loss = 0.05;
+  f.faults.duplicate = 0.05;
+  f.faults.corrupt = 0.01;
+  f.faults.reorder = 0.1;
+  f.seed = seed;
+  return f;
+}
+
 // Runs the cluster until `host` reports a completion with `context` (other
 // completions seen on the way are kept for later calls). nullopt on timeout.
 class CompletionWaiter {

@@ -250,16 +250,7 @@ TEST_F(Atomics, forged_requests_are_refused_with_a_reason_or_dropped_and_change_
 // exactly once.
 class AtomicsOnABadFabric : public Atomics {
  protected:
-  static sim::FabricConfig bad_fabric() {
-    sim::FabricConfig f;
-    f.hosts = 4;
-    f.faults.loss = 0.05;
-    f.faults.duplicate = 0.05;
-    f.faults.corrupt = 0.01;
-    f.faults.reorder = 0.1;
-    f.seed = 42;
-    return f;
-  }
+  static sim::FabricConfig bad_fabric() { return test_support::faulty_fabric(4, 42); }
   AtomicsOnABadFabric() : Atomics(bad_fabric()) {}
   explicit AtomicsOnABadFabric(uint32_t target_table)
       : Atomics(bad_fabric(), [target_table](uint32_t host, engine::EngineConfig& c) {

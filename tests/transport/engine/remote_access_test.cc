@@ -22,21 +22,11 @@ using wire::AmoOpcode;
 constexpr uint64_t kKey = 9;
 constexpr uint32_t kPerHost = 40;  // of each kind, from each of hosts 1-3
 
-sim::FabricConfig bad_fabric() {
-  sim::FabricConfig f;
-  f.hosts = 4;
-  f.faults.loss = 0.05;
-  f.faults.duplicate = 0.05;
-  f.faults.corrupt = 0.01;
-  f.faults.reorder = 0.1;
-  f.seed = 7;
-  return f;
-}
-
 // Host 0 is the target, serving kKey over `memory`; hosts 1-3 access it.
 class RemoteAccess : public ::testing::Test {
  protected:
-  explicit RemoteAccess(bool report = true, sim::FabricConfig fabric = bad_fabric())
+  explicit RemoteAccess(bool report = true,
+                        sim::FabricConfig fabric = test_support::faulty_fabric(4, 7))
       : cluster(fabric, engine::EngineConfig{},
                 [report](uint32_t host, engine::EngineConfig& c) {
                   c.ses.report_remote_access = host == 0 && report;
