@@ -63,7 +63,9 @@ struct SesConfig {
   uint32_t job_id = 0;
   // Report every RMA write, read and atomic a peer does on our memory as a completion
   // (kRemoteWrite, kRemoteRead, kRemoteAtomic, kRemoteFetchAtomic), for libfabric's
-  // FI_RMA_EVENT counters. Off: only writes with immediate data are reported.
+  // FI_RMA_EVENT counters. Off: only writes with immediate data are reported. RUDI's
+  // idempotent writes are never reported: each packet stands alone and may be applied
+  // more than once by design, so there is no one event to count.
   bool report_remote_access = false;
   // The engine's datapath can copy from a peer's memory itself (shared memory between
   // processes of one host): rendezvous receives are then handed to the engine as
