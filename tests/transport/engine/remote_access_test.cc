@@ -57,9 +57,9 @@ class RemoteAccess : public ::testing::Test {
 };
 
 TEST_F(RemoteAccess, every_access_is_reported_once_by_kind_under_faults) {
-  // Each host: writes of 3 packets and of 8 bytes, reads, plain and fetching sums, and
-  // an atomic read, each kind kPerHost times; then one refused access of each kind (an
-  // unknown key), which must not be reported.
+  // Each host: writes of 5 packets (20000 B) and of 8 bytes, reads, plain and fetching
+  // sums, and an atomic read, each kind kPerHost times; then one refused access of each
+  // kind (an unknown key), which must not be reported.
   const uint64_t one = 1;
   std::vector<uint8_t> out(20000, 0x5a);
   std::vector<std::vector<uint8_t>> in(4, std::vector<uint8_t>(20000));
