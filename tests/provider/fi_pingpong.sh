@@ -25,8 +25,10 @@ logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 cd "$logs"
 if [[ $ep == rdm ]]; then sizes="0 8 1024 4096 65536 1048576"; else sizes="8 512 1024"; fi
-for size in $sizes; do
-  iters=$(( size >= 1048576 ? 50 : 500 ))
+# One fi_pingpong pair at `size` bytes: 0 when both ends finished; 2 when the server
+# found its port taken (oob_port_was_taken); else 1, with the logs shown.
+run_size() {
+  local size=$1 iters=$(( $1 >= 1048576 ? 50 : 500 ))
   port=$(free_oob_port)  # not fi_pingpong's default: tests run in parallel
   timeout 60 "${apart[@]}" fi_pingpong -p spray -e "$ep" -I "$iters" -S "$size" -c -B "$port" \
     > server.log 2>&1 &
@@ -34,9 +36,21 @@ for size in $sizes; do
   wait_oob_listen "$port" "$server"
   if ! timeout 60 "${apart[@]}" fi_pingpong -p spray -e "$ep" -I "$iters" -S "$size" -c \
       -P "$port" 127.0.0.1 > client.log 2>&1; then
-    echo "FAIL: client, $size bytes"; cat client.log; cat server.log; kill "$server" 2>/dev/null; exit 1
+    kill "$server" 2>/dev/null || true
+    wait "$server" 2>/dev/null || true
+    oob_port_was_taken server.log && return 2
+    echo "FAIL: client, $size bytes"; cat client.log; cat server.log; return 1
   fi
-  wait "$server" || { echo "FAIL: server, $size bytes"; cat server.log; exit 1; }
+  wait "$server" || { echo "FAIL: server, $size bytes"; cat server.log; return 1; }
   tail -1 client.log
+}
+for size in $sizes; do
+  for attempt in 1 2 3; do
+    status=0
+    run_size "$size" || status=$?
+    (( status == 2 )) || break
+    echo "RETRY: $size bytes (out-of-band port $port was taken meanwhile)"
+  done
+  (( status == 0 )) || exit 1
 done
 echo "PASS: fi_pingpong $ep over spray ($FI_SPRAY_DATAPATH${apart:+, /dev/shm apart})"

@@ -1,5 +1,6 @@
 # Sourced by the fi_pingpong tests: an out-of-band TCP port for fi_pingpong's -B/-P,
-# and waiting for the server to listen on it.
+# waiting for the server to listen on it, and telling when another process took the
+# port first (oob_port_was_taken).
 #
 # free_oob_port prints a random port below the kernel's ephemeral range that no TCP
 # socket uses now, in any state. Tests run in parallel (ctest -j), so:
@@ -34,4 +35,12 @@ wait_oob_listen() {
     kill -0 "$2" 2>/dev/null || return 0
     sleep 0.1
   done
+}
+
+# oob_port_was_taken SERVER_LOG: whether the fi_pingpong server could not bind its port.
+# free_oob_port looks before the server binds, and in between another process can take
+# the port (CI, 2026-11-27: the server died with "bind(): ... Address already in use"
+# and its client was refused). The callers then try the size again on another port.
+oob_port_was_taken() {
+  grep -q "Address already in use" "$1"
 }
