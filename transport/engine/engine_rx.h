@@ -33,13 +33,7 @@ size_t Engine<D>::progress(Time now) {
   drain_reports(now);
   ses_.resume_tx_waiters(now);  // tx slots freed by what was just reported
   if constexpr (kDirectReads) copy_direct_reads(now);
-  size_t sent = send_control();
-  sent += send_data(now);
-  sent += send_rudi(now);
-  sent += send_datagrams();
-  sent += send_control();  // NACKs raised while sending (e.g. none) and ACKs from failures
-  flush_tx();
-  return received + sent;
+  return received + transmit(now);
 }
 
 template <dp::Datapath D>

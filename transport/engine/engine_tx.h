@@ -6,6 +6,7 @@
 
 namespace spray::engine {
 
+// Also the end of every progress step (engine_rx.h).
 template <dp::Datapath D>
 size_t Engine<D>::transmit(Time now) {
   now_ = now;
@@ -13,7 +14,7 @@ size_t Engine<D>::transmit(Time now) {
   sent += send_data(now);
   sent += send_rudi(now);
   sent += send_datagrams();
-  sent += send_control();
+  sent += send_control();  // NACKs raised while sending (e.g. none) and ACKs from failures
   flush_tx();
   return sent;
 }
