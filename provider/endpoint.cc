@@ -95,15 +95,7 @@ void report(Endpoint& ep, const ses::Completion& c, const Endpoint::Op& op) {
 }
 
 void complete(Endpoint& ep, const ses::Completion& c) {
-  switch (c.op) {
-    case ses::OpKind::kRemoteWrite:
-    case ses::OpKind::kRemoteRead:
-    case ses::OpKind::kRemoteAtomic:
-    case ses::OpKind::kRemoteFetchAtomic:
-      return complete_remote_access(ep, c);
-    default:
-      break;
-  }
+  if (ses::is_remote_access(c.op)) return complete_remote_access(ep, c);
   const uint32_t index = static_cast<uint32_t>(c.context);
   if (index >= ep.ops.size() || !ep.ops[index].in_use) return;
   Endpoint::Op op = ep.ops[index];

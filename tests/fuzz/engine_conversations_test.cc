@@ -19,11 +19,6 @@ const std::vector<Conversation>& conversations() {
   return all;
 }
 
-bool is_remote_access(ses::OpKind k) {
-  return k == ses::OpKind::kRemoteWrite || k == ses::OpKind::kRemoteRead ||
-         k == ses::OpKind::kRemoteAtomic || k == ses::OpKind::kRemoteFetchAtomic;
-}
-
 bool holds_conversation_bytes(const std::vector<uint8_t>& buf, size_t at, size_t len) {
   for (size_t i = 0; i < len; ++i) {
     if (buf[at + i] != conversation_byte(i)) return false;
@@ -45,7 +40,7 @@ struct Replay {
     host0 = &target.cluster.engine(0);
     ses::Completion c;
     while (host0->poll_completion(c)) {
-      if (is_remote_access(c.op)) {
+      if (ses::is_remote_access(c.op)) {
         remote.push_back(c);
       } else {
         got[c.context] = c;

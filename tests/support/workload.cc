@@ -184,7 +184,7 @@ void Workload::issue(uint32_t index) {
 void Workload::poll(uint32_t host) {
   ses::Completion c;
   while (cluster_.engine(host).poll_completion(c)) {
-    if (c.op == ses::OpKind::kRemoteWrite) continue;
+    if (ses::is_remote_access(c.op)) continue;
     const bool recv = (c.context & kRecvBit) != 0;
     const auto index = static_cast<uint32_t>(c.context & ~kRecvBit);
     ASSERT_LT(index, ops_.size());

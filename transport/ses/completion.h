@@ -35,6 +35,12 @@ enum class OpKind : uint8_t {
   kFetchAtomic,  // an atomic that returns the old values (compare-and-swap too)
 };
 
+// The target-side kinds: a peer's access to our registered memory, with no context of ours.
+constexpr bool is_remote_access(OpKind op) {
+  return op == OpKind::kRemoteWrite || op == OpKind::kRemoteRead || op == OpKind::kRemoteAtomic ||
+         op == OpKind::kRemoteFetchAtomic;
+}
+
 struct Completion {
   UserContext context = 0;
   OpKind op = OpKind::kSend;

@@ -535,8 +535,9 @@ class Ses {
   void serve_read(PeerIndex peer, uint16_t id, uint64_t key, uint64_t offset, uint64_t length,
                   Time now);
   void answer_write(uint32_t rx_slot, Time now);
-  // A kRemoteRead completion: `length` bytes of region `key` read by `peer`.
-  void report_remote_read(PeerIndex peer, uint64_t key, uint64_t length);
+  // A completion of remote-access kind `op` (see is_remote_access): `peer` accessed
+  // `length` bytes of region `key`. Returned for the caller to add what else it knows.
+  Completion& report_remote_access(OpKind op, PeerIndex peer, uint64_t key, uint64_t length);
   void wait_for_tx(uint32_t rx_slot, TxWait what);
   void resume_waiting(Time now);
   // ses_atomic.cc

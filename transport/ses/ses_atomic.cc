@@ -180,11 +180,8 @@ wire::ReturnCode Ses::execute_atomic(PeerIndex peer, const wire::SesStandardRequ
                compare, swap, static_cast<uint32_t>(length / element), old_values);
   ++stats_.atomics_applied;
   if (cfg_.report_remote_access) {
-    Completion& c = completions_.emplace();
-    c.op = fetching ? OpKind::kRemoteFetchAtomic : OpKind::kRemoteAtomic;
-    c.length = x.opcode == wire::AmoOpcode::kRead ? 0 : length;
-    c.memory_key = h.match_bits;
-    c.peer = peer;
+    (void)report_remote_access(fetching ? OpKind::kRemoteFetchAtomic : OpKind::kRemoteAtomic, peer,
+                               h.match_bits, x.opcode == wire::AmoOpcode::kRead ? 0 : length);
   }
   return rc;
 }

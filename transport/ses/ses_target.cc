@@ -58,13 +58,9 @@ RxResult Ses::on_write(PeerIndex peer, const wire::SesStandardRequest& h,
   }
   if (m.received == m.total && m.som_seen) {
     if (m.status == Status::kOk && (m.has_data || cfg_.report_remote_access)) {
-      Completion& c = completions_.emplace();
-      c.op = OpKind::kRemoteWrite;
-      c.length = m.total;
+      Completion& c = report_remote_access(OpKind::kRemoteWrite, peer, m.read_key, m.total);
       c.data = m.data;
       c.has_data = m.has_data;
-      c.peer = peer;
-      c.memory_key = m.read_key;
     }
     answer_write(slot, now);
   }
@@ -116,7 +112,9 @@ void Ses::serve_read(PeerIndex peer, uint16_t id, uint64_t key, uint64_t offset,
   const Status s = regions_.resolve(key, offset, length, access::kRemoteRead, src);
   if (s != Status::kOk || length == 0) {
     if (s != Status::kOk) ++stats_.rma_errors;
-    if (s == Status::kOk && cfg_.report_remote_access) report_remote_read(peer, key, 0);
+    if (s == Status::kOk && cfg_.report_remote_access) {
+      (void)report_remote_access(OpKind::kRemoteRead, peer, key, 0);
+    }
     (void)queue_response(peer, id, return_code_from_status(s), 0, now);
     return;
   }
@@ -136,12 +134,13 @@ void Ses::serve_read(PeerIndex peer, uint16_t id, uint64_t key, uint64_t offset,
   (void)start(slot, pds::Mode::kRud, now);
 }
 
-void Ses::report_remote_read(PeerIndex peer, uint64_t key, uint64_t length) {
+Completion& Ses::report_remote_access(OpKind op, PeerIndex peer, uint64_t key, uint64_t length) {
   Completion& c = completions_.emplace();
-  c.op = OpKind::kRemoteRead;
+  c.op = op;
   c.length = length;
   c.peer = peer;
   c.memory_key = key;
+  return c;
 }
 
 // A RUDI packet is a self-contained write: full addressing in every packet, checked

@@ -543,7 +543,7 @@ void Ses::finish_tx(uint32_t slot) {
   const uint32_t rendezvous_rx = m.rendezvous_rx;
   const Status status = m.status;
   if (m.serves_remote_read && status == Status::kOk && cfg_.report_remote_access) {
-    report_remote_read(m.peer, m.key_or_tag, m.length);
+    (void)report_remote_access(OpKind::kRemoteRead, m.peer, m.key_or_tag, m.length);
   }
   if (m.user_op) {
     Completion& c = completions_.emplace();
