@@ -11,6 +11,7 @@
 
 #include "provider/endpoint.h"
 #include "provider/endpoint_name.h"
+#include "provider/security.h"
 #include "transport/datapath/clock.h"
 #include "transport/wire/ses_header.h"
 
@@ -574,9 +575,15 @@ int endpoint_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context
     fi_freeinfo(ep->info);
     return -FI_EINVAL;
   }
+  std::optional<tss::TssConfig> security;
+  if (!endpoint_security(security, error)) {
+    SPRAY_WARN(FI_LOG_EP_CTRL, "%s\n", error.c_str());
+    fi_freeinfo(ep->info);
+    return -FI_EINVAL;
+  }
   bool out_of_memory = false;
   try {  // the engine's tables and the datapath's buffers are its large allocations
-    ep->engine = open_endpoint_engine(info, *job_id, error);
+    ep->engine = open_endpoint_engine(info, *job_id, security, error);
   } catch (const std::bad_alloc&) {
     out_of_memory = true;
     error = "out of memory for the transport's tables and buffers";

@@ -116,7 +116,17 @@ class EngineOver final : public EndpointEngine {
         p.pdcs_reclaimed, p.close_requests, p.pdc_waits, p.pdc_wait_failures, p.answer_detours,
         engine_.ses().stats().direct_reads, engine_.ses().stats().direct_read_fallbacks,
         engine_.ses().stats().stale_tickets, engine_.ses().stats().atomics_applied,
-        engine_.ses().stats().atomic_errors);
+        engine_.ses().stats().atomic_errors) + tss_stats();
+  }
+  // What TSS sealed, opened and refused, when the endpoint is secured.
+  std::string tss_stats() {
+    if (!engine_.secured()) return "";
+    const tss::TssStats& t = engine_.tss_stats();
+    return fmt::format(
+        "; TSS sealed {} opened {}, refused: not secured {} other domain {} replayed {} forged "
+        "{} trimmed from unknown {}; trims {}; not sealed {}",
+        t.sealed, t.opened, t.rx_not_secured, t.rx_other_domain, t.rx_replayed, t.rx_forged,
+        t.rx_trimmed_unknown, t.rx_trimmed, t.tx_failed);
   }
   int wait_fd() const override {
     if constexpr (requires(const D& d) { d.wait_fd(); }) {
@@ -291,9 +301,11 @@ std::unique_ptr<EndpointEngine> open_auto(const dp::NetAddr& local,
 
 }  // namespace
 
-std::unique_ptr<EndpointEngine> open_endpoint_engine(const fi_info* info, uint32_t job_id,
-                                                     std::string& error) {
-  const engine::EngineConfig engine_cfg = engine_config(info->caps, job_id);
+std::unique_ptr<EndpointEngine> open_endpoint_engine(
+    const fi_info* info, uint32_t job_id, const std::optional<tss::TssConfig>& security,
+    std::string& error) {
+  engine::EngineConfig engine_cfg = engine_config(info->caps, job_id);
+  engine_cfg.security = security;
   if (params().datapath == "verbs") return open_verbs(engine_cfg, error);
   dp::NetAddr local;
   if (!local_address(info, local, error)) return nullptr;

@@ -16,6 +16,7 @@
 #include "transport/base/time.h"
 #include "transport/datapath/net_addr.h"
 #include "transport/ses/ses.h"  // Completion, RecvSpec, SendSpec, MemoryRegion, ProbeAction
+#include "transport/tss/secure_channels.h"
 
 namespace spray::fi {
 
@@ -73,9 +74,11 @@ class EndpointEngine {
 
 // Opens the datapath FI_SPRAY_DATAPATH names, bound to `info`'s source address (or
 // FI_SPRAY_ADDRESS), and an engine over it whose packets carry, and whose peers' packets
-// must carry, UET JobID `job_id` (0..2^24-1). nullptr and a message naming the cause when
-// the datapath cannot be opened (address not local, port in use, no DPDK port, ...).
-std::unique_ptr<EndpointEngine> open_endpoint_engine(const fi_info* info, uint32_t job_id,
-                                                     std::string& error);
+// must carry, UET JobID `job_id` (0..2^24-1), sealed by UET TSS when `security` is set
+// (see security.h). nullptr and a message naming the cause when the datapath cannot be
+// opened (address not local, port in use, no DPDK port, ...).
+std::unique_ptr<EndpointEngine> open_endpoint_engine(
+    const fi_info* info, uint32_t job_id, const std::optional<tss::TssConfig>& security,
+    std::string& error);
 
 }  // namespace spray::fi

@@ -51,6 +51,13 @@ constexpr StringParam kStringParams[] = {
     {"dpdk_neighbours", &Params::dpdk_neighbours,
      "Static DPDK neighbours, IPV4=MAC[,IPV4=MAC...]; others are resolved by ARP and from "
      "the kernel's table."},
+    {"tss_key_file", &Params::tss_key_file,
+     "File holding the secure domain's 32-byte key as 64 hex digits (e.g. from `openssl rand "
+     "-hex 32`; readable by its owner only). Set, every packet is encrypted and "
+     "authenticated with UET TSS (AES-256-GCM under keys derived for each pair of "
+     "endpoints), and packets that do not open are dropped. Every process of a job must "
+     "use the same key; an endpoint with another key, or none, cannot reach them. Empty: "
+     "packets are not secured."},
     {"verbs_device", &Params::verbs_device,
      "RDMA device for the verbs datapath (as ibv_devices lists it); empty: the first one."},
 };
@@ -102,6 +109,9 @@ constexpr IntParam kIntParams[] = {
      "it were not there, so a process that takes over the address of a dead one is not "
      "handed what was meant for it. Every process of a job must use the same; spray-run "
      "gives each launch its own unless this is set."},
+    {"tss_domain", &Params::tss_domain,
+     "Secure domain index (UET SDI, 1 to 16777215) in every secured packet; packets naming "
+     "another are dropped. Used with FI_SPRAY_TSS_KEY_FILE."},
     {"yield_after", &Params::yield_after,
      "fi_cq_read (or fi_cntr_read) calls in a row that find no completion and move no "
      "packet before one gives the CPU away (sched_yield), so that a peer sharing the core "

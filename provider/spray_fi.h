@@ -95,6 +95,10 @@ struct Params {
   // send, and required of every packet they take (see Engine::of_our_job): endpoints of
   // different jobs ignore each other. 0: the job of every process that names none.
   int job_id = 0;
+  // FI_SPRAY_TSS_KEY_FILE: a file holding the secure domain's key (64 hex digits); every
+  // packet is then sealed with UET TSS (provider/security.h). Empty: not secured.
+  std::string tss_key_file;
+  int tss_domain = 1;  // FI_SPRAY_TSS_DOMAIN: the secure domain index (SDI), 1..2^24-1
 };
 const Params& params();
 // The JobID an authorization key names (fi_domain_attr / fi_ep_attr auth_key): 4 bytes, a

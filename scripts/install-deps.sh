@@ -14,6 +14,7 @@ packages=(
   libfabric-dev libfabric-bin        # the provider builds against libfabric; fi_pingpong, fi_info
   openmpi-bin libopenmpi-dev         # Open MPI's OFI MTL runs the MPI tests over the provider
   libboost-dev                       # Boost.Asio: the collectives' rendezvous store
+  libssl-dev                         # OpenSSL: UET TSS's AES-256-GCM and CMAC key derivation
 )
 
 missing=()

@@ -2,6 +2,8 @@
 //   - PDS+SES packet rate for 64 B messages through an in-memory datapath: >= 5 M/s/core
 //   - 1 MiB message throughput through the full engine vs memcpy, same run: >= 0.5
 //   - memory: an engine knowing 8192 idle peers < 64 MiB; bytes per idle PDC
+// The Secured* variants run the same with UET TSS on both engines (every packet sealed
+// and opened with AES-256-GCM), for the cost of security as a ratio in one run.
 // Both engines run on one thread, so "per core" counts all the work of both ends.
 #include <benchmark/benchmark.h>
 #include <malloc.h>
@@ -18,8 +20,14 @@ namespace {
 using namespace spray;
 using Engine = engine::Engine<sim::LoopbackPort>;
 
-engine::EngineConfig bench_config() {
+engine::EngineConfig bench_config(bool secured = false, uint32_t source_id = 0) {
   engine::EngineConfig e;
+  if (secured) {
+    tss::TssConfig t;
+    t.domain_key.fill(0x5e);
+    t.source_id = source_id;
+    e.security = t;
+  }
   e.pds.cc_name = "fixed";  // no congestion on a loopback; measure the transport
   e.pds.cc.fixed_window_bytes = 4 << 20;
   e.pds.window_packets = 1024;
@@ -28,9 +36,11 @@ engine::EngineConfig bench_config() {
 }
 
 struct Pair {
+  explicit Pair(bool secured = false)
+      : a(wire.a(), bench_config(secured, 1)), b(wire.b(), bench_config(secured, 2)) {}
   sim::LoopbackPair wire;
-  Engine a{wire.a(), bench_config()};
-  Engine b{wire.b(), bench_config()};
+  Engine a;
+  Engine b;
   pds::PeerIndex a_to_b = a.add_peer(wire.b().local_address());
   pds::PeerIndex b_to_a = b.add_peer(wire.a().local_address());
   Time now{};
@@ -43,10 +53,11 @@ struct Pair {
 };
 
 // Small messages: keep `depth` sends and receives outstanding, count delivered packets.
+template <bool kSecured>
 void BM_SmallMessagePacketRate(benchmark::State& state) {
   const auto size = static_cast<uint64_t>(state.range(0));
   constexpr int kDepth = 256;
-  Pair p;
+  Pair p(kSecured);
   std::vector<uint8_t> src(size, 1), dst(size * kDepth);
   for (int i = 0; i < kDepth; ++i) {
     p.b.post_recv({dst.data() + i * size, size, static_cast<uint64_t>(i)});
@@ -77,20 +88,28 @@ void BM_SmallMessagePacketRate(benchmark::State& state) {
   state.counters["acks_per_data_packet"] = static_cast<double>(p.b.pds().stats().acks_sent) /
                                            static_cast<double>(data_packets ? data_packets : 1);
 }
-BENCHMARK(BM_SmallMessagePacketRate)
+BENCHMARK(BM_SmallMessagePacketRate<false>)
+    ->Name("BM_SmallMessagePacketRate")
+    ->Arg(64)
+    ->Arg(1024)
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(1.0);
+BENCHMARK(BM_SmallMessagePacketRate<true>)
+    ->Name("BM_SecuredSmallMessagePacketRate")
     ->Arg(64)
     ->Arg(1024)
     ->Unit(benchmark::kMicrosecond)
     ->MinTime(1.0);
 // The same with a fixed amount of work, for instruction counting under callgrind
 // (scripts/instructions-per-message.sh): one run, so totals divide cleanly.
-BENCHMARK(BM_SmallMessagePacketRate)->Name("FixedWork64")->Arg(64)->Iterations(4000);
+BENCHMARK(BM_SmallMessagePacketRate<false>)->Name("FixedWork64")->Arg(64)->Iterations(4000);
 
 // Large messages through the whole engine (rendezvous: the receiver reads the data),
 // reported with memcpy bandwidth measured in the same run for the ratio.
+template <bool kSecured>
 void BM_LargeMessageVsMemcpy(benchmark::State& state) {
   const auto size = static_cast<uint64_t>(state.range(0));
-  Pair p;
+  Pair p(kSecured);
   std::vector<uint8_t> src(size, 7), dst(size);
   uint64_t moved = 0;
   ses::Completion c;
@@ -117,7 +136,16 @@ void BM_LargeMessageVsMemcpy(benchmark::State& state) {
   state.counters["memcpy_bytes_per_second"] = static_cast<double>(moved) / memcpy_s;
   state.counters["memcpy_seconds"] = memcpy_s;
 }
-BENCHMARK(BM_LargeMessageVsMemcpy)->Arg(1 << 20)->Unit(benchmark::kMicrosecond)->MinTime(1.0);
+BENCHMARK(BM_LargeMessageVsMemcpy<false>)
+    ->Name("BM_LargeMessageVsMemcpy")
+    ->Arg(1 << 20)
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(1.0);
+BENCHMARK(BM_LargeMessageVsMemcpy<true>)
+    ->Name("BM_SecuredLargeMessageVsMemcpy")
+    ->Arg(1 << 20)
+    ->Unit(benchmark::kMicrosecond)
+    ->MinTime(1.0);
 
 size_t heap_in_use() {
   const struct mallinfo2 m = mallinfo2();

@@ -5,12 +5,15 @@
 // A run is bounded: --timeout seconds after the start every rank still alive is killed.
 // --keep-going lets the other ranks run on after a failure (to see how they react to a
 // dead peer); the first failure is still the exit status. The ranks get a JobID of their
-// own (FI_SPRAY_JOB_ID) unless the caller set one.
+// own (FI_SPRAY_JOB_ID) unless the caller set one. With --secure they also get a secure
+// domain key of their own (FI_SPRAY_TSS_KEY_FILE: the spray provider encrypts and
+// authenticates every packet), in a file only its owner can read, removed at the end.
 //
-//   spray-run -n 4 [--provider spray] [--timeout 300] [--keep-going] PROGRAM ARGS...
+//   spray-run -n 4 [--provider spray] [--timeout 300] [--keep-going] [--secure] PROGRAM ARGS...
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -52,6 +55,44 @@ int free_port() {
   close(s);
   return ntohs(a.sin_port);
 }
+
+// This launch's secure domain key (--secure): 32 bytes from the kernel's random source,
+// as 64 hex digits in a new file of mode 0600, unlinked when the launch ends.
+class LaunchKeyFile {
+ public:
+  LaunchKeyFile() = default;
+  LaunchKeyFile(const LaunchKeyFile&) = delete;
+  LaunchKeyFile& operator=(const LaunchKeyFile&) = delete;
+  ~LaunchKeyFile() {
+    if (!path_.empty()) unlink(path_.c_str());
+  }
+
+  bool create(std::string& error) {
+    unsigned char key[32];
+    if (getrandom(key, sizeof(key), 0) != static_cast<ssize_t>(sizeof(key))) {
+      error = fmt::format("getrandom: {}", std::strerror(errno));
+      return false;
+    }
+    std::string name = "/tmp/spray-tss-key-XXXXXX";
+    const int fd = mkstemp(name.data());  // mode 0600
+    if (fd < 0) {
+      error = fmt::format("cannot create a key file in /tmp: {}", std::strerror(errno));
+      return false;
+    }
+    path_ = name;
+    std::string hex;
+    for (unsigned char b : key) hex += fmt::format("{:02x}", b);
+    hex += '\n';
+    const bool written = write(fd, hex.data(), hex.size()) == static_cast<ssize_t>(hex.size());
+    close(fd);
+    if (!written) error = fmt::format("cannot write the key file {}", path_);
+    return written;
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 // Prints complete lines of `chunk` with the rank prefix; keeps the rest in `pending`.
 void forward(int rank, std::string& pending, const char* chunk, size_t n, FILE* to) {
@@ -106,12 +147,17 @@ int main(int argc, char** argv) {
   double timeout_s = 600;
   double grace_s = 2;
   bool keep_going = false;
+  bool secure = false;
   std::vector<std::string> command;
   app.add_option("-n,--ranks", n, "Number of ranks")->required()->check(CLI::Range(1, 1024));
   app.add_option("--provider", provider, "libfabric provider for the ranks (SPRAY_PROVIDER)");
   app.add_option("--timeout", timeout_s, "Kill every rank after this many seconds");
   app.add_option("--grace", grace_s, "Seconds between SIGTERM and SIGKILL when stopping ranks");
   app.add_flag("--keep-going", keep_going, "Do not stop the other ranks when one fails");
+  app.add_flag("--secure", secure,
+               "Give the ranks a secure domain key of this launch's own (FI_SPRAY_TSS_KEY_FILE, "
+               "unless already set): the spray provider then encrypts and authenticates every "
+               "packet (UET TSS)");
   app.prefix_command();  // PROGRAM and everything after it belong to the ranks
   app.footer("PROGRAM ARGS...: the command every rank runs");
   CLI11_PARSE(app, argc, argv);
@@ -134,6 +180,15 @@ int main(int argc, char** argv) {
   if (std::getenv("FI_SPRAY_JOB_ID") == nullptr) {
     std::random_device random;
     setenv("FI_SPRAY_JOB_ID", std::to_string(1 + random() % 0xffffff).c_str(), 1);
+  }
+  LaunchKeyFile key_file;
+  if (secure && std::getenv("FI_SPRAY_TSS_KEY_FILE") == nullptr) {
+    std::string error;
+    if (!key_file.create(error)) {
+      fmt::print(stderr, "spray-run: --secure: {}\n", error);
+      return 1;
+    }
+    setenv("FI_SPRAY_TSS_KEY_FILE", key_file.path().c_str(), 1);
   }
   signal(SIGPIPE, SIG_IGN);
   std::vector<Rank> ranks(static_cast<size_t>(n));

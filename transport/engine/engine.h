@@ -21,6 +21,7 @@
 #include "transport/pds/pds.h"
 #include "transport/pds/rudi.h"
 #include "transport/ses/ses.h"
+#include "transport/tss/secure_channels.h"
 #include "transport/wire/pds_header.h"
 
 namespace spray::engine {
@@ -40,6 +41,12 @@ struct EngineConfig {
   // with the local figure a network peer's stream waits for ACKs. 0: pds.cc.base_rtt for
   // every peer.
   Duration network_base_rtt{};
+  // UET TSS: when set, every packet this engine sends is sealed (AES-256-GCM under a
+  // key derived from the domain's) and every packet it takes must open, or is dropped
+  // and counted (tss_stats()). Every endpoint of a job must agree: a secured endpoint
+  // and an unsecured one cannot talk. Costs SecureChannels::kOverheadBytes of each
+  // packet's MTU. See transport/tss/secure_channels.h.
+  std::optional<tss::TssConfig> security;
 };
 
 struct EngineStats {
@@ -66,6 +73,7 @@ class Engine {
         pds_(cfg_.pds),
         ses_(cfg_.ses, pds_),
         rudi_(cfg_.rudi) {
+    if (cfg_.security) tss_.emplace(*cfg_.security, datapath.local_address());
     rudi_retransmits_.reserve(cfg_.rudi.max_outstanding);
     rudi_replies_.reserve(kBurst);  // one rx burst's worth; grows only under a flood
   }
@@ -153,15 +161,23 @@ class Engine {
   size_t transmit(Time now);
 
   const EngineStats& stats() const { return stats_; }
+  // What TSS sealed, opened and refused; all zero when the engine is not secured.
+  const tss::TssStats& tss_stats() const {
+    static const tss::TssStats kNone{};
+    return tss_ ? tss_->stats() : kNone;
+  }
+  bool secured() const { return tss_.has_value(); }
   pds::Pds& pds() { return pds_; }
   ses::Ses& ses() { return ses_; }
   const PeerTable& peers() const { return peers_; }
   size_t memory_bytes() const {
-    return sizeof(*this) + pds_.memory_bytes() + peers_.memory_bytes();
+    return sizeof(*this) + pds_.memory_bytes() + peers_.memory_bytes() +
+           (tss_ ? tss_->memory_bytes() : 0);
   }
 
  private:
   static EngineConfig adjust(EngineConfig c, uint32_t mtu) {
+    if (c.security) mtu -= tss::SecureChannels::kOverheadBytes;  // room for header and tag
     c.ses.mtu_bytes = mtu;
     c.ses.direct_reads = kDirectReads;
     c.ses.max_peers = c.max_peers;
@@ -216,6 +232,21 @@ class Engine {
 
   // Returns true when the engine keeps the buffer (a ROD packet held for reordering).
   bool handle_packet(dp::PacketBuf* buf, Time now);
+  // Opens a received packet in place when the engine is secured (always true when not).
+  // False: it did not open (counted in tss_stats) and is to be freed unread.
+  bool open_packet(dp::PacketBuf* buf);
+  // The UET packet a received buffer holds, from its PDS header on: under TSS the
+  // plaintext between the security header and the tag (which a trimmed packet lacks).
+  std::span<const uint8_t> packet_bytes(const dp::PacketBuf& buf) const {
+    if (!tss_) return {buf.data, buf.len};
+    const bool trimmed = (buf.flags & dp::PacketBuf::kTrimmed) != 0;
+    const uint32_t overhead = tss::SecureChannels::kHeaderBytes +
+                              (trimmed ? 0 : tss::SecureChannels::kIcvBytes);
+    return {buf.data + tss::SecureChannels::kHeaderBytes, buf.len - overhead};
+  }
+  // Under TSS, the batch's packets are built behind room for the security header
+  // (tx_buffer) and sealed here, just before they leave.
+  void seal_tx_batch();
   // Whether a packet's SES header (`ses`: the bytes after its PDS header) carries our
   // JobID (ses.job_id). One that names another job is no business of this endpoint: it
   // is dropped before PDS sees it (no PDC opened, nothing acknowledged, no answer; from
@@ -255,6 +286,7 @@ class Engine {
   pds::Pds pds_;
   ses::Ses ses_;
   pds::RudiTracker rudi_;
+  std::optional<tss::SecureChannels> tss_;  // when cfg_.security
   std::vector<pds::RudiRetransmit> rudi_retransmits_;
   // RUDI answers to send: who, which packet id, the target's verdict and message id,
   // or a TRIMMED NACK when the request arrived without its payload.

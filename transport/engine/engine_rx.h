@@ -18,7 +18,9 @@ size_t Engine<D>::progress(Time now) {
   const size_t received = dp_.rx_burst(rx_batch_.data(), rx_batch_.size());
   size_t to_free = 0;
   for (size_t i = 0; i < received; ++i) {
-    if (!handle_packet(rx_batch_[i], now)) free_batch_[to_free++] = rx_batch_[i];
+    if (!open_packet(rx_batch_[i]) || !handle_packet(rx_batch_[i], now)) {
+      free_batch_[to_free++] = rx_batch_[i];
+    }
   }
   if (to_free > 0) dp_.free(free_batch_.data(), to_free);
   stats_.rx_packets += received;
@@ -78,8 +80,18 @@ void Engine<D>::drain_reports(Time now) {
 }
 
 template <dp::Datapath D>
+bool Engine<D>::open_packet(dp::PacketBuf* buf) {
+  if (!tss_) return true;
+  const PeerIndex peer = peers_.find(buf->peer).value_or(pds::kNoPeer);
+  static_assert(pds::kNoPeer == tss::SecureChannels::kUnknownPeer);
+  const bool trimmed = (buf->flags & dp::PacketBuf::kTrimmed) != 0;
+  return tss_->open(peer, buf->peer, {buf->data, buf->len}, trimmed).result !=
+         tss::OpenResult::kDropped;
+}
+
+template <dp::Datapath D>
 bool Engine<D>::handle_packet(dp::PacketBuf* buf, Time now) {
-  const std::span<const uint8_t> in(buf->data, buf->len);
+  const std::span<const uint8_t> in = packet_bytes(*buf);
   wire::Prologue prologue;
   if (wire::decode_prologue(in, prologue) != wire::DecodeError::kOk) {
     ++stats_.rx_malformed;
@@ -93,6 +105,7 @@ bool Engine<D>::handle_packet(dp::PacketBuf* buf, Time now) {
     // another job does not even take a place in the peer table.
     if (!of_our_job(ses_bytes(in, prologue))) return false;
     peer = learn_peer(buf->peer);
+    if (tss_) tss_->settle(peer);  // the channel its packet opened with, if learned
     if (peer == pds::kNoPeer) {
       ++stats_.rx_unknown_peer;
       return false;
@@ -243,7 +256,7 @@ void Engine<D>::deliver_in_order(uint32_t pdc, Time now) {
   uint64_t handle = 0;
   while (pds_.pop_in_order(pdc, handle)) {
     auto* held = reinterpret_cast<dp::PacketBuf*>(handle);
-    const std::span<const uint8_t> in(held->data, held->len);
+    const std::span<const uint8_t> in = packet_bytes(*held);
     wire::PdsRequest h;
     size_t consumed = 0;
     (void)wire::decode(in, h, &consumed);  // decoded once already when it arrived

@@ -33,13 +33,39 @@ dp::PacketBuf* Engine<D>::tx_buffer() {
     ++stats_.tx_no_buffer;
     return nullptr;
   }
+  if (tss_) {
+    // Built behind room for the security header, leaving room for the tag; sealing
+    // (seal_tx_batch) moves `data` back.
+    buf->data += tss::SecureChannels::kHeaderBytes;
+    buf->capacity -= tss::SecureChannels::kOverheadBytes;
+  }
   tx_batch_[tx_count_++] = buf;
   return buf;
 }
 
 template <dp::Datapath D>
+void Engine<D>::seal_tx_batch() {
+  for (size_t i = 0; i < tx_count_; ++i) {
+    dp::PacketBuf* buf = tx_batch_[i];
+    buf->data -= tss::SecureChannels::kHeaderBytes;
+    buf->capacity += tss::SecureChannels::kOverheadBytes;
+    if (buf->len == 0) continue;  // nothing to send (see send_data)
+    // The payload a gathering datapath would send from the sender's memory is encrypted
+    // into the buffer instead: ciphertext cannot be gathered from plaintext.
+    const std::span<const uint8_t> gathered(buf->payload, buf->payload_len);
+    const PeerIndex peer = peers_.find(buf->peer).value_or(pds::kNoPeer);
+    buf->len = peer == pds::kNoPeer
+                   ? 0
+                   : tss_->seal(peer, buf->peer, {buf->data, buf->capacity}, buf->len, gathered);
+    buf->payload = nullptr;
+    buf->payload_len = 0;
+  }
+}
+
+template <dp::Datapath D>
 void Engine<D>::flush_tx() {
   if (tx_count_ == 0) return;
+  if (tss_) seal_tx_batch();
   stats_.tx_packets += tx_count_;
   dp_.tx_burst(tx_batch_.data(), tx_count_);
   tx_count_ = 0;

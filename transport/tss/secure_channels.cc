@@ -1,0 +1,168 @@
+#include "transport/tss/secure_channels.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+
+#include "transport/tss/key_derivation.h"
+
+namespace spray::tss {
+namespace {
+
+constexpr char kLabel[] = "spray UET TSS pair key v1";
+constexpr size_t kAddressBytes = 23;  // family, port, QPN, 16 IP bytes
+constexpr size_t kContextBytes = 3 + 1 + 2 + 4 + 2 * kAddressBytes;
+
+uint8_t* put_be(uint8_t* at, uint64_t value, size_t bytes) {
+  for (size_t i = bytes; i-- > 0;) {
+    at[i] = static_cast<uint8_t>(value);
+    value >>= 8;
+  }
+  return at + bytes;
+}
+
+uint8_t* put_address(uint8_t* at, const dp::NetAddr& a) {
+  *at++ = static_cast<uint8_t>(a.family);
+  at = put_be(at, a.port, 2);
+  at = put_be(at, a.qpn, 4);
+  std::memcpy(at, a.ip.data(), a.ip.size());
+  return at + a.ip.size();
+}
+
+// The IV is the header's last 12 bytes: SSI | epoch | TSC.
+Iv iv_of(std::span<const uint8_t> header) {
+  Iv iv;
+  std::memcpy(iv.data(), header.data() + SecureChannels::kHeaderBytes - kIvBytes, kIvBytes);
+  return iv;
+}
+
+}  // namespace
+
+SecureChannels::SecureChannels(const TssConfig& config, const dp::NetAddr& local)
+    : cfg_(config), local_(local) {}
+
+std::optional<Key> SecureChannels::pair_key(uint32_t source_id, const dp::NetAddr& source,
+                                            const dp::NetAddr& destination) const {
+  std::array<uint8_t, kContextBytes> context{};
+  uint8_t* at = put_be(context.data(), cfg_.domain_index, 3);
+  *at++ = 0;  // AN: the first association (no re-keying yet)
+  at = put_be(at, cfg_.epoch, 2);
+  at = put_be(at, source_id, 4);
+  at = put_address(at, source);
+  put_address(at, destination);
+  Key key;
+  const auto label = std::span(reinterpret_cast<const uint8_t*>(kLabel), sizeof(kLabel) - 1);
+  if (!derive_key(cfg_.domain_key, label, context, key)) return std::nullopt;
+  return key;
+}
+
+SecureChannels::Channel& SecureChannels::channel(uint32_t peer) {
+  if (peer >= channels_.size()) channels_.resize(size_t{peer} + 1);
+  return channels_[peer];
+}
+
+uint32_t SecureChannels::seal(uint32_t peer, const dp::NetAddr& addr, std::span<uint8_t> packet,
+                              uint32_t plain_bytes, std::span<const uint8_t> gathered) {
+  Channel& c = channel(peer);
+  if (!c.tx.valid()) {
+    if (auto key = pair_key(cfg_.source_id, local_, addr))
+      c.tx = AesGcm(*key, AesGcm::Direction::kSeal);
+  }
+  const size_t total = size_t{kOverheadBytes} + plain_bytes + gathered.size();
+  if (!c.tx.valid() || c.next_tsc > wire::kMaxTsc || packet.size() < total) {
+    ++stats_.tx_failed;
+    return 0;
+  }
+  const wire::TssHeader h{.sdi = cfg_.domain_index,
+                          .association = false,
+                          .has_ssi = true,
+                          .ssi = cfg_.source_id,
+                          .epoch = cfg_.epoch,
+                          .tsc = c.next_tsc++};
+  wire::encode(h, packet);
+  const auto header = packet.first(kHeaderBytes);
+  const auto text = packet.subspan(kHeaderBytes, plain_bytes);
+  const auto tag = packet.subspan(kHeaderBytes + plain_bytes + gathered.size()).first<kIcvBytes>();
+  if (!c.tx.seal(iv_of(header), header, text, gathered, tag)) {
+    ++stats_.tx_failed;
+    return 0;
+  }
+  ++stats_.sealed;
+  return static_cast<uint32_t>(total);
+}
+
+SecureChannels::Opened SecureChannels::open(uint32_t peer, const dp::NetAddr& source,
+                                            std::span<uint8_t> packet, bool trimmed) {
+  wire::TssHeader h;
+  if (wire::decode(packet, h) != wire::DecodeError::kOk ||
+      packet.size() < (trimmed ? kHeaderBytes : kOverheadBytes)) {
+    ++stats_.rx_not_secured;
+    return {};
+  }
+  if (!h.has_ssi || h.sdi != cfg_.domain_index || h.association || h.epoch != cfg_.epoch) {
+    ++stats_.rx_other_domain;
+    return {};
+  }
+  Channel* c = nullptr;
+  if (peer == kUnknownPeer) {
+    pending_.emplace();
+    c = &*pending_;
+  } else {
+    c = &channel(peer);
+  }
+  const auto header = packet.first(kHeaderBytes);
+  const Iv iv = iv_of(header);
+  const bool same_source = c->rx.valid() && c->rx_source_id == h.ssi;
+
+  if (trimmed) {
+    // No tag to check, so no key is made for it: only a known source's trim counts.
+    const auto text = packet.subspan(kHeaderBytes);
+    if (!same_source || !c->rx.decrypt_unverified(iv, text)) {
+      ++stats_.rx_trimmed_unknown;
+      return {};
+    }
+    ++stats_.rx_trimmed;
+    return {OpenResult::kTrimmed, static_cast<uint32_t>(text.size())};
+  }
+
+  const auto text = packet.subspan(kHeaderBytes, packet.size() - kOverheadBytes);
+  const auto tag = packet.last<kIcvBytes>();
+  if (same_source) {
+    if (!c->window.fresh(h.tsc)) {
+      ++stats_.rx_replayed;
+      return {};
+    }
+    if (!c->rx.open(iv, header, text, tag)) {
+      ++stats_.rx_forged;
+      return {};
+    }
+  } else {
+    // A first packet from this source, or from a new instance of it (another SSI): the
+    // channel takes the new key and a new window only once a packet opens with them.
+    std::optional<Key> key = pair_key(h.ssi, source, local_);
+    AesGcm rx = key ? AesGcm(*key, AesGcm::Direction::kOpen) : AesGcm();
+    if (!rx.open(iv, header, text, tag)) {
+      ++stats_.rx_forged;
+      return {};
+    }
+    c->rx = std::move(rx);
+    c->rx_source_id = h.ssi;
+    c->window = ReplayWindow();
+  }
+  c->window.accept(h.tsc);
+  ++stats_.opened;
+  return {OpenResult::kOpened, static_cast<uint32_t>(text.size())};
+}
+
+void SecureChannels::settle(uint32_t peer) {
+  if (!pending_) return;
+  if (peer != kUnknownPeer) {
+    Channel& c = channel(peer);
+    c.rx = std::move(pending_->rx);
+    c.rx_source_id = pending_->rx_source_id;
+    c.window = pending_->window;
+  }
+  pending_.reset();
+}
+
+}  // namespace spray::tss
