@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Collectives over spray with UET TSS (FI_SPRAY_TSS_KEY_FILE): every packet sealed.
-#  1. `spray-run --secure` gives 4 ranks a key of the launch's own: all-to-all and
-#     all-reduce are right to the element, the endpoints sealed and opened packets and
-#     refused none, and the key file is gone afterwards.
+#  1. `spray-run --secure` gives the ranks a key of the launch's own, in a 0600 file that
+#     is gone afterwards; with it 4 ranks' all-to-all and all-reduce are right to the
+#     element, and the endpoints sealed and opened packets and refused none.
 #  2. Two ranks with different keys cannot reach each other: the collective fails with
 #     "peer unreachable" within its retries, and the receivers counted forged packets.
 #  3. A key file that holds no key: the endpoint is refused with the reason.
@@ -15,8 +15,11 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $1"; [[ -n ${2:-} ]] && echo "$2"; exit 1; }
 
-# 1. One launch, one key.
-keys_before=$(find /tmp -maxdepth 1 -name 'spray-tss-key-*' | wc -l)
+# 1. One launch, one key: a file of mode 600 that is gone when the launch ends.
+key_out=$("$run" -n 1 --secure bash -c 'echo "key $FI_SPRAY_TSS_KEY_FILE $(stat -c %a "$FI_SPRAY_TSS_KEY_FILE") $(wc -c <"$FI_SPRAY_TSS_KEY_FILE")"')
+read -r _ _ key_file mode bytes <<<"$key_out"
+[[ $mode == 600 && $bytes == 65 ]] || fail "the launch's key file is not a 0600 file of 64 hex digits" "$key_out"
+[[ ! -e $key_file ]] || fail "spray-run --secure left its key file $key_file behind"
 for coll in alltoall allreduce; do
   out=$("$run" -n 4 --secure --provider spray --timeout 120 "$perf" --coll "$coll" --sizes 4K,1M \
         --check 2>&1)
@@ -33,8 +36,6 @@ for coll in alltoall allreduce; do
   echo "$rows"
   echo "$sealed" | head -1
 done
-keys_after=$(find /tmp -maxdepth 1 -name 'spray-tss-key-*' | wc -l)
-[[ $keys_after == "$keys_before" ]] || fail "spray-run --secure left its key file behind"
 
 # 2. Two keys: rank r reads key r.
 for r in 0 1; do
