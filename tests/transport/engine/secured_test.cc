@@ -123,8 +123,15 @@ class OneDomain : public TwoHosts {
 
 TEST_F(OneDomain, every_operation_works_and_the_packets_are_sealed) {
   uint32_t largest = 0;  // bytes of the largest packet on the wire
+  uint32_t plaintext_runs = 0;  // packets showing 16 bytes of a message's fill in clear
+  const auto shows = [](const dp::PacketBuf& p, uint8_t fill) {
+    const std::vector<uint8_t> run(16, fill);
+    return std::search(p.data, p.data + p.len, run.begin(), run.end()) != p.data + p.len;
+  };
   cluster.fabric().set_drop_filter([&](uint32_t, uint32_t, const dp::PacketBuf& p) {
     largest = std::max(largest, p.len + p.payload_len);
+    EXPECT_EQ(p.payload_len, 0u);  // nothing gathered from plaintext memory
+    if (shows(p, 0x5a) || shows(p, 0x6b) || shows(p, 0x11)) ++plaintext_runs;
     return false;
   });
   post_operations();
@@ -139,6 +146,7 @@ TEST_F(OneDomain, every_operation_works_and_the_packets_are_sealed) {
   EXPECT_EQ(got_big, big);
   EXPECT_TRUE(all_equal(read_into, 0x11));
   EXPECT_TRUE(std::equal(eager.begin(), eager.end(), region.begin()));
+  EXPECT_EQ(plaintext_runs, 0u);  // the messages, the write and the read data: all ciphertext
   // Full packets, header and tag included, fill the MTU and never exceed it.
   EXPECT_LE(largest, cluster.fabric().config().mtu_bytes);
   EXPECT_GT(largest, cluster.fabric().config().mtu_bytes - 64);
