@@ -13,6 +13,8 @@
 #include "provider/spray_fi.h"
 #include "transport/datapath/udp/socket_address.h"
 #include "transport/datapath/verbs/verbs_datapath.h"
+#include "transport/ses/ses.h"
+#include "transport/tss/secure_channels.h"
 #include "transport/wire/ses_header.h"
 
 namespace spray::fi {
@@ -31,7 +33,14 @@ constexpr uint64_t kRdmOnRequest = FI_RMA_EVENT;
 constexpr uint64_t kMsgOrder = FI_ORDER_SAS;
 constexpr size_t kQueueSize = 1024;
 constexpr size_t kMaxMsgSize = size_t{1} << 30;
-constexpr size_t kUetHeaders = 64;  // PDS + SES bytes a datagram spends on headers
+
+// The largest datagram (DGRAM's max_msg_size): what SES carries in one packet on the path
+// of `address`, whose MTU loses TSS's header and tag when packets are sealed.
+size_t max_datagram_bytes(const std::string& address) {
+  uint32_t mtu = datagram_bytes(address);
+  if (!params().tss_key_file.empty()) mtu -= tss::SecureChannels::kOverheadBytes;
+  return ses::payload_bytes_per_packet(mtu);
+}
 // Memory registration modes we honour when the application offers them (we require none):
 // provider-chosen keys, virtual addressing, regions bound to endpoints, and the promise
 // that registered memory is allocated (true of any buffer we are given).
@@ -93,7 +102,7 @@ fi_info* make_template(fi_ep_type type, const std::string& address) {
   info->ep_attr->type = type;
   info->ep_attr->protocol = FI_PROTO_UDP;
   info->ep_attr->protocol_version = 1;
-  info->ep_attr->max_msg_size = rdm ? kMaxMsgSize : size_t{datagram_bytes(address)} - kUetHeaders;
+  info->ep_attr->max_msg_size = rdm ? kMaxMsgSize : max_datagram_bytes(address);
   info->ep_attr->tx_ctx_cnt = 1;
   info->ep_attr->rx_ctx_cnt = 1;
   // Tagged matching compares all 64 bits (with the receive's ignore mask), none reserved:

@@ -36,6 +36,7 @@
 //   with the elements' old values as read data (ses_atomic.cc).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -97,6 +98,12 @@ static_assert(wire::kAtomicCompareSwapExtensionBytes >= wire::kRendezvousExtensi
 // 4-byte extension fits in the rendezvous extension's room; the 36-byte compare-and-swap
 // one travels with no payload.)
 inline constexpr uint32_t kHeaderReserveBytes = 16 + 44 + 24;
+// Payload bytes each packet of a message carries on a path of `mtu_bytes` (what SES is
+// given: the datapath's MTU less TSS's header and tag when packets are sealed). Also the
+// largest datagram (UUD) and atomic.
+inline constexpr uint32_t payload_bytes_per_packet(uint32_t mtu_bytes) {
+  return std::min<uint32_t>(mtu_bytes - kHeaderReserveBytes, wire::kMaxSesPayloadLength);
+}
 
 // What a probe does with the unexpected message it finds (FI_PEEK, FI_PEEK|FI_CLAIM,
 // FI_PEEK|FI_DISCARD).

@@ -69,8 +69,7 @@ wire::ReturnCode return_code_from_status(Status s) {
 Ses::Ses(const SesConfig& config, pds::Pds& pds)
     : cfg_(config),
       pds_(pds),
-      payload_per_packet_(
-          std::min<uint32_t>(config.mtu_bytes - kHeaderReserveBytes, wire::kMaxSesPayloadLength)),
+      payload_per_packet_(payload_bytes_per_packet(config.mtu_bytes)),
       tx_(config.max_tx_messages),
       tx_generation_(config.max_tx_messages, 0),
       user_tx_limit_(config.max_tx_messages - reserved_slots(config.max_tx_messages)),
