@@ -13,6 +13,7 @@
 #include "provider/endpoint_name.h"
 #include "provider/security.h"
 #include "transport/datapath/clock.h"
+#include "transport/tss/key_derivation.h"
 #include "transport/wire/ses_header.h"
 
 namespace spray::fi {
@@ -584,6 +585,7 @@ int endpoint_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context
   bool out_of_memory = false;
   try {  // the engine's tables and the datapath's buffers are its large allocations
     ep->engine = open_endpoint_engine(info, *job_id, security, error);
+    if (security) tss::wipe(security->domain_key);  // the engine holds its own copy
   } catch (const std::bad_alloc&) {
     out_of_memory = true;
     error = "out of memory for the transport's tables and buffers";

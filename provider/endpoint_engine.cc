@@ -21,6 +21,7 @@
 #include "transport/datapath/verbs/verbs_datapath.h"
 #include "transport/engine/engine.h"
 #include "transport/engine/real_time_config.h"
+#include "transport/tss/key_derivation.h"
 
 namespace spray::fi {
 namespace {
@@ -306,13 +307,18 @@ std::unique_ptr<EndpointEngine> open_endpoint_engine(
     std::string& error) {
   engine::EngineConfig engine_cfg = engine_config(info->caps, job_id);
   engine_cfg.security = security;
-  if (params().datapath == "verbs") return open_verbs(engine_cfg, error);
-  dp::NetAddr local;
-  if (!local_address(info, local, error)) return nullptr;
-  if (params().datapath == "dpdk") return open_dpdk(local, engine_cfg, error);
-  if (params().datapath == "shm") return open_shm(local, engine_cfg, error);
-  if (params().datapath == "auto") return open_auto(local, engine_cfg, error);
-  return open_udp(local, engine_cfg, error);
+  auto open = [&]() -> std::unique_ptr<EndpointEngine> {
+    if (params().datapath == "verbs") return open_verbs(engine_cfg, error);
+    dp::NetAddr local;
+    if (!local_address(info, local, error)) return nullptr;
+    if (params().datapath == "dpdk") return open_dpdk(local, engine_cfg, error);
+    if (params().datapath == "shm") return open_shm(local, engine_cfg, error);
+    if (params().datapath == "auto") return open_auto(local, engine_cfg, error);
+    return open_udp(local, engine_cfg, error);
+  };
+  std::unique_ptr<EndpointEngine> engine = open();
+  if (engine_cfg.security) tss::wipe(engine_cfg.security->domain_key);  // the engine has its own
+  return engine;
 }
 
 }  // namespace spray::fi

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "provider/spray_fi.h"
+#include "transport/tss/key_derivation.h"
 
 namespace spray::fi {
 namespace {
@@ -45,7 +46,7 @@ bool endpoint_security(std::optional<tss::TssConfig>& out, std::string& error) {
   }
   std::stringstream text;
   text << file.rdbuf();
-  const std::optional<tss::Key> key = parse_key(text.str());
+  std::optional<tss::Key> key = parse_key(text.str());
   if (!key) {
     error = "FI_SPRAY_TSS_KEY_FILE " + p.tss_key_file +
             " does not hold a key: it must hold 64 hex digits (32 bytes) and nothing else";
@@ -59,6 +60,7 @@ bool endpoint_security(std::optional<tss::TssConfig>& out, std::string& error) {
   tss::TssConfig c;
   c.domain_index = static_cast<uint32_t>(p.tss_domain);
   c.domain_key = *key;
+  tss::wipe(*key);
   // Fresh for each endpoint instance, so that one reopened at the same address never
   // reuses a key and IV (see secure_channels.h).
   std::random_device random;

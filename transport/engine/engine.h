@@ -21,6 +21,7 @@
 #include "transport/pds/pds.h"
 #include "transport/pds/rudi.h"
 #include "transport/ses/ses.h"
+#include "transport/tss/key_derivation.h"
 #include "transport/tss/secure_channels.h"
 #include "transport/wire/pds_header.h"
 
@@ -73,7 +74,10 @@ class Engine {
         pds_(cfg_.pds),
         ses_(cfg_.ses, pds_),
         rudi_(cfg_.rudi) {
-    if (cfg_.security) tss_.emplace(*cfg_.security, datapath.local_address());
+    if (cfg_.security) {
+      tss_.emplace(*cfg_.security, datapath.local_address());
+      tss::wipe(cfg_.security->domain_key);  // tss_ holds the one copy it needs
+    }
     rudi_retransmits_.reserve(cfg_.rudi.max_outstanding);
     rudi_replies_.reserve(kBurst);  // one rx burst's worth; grows only under a flood
   }

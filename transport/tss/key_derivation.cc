@@ -1,6 +1,7 @@
 #include "transport/tss/key_derivation.h"
 
 #include <openssl/core_names.h>
+#include <openssl/crypto.h>
 #include <openssl/kdf.h>
 #include <openssl/params.h>
 
@@ -31,6 +32,10 @@ bool derive_key(const Key& secret, std::span<const uint8_t> label, std::span<con
   const bool ok = EVP_KDF_derive(kctx, out.data(), out.size(), params) == 1;
   EVP_KDF_CTX_free(kctx);
   return ok;
+}
+
+void wipe(Key& key) {
+  OPENSSL_cleanse(key.data(), key.size());
 }
 
 }  // namespace spray::tss

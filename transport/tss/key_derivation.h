@@ -13,4 +13,8 @@ namespace spray::tss {
 bool derive_key(const Key& secret, std::span<const uint8_t> label, std::span<const uint8_t> context,
                 Key& out);
 
+// Overwrites a key that is no longer needed, in a way the compiler may not remove
+// (OPENSSL_cleanse), so that it does not linger in freed or reused memory.
+void wipe(Key& key);
+
 }  // namespace spray::tss

@@ -41,8 +41,13 @@ Iv iv_of(std::span<const uint8_t> header) {
 SecureChannels::SecureChannels(const TssConfig& config, const dp::NetAddr& local)
     : cfg_(config), local_(local) {}
 
-std::optional<Key> SecureChannels::pair_key(uint32_t source_id, const dp::NetAddr& source,
-                                            const dp::NetAddr& destination) const {
+SecureChannels::~SecureChannels() {
+  wipe(cfg_.domain_key);
+}
+
+AesGcm SecureChannels::pair_context(uint32_t source_id, const dp::NetAddr& source,
+                                    const dp::NetAddr& destination,
+                                    AesGcm::Direction direction) const {
   std::array<uint8_t, kContextBytes> context{};
   uint8_t* at = put_be(context.data(), cfg_.domain_index, 3);
   *at++ = 0;  // AN: the first association (no re-keying yet)
@@ -52,8 +57,9 @@ std::optional<Key> SecureChannels::pair_key(uint32_t source_id, const dp::NetAdd
   put_address(at, destination);
   Key key;
   const auto label = std::span(reinterpret_cast<const uint8_t*>(kLabel), sizeof(kLabel) - 1);
-  if (!derive_key(cfg_.domain_key, label, context, key)) return std::nullopt;
-  return key;
+  AesGcm gcm = derive_key(cfg_.domain_key, label, context, key) ? AesGcm(key, direction) : AesGcm();
+  wipe(key);
+  return gcm;
 }
 
 SecureChannels::Channel& SecureChannels::channel(uint32_t peer) {
@@ -64,10 +70,7 @@ SecureChannels::Channel& SecureChannels::channel(uint32_t peer) {
 uint32_t SecureChannels::seal(uint32_t peer, const dp::NetAddr& addr, std::span<uint8_t> packet,
                               uint32_t plain_bytes, std::span<const uint8_t> gathered) {
   Channel& c = channel(peer);
-  if (!c.tx.valid()) {
-    if (auto key = pair_key(cfg_.source_id, local_, addr))
-      c.tx = AesGcm(*key, AesGcm::Direction::kSeal);
-  }
+  if (!c.tx.valid()) c.tx = pair_context(cfg_.source_id, local_, addr, AesGcm::Direction::kSeal);
   const size_t total = size_t{kOverheadBytes} + plain_bytes + gathered.size();
   if (!c.tx.valid() || c.next_tsc > wire::kMaxTsc || packet.size() < total) {
     ++stats_.tx_failed;
@@ -139,8 +142,7 @@ SecureChannels::Opened SecureChannels::open(uint32_t peer, const dp::NetAddr& so
   } else {
     // A first packet from this source, or from a new instance of it (another SSI): the
     // channel takes the new key and a new window only once a packet opens with them.
-    std::optional<Key> key = pair_key(h.ssi, source, local_);
-    AesGcm rx = key ? AesGcm(*key, AesGcm::Direction::kOpen) : AesGcm();
+    AesGcm rx = pair_context(h.ssi, source, local_, AesGcm::Direction::kOpen);
     if (!rx.open(iv, header, text, tag)) {
       ++stats_.rx_forged;
       return {};

@@ -92,6 +92,9 @@ class SecureChannels {
   static constexpr uint32_t kUnknownPeer = 0xffffffff;
 
   SecureChannels(const TssConfig& config, const dp::NetAddr& local);
+  ~SecureChannels();  // wipes its copy of the domain key
+  SecureChannels(const SecureChannels&) = delete;
+  SecureChannels& operator=(const SecureChannels&) = delete;
 
   // Seals in place the packet for `peer` (at `addr`). Its plaintext, from the PDS header
   // on, lies at packet[kHeaderBytes, kHeaderBytes + plain_bytes) and `gathered` follows it
@@ -117,9 +120,11 @@ class SecureChannels {
  private:
   using Channel = PeerChannel;
   Channel& channel(uint32_t peer);
-  // The traffic key from `source` (whose SSI is `source_id`) to `destination`.
-  std::optional<Key> pair_key(uint32_t source_id, const dp::NetAddr& source,
-                              const dp::NetAddr& destination) const;
+  // A context keyed with the traffic key from `source` (whose SSI is `source_id`) to
+  // `destination`; the key itself is wiped once the context holds it. Invalid when
+  // OpenSSL fails.
+  AesGcm pair_context(uint32_t source_id, const dp::NetAddr& source, const dp::NetAddr& destination,
+                      AesGcm::Direction direction) const;
 
   TssConfig cfg_;
   dp::NetAddr local_;

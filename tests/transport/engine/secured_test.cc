@@ -126,7 +126,7 @@ class OneDomain : public TwoHosts {
 };
 
 TEST_F(OneDomain, every_operation_works_and_the_packets_are_sealed) {
-  uint32_t largest = 0;  // bytes of the largest packet on the wire
+  uint32_t largest = 0;         // bytes of the largest packet on the wire
   uint32_t plaintext_runs = 0;  // packets showing 16 bytes of a message's fill in clear
   const auto shows = [](const dp::PacketBuf& p, uint8_t fill) {
     const std::vector<uint8_t> run(16, fill);

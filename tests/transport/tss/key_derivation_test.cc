@@ -85,5 +85,11 @@ TEST(KeyDerivation, every_input_changes_the_key) {
   EXPECT_NE(base, other);
 }
 
+TEST(KeyDerivation, wipe_leaves_nothing_of_a_key) {
+  Key k = secret_of(9);
+  wipe(k);
+  EXPECT_EQ(k, Key{});
+}
+
 }  // namespace
 }  // namespace spray::tss
