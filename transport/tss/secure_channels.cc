@@ -158,7 +158,9 @@ SecureChannels::Opened SecureChannels::open(uint32_t peer, const dp::NetAddr& so
 
 void SecureChannels::settle(uint32_t peer) {
   if (!pending_) return;
-  if (peer != kUnknownPeer) {
+  // Only a receive key a packet opened with is kept (a pending channel whose packet was
+  // refused has none, and must not replace one the peer's channel may hold).
+  if (peer != kUnknownPeer && pending_->rx.valid()) {
     Channel& c = channel(peer);
     c.rx = std::move(pending_->rx);
     c.rx_source_id = pending_->rx_source_id;

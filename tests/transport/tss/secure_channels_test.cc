@@ -198,6 +198,22 @@ TEST_F(Channels, an_unsettled_source_is_forgotten) {
   EXPECT_EQ(b.open(0, a_addr, trimmed, true).result, OpenResult::kDropped);
 }
 
+// A settle after a refused packet keeps nothing of it: the channel keeps its key and its
+// replay window, so a recorded packet is still refused.
+TEST_F(Channels, settling_after_a_refused_packet_keeps_the_channels_key_and_window) {
+  const std::vector<uint8_t> first = sealed(a, 0, b_addr, 64, 1);
+  std::vector<uint8_t> copy = first;
+  ASSERT_EQ(b.open(kUnknown, a_addr, copy, false).result, OpenResult::kOpened);
+  b.settle(0);
+  std::vector<uint8_t> forged = sealed(a, 0, b_addr, 64, 2);
+  forged[30] ^= 1;
+  EXPECT_EQ(b.open(kUnknown, a_addr, forged, false).result, OpenResult::kDropped);
+  b.settle(0);
+  copy = first;
+  EXPECT_EQ(b.open(0, a_addr, copy, false).result, OpenResult::kDropped);
+  EXPECT_EQ(b.stats().rx_replayed, 1u);
+}
+
 TEST_F(Channels, a_buffer_too_small_for_header_and_tag_is_not_sealed) {
   Packet p = plaintext(100, 1);
   EXPECT_EQ(a.seal(0, b_addr, std::span(p.bytes).first(p.bytes.size() - 1), p.plain), 0u);
