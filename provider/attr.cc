@@ -13,8 +13,7 @@
 #include "provider/spray_fi.h"
 #include "transport/datapath/udp/socket_address.h"
 #include "transport/datapath/verbs/verbs_datapath.h"
-#include "transport/ses/ses.h"
-#include "transport/tss/secure_channels.h"
+#include "transport/engine/engine.h"
 #include "transport/wire/ses_header.h"
 
 namespace spray::fi {
@@ -35,11 +34,10 @@ constexpr size_t kQueueSize = 1024;
 constexpr size_t kMaxMsgSize = size_t{1} << 30;
 
 // The largest datagram (DGRAM's max_msg_size): what SES carries in one packet on the path
-// of `address`, whose MTU loses TSS's header and tag when packets are sealed.
+// of `address` (whose MTU loses TSS's header and tag when packets are sealed).
 size_t max_datagram_bytes(const std::string& address) {
-  uint32_t mtu = datagram_bytes(address);
-  if (!params().tss_key_file.empty()) mtu -= tss::SecureChannels::kOverheadBytes;
-  return ses::payload_bytes_per_packet(mtu);
+  const bool secured = !params().tss_key_file.empty();
+  return ses::payload_bytes_per_packet(engine::ses_mtu_bytes(datagram_bytes(address), secured));
 }
 // Memory registration modes we honour when the application offers them (we require none):
 // provider-chosen keys, virtual addressing, regions bound to endpoints, and the promise

@@ -50,6 +50,12 @@ struct EngineConfig {
   std::optional<tss::TssConfig> security;
 };
 
+// The MTU an engine's SES and congestion control fill on a datapath of `datapath_mtu`
+// bytes: less TSS's header and tag when packets are sealed (EngineConfig::security).
+inline constexpr uint32_t ses_mtu_bytes(uint32_t datapath_mtu, bool secured) {
+  return secured ? datapath_mtu - tss::SecureChannels::kOverheadBytes : datapath_mtu;
+}
+
 struct EngineStats {
   uint64_t rx_packets = 0;
   uint64_t tx_packets = 0;
@@ -180,8 +186,8 @@ class Engine {
   }
 
  private:
-  static EngineConfig adjust(EngineConfig c, uint32_t mtu) {
-    if (c.security) mtu -= tss::SecureChannels::kOverheadBytes;  // room for header and tag
+  static EngineConfig adjust(EngineConfig c, uint32_t datapath_mtu) {
+    const uint32_t mtu = ses_mtu_bytes(datapath_mtu, c.security.has_value());
     c.ses.mtu_bytes = mtu;
     c.ses.direct_reads = kDirectReads;
     c.ses.max_peers = c.max_peers;
@@ -234,11 +240,13 @@ class Engine {
     }
   }
 
+  // Both take `peer`, the peer table's index of the packet's source (kNoPeer for an
+  // address not heard from yet), looked up once per packet by progress().
   // Returns true when the engine keeps the buffer (a ROD packet held for reordering).
-  bool handle_packet(dp::PacketBuf* buf, Time now);
+  bool handle_packet(dp::PacketBuf* buf, PeerIndex peer, Time now);
   // Opens a received packet in place when the engine is secured (always true when not).
   // False: it did not open (counted in tss_stats) and is to be freed unread.
-  bool open_packet(dp::PacketBuf* buf);
+  bool open_packet(dp::PacketBuf* buf, PeerIndex peer);
   // The UET packet a received buffer holds, from its PDS header on: under TSS the
   // plaintext between the security header and the tag (which a trimmed packet lacks).
   std::span<const uint8_t> packet_bytes(const dp::PacketBuf& buf) const {

@@ -18,9 +18,9 @@ size_t Engine<D>::progress(Time now) {
   const size_t received = dp_.rx_burst(rx_batch_.data(), rx_batch_.size());
   size_t to_free = 0;
   for (size_t i = 0; i < received; ++i) {
-    if (!open_packet(rx_batch_[i]) || !handle_packet(rx_batch_[i], now)) {
-      free_batch_[to_free++] = rx_batch_[i];
-    }
+    dp::PacketBuf* buf = rx_batch_[i];
+    const PeerIndex peer = peers_.find(buf->peer).value_or(pds::kNoPeer);  // once a packet
+    if (!open_packet(buf, peer) || !handle_packet(buf, peer, now)) free_batch_[to_free++] = buf;
   }
   if (to_free > 0) dp_.free(free_batch_.data(), to_free);
   stats_.rx_packets += received;
@@ -80,9 +80,8 @@ void Engine<D>::drain_reports(Time now) {
 }
 
 template <dp::Datapath D>
-bool Engine<D>::open_packet(dp::PacketBuf* buf) {
+bool Engine<D>::open_packet(dp::PacketBuf* buf, PeerIndex peer) {
   if (!tss_) return true;
-  const PeerIndex peer = peers_.find(buf->peer).value_or(pds::kNoPeer);
   static_assert(pds::kNoPeer == tss::SecureChannels::kUnknownPeer);
   const bool trimmed = (buf->flags & dp::PacketBuf::kTrimmed) != 0;
   return tss_->open(peer, buf->peer, {buf->data, buf->len}, trimmed).result !=
@@ -90,17 +89,14 @@ bool Engine<D>::open_packet(dp::PacketBuf* buf) {
 }
 
 template <dp::Datapath D>
-bool Engine<D>::handle_packet(dp::PacketBuf* buf, Time now) {
+bool Engine<D>::handle_packet(dp::PacketBuf* buf, PeerIndex peer, Time now) {
   const std::span<const uint8_t> in = packet_bytes(*buf);
   wire::Prologue prologue;
   if (wire::decode_prologue(in, prologue) != wire::DecodeError::kOk) {
     ++stats_.rx_malformed;
     return false;
   }
-  PeerIndex peer = pds::kNoPeer;
-  if (auto found = peers_.find(buf->peer)) {
-    peer = *found;
-  } else {
+  if (peer == pds::kNoPeer) {
     // Connectionless: anyone may open a PDC to us, but only from our job. A stranger of
     // another job does not even take a place in the peer table.
     if (!of_our_job(ses_bytes(in, prologue))) return false;
