@@ -14,6 +14,7 @@
 #include <rdma/fi_atomic.h>
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 
 #include "provider/endpoint.h"
@@ -130,12 +131,30 @@ int valid(Form form, fi_datatype datatype, fi_op op, size_t* count) {
   return FI_SUCCESS;
 }
 
+// One side of an atomic (operands, compare values or results) as the application gave
+// it: up to kIovLimit iocs; the plain calls give one.
+struct Iocs {
+  const fi_ioc* ioc = nullptr;
+  size_t count = 0;
+};
+
+// The elements `side` names in all, or nullopt for more than kIovLimit iocs or more than
+// `most` elements.
+std::optional<size_t> elements(const Iocs& side, size_t most) {
+  if (side.count > kIovLimit || (side.count && !side.ioc)) return std::nullopt;
+  size_t total = 0;
+  for (size_t i = 0; i < side.count; ++i) {
+    if (side.ioc[i].count > most - total) return std::nullopt;
+    total += side.ioc[i].count;
+  }
+  return total;
+}
+
 struct AtomicOp {
   Form form = Form::kWrite;
-  const void* buf = nullptr;  // operands; compare forms: the swap value
-  size_t count = 0;
-  const void* compare = nullptr;
-  void* result = nullptr;
+  Iocs operands;  // compare forms: the swap value
+  Iocs compare;
+  Iocs result;
   fi_addr_t peer = FI_ADDR_UNSPEC;
   uint64_t addr = 0;  // at the target: virtual address or offset, per its mr_mode
   uint64_t key = 0;
@@ -145,6 +164,45 @@ struct AtomicOp {
   uint64_t flags = 0;
   bool inject_call = false;  // fi_inject_atomic: no completion at all
 };
+
+// Where the engine reads an atomic's operands and compare values and writes its results.
+struct AtomicBuffers {
+  const void* operands = nullptr;
+  const void* compare = nullptr;
+  void* result = nullptr;
+};
+
+// The buffers of the operation in `slot`. Sides of one piece pass as they are; sides of
+// several share one staging buffer of three `bytes`-long parts (operands, compare values,
+// results), gathered now or scattered at completion (staging.h). An inject's operands go
+// to an inject buffer. FI_SUCCESS or the error (-FI_EAGAIN, -FI_ENOMEM).
+int atomic_buffers(Endpoint& ep, uint32_t slot, const Pieces& operands, const Pieces& compare,
+                   const Pieces& result, size_t bytes, bool inject, AtomicBuffers& out) {
+  int error = FI_SUCCESS;
+  if (inject) {  // write form only: no compare values or results
+    out.operands = ep.outgoing(slot, operands, true, error);
+    return error;
+  }
+  if (operands.contiguous() && compare.contiguous() && result.contiguous()) {
+    out = {operands.only(), compare.only(), result.only()};
+    return FI_SUCCESS;
+  }
+  uint8_t* parts = ep.stage(slot, 3 * bytes, error);
+  if (!parts) return error;
+  const auto gathered = [&](const Pieces& p, uint8_t* part) -> const void* {
+    if (p.contiguous()) return p.only();
+    gather(p, part);
+    return part;
+  };
+  out.operands = gathered(operands, parts);
+  out.compare = gathered(compare, parts + bytes);
+  out.result = result.only();
+  if (!result.contiguous()) {
+    out.result = parts + 2 * bytes;
+    ep.staging.scatter_on_completion(ep.ops[slot].staged, result, 2 * bytes);
+  }
+  return FI_SUCCESS;
+}
 
 ssize_t post_atomic(Endpoint& ep, const AtomicOp& a) {
   if (a.flags & ~kAtomicFlags) return -FI_EBADFLAGS;
@@ -158,12 +216,26 @@ ssize_t post_atomic(Endpoint& ep, const AtomicOp& a) {
                static_cast<int>(a.op), static_cast<int>(a.datatype));
     return -FI_EOPNOTSUPP;
   }
-  const size_t bytes = a.count * ses::amo_element_bytes(*uet_datatype(a.datatype));
-  const bool reads_operands = a.op != FI_ATOMIC_READ;
-  if (a.count == 0 || a.count > *most || (reads_operands && !a.buf) ||
-      (a.form != Form::kWrite && !a.result) || (a.form == Form::kCompare && !a.compare)) {
+  // The operand iocs give the count (FI_ATOMIC_READ reads none of their bytes); compare
+  // values and results must name as many elements.
+  const auto count = elements(a.operands, *most);
+  if (!count || *count == 0) return -FI_EINVAL;
+  const bool fetches = a.form != Form::kWrite;
+  const bool compares = a.form == Form::kCompare;
+  if ((fetches && elements(a.result, *most) != count) ||
+      (compares && elements(a.compare, *most) != count)) {
     return -FI_EINVAL;
   }
+  const size_t element_bytes = ses::amo_element_bytes(*uet_datatype(a.datatype));
+  const size_t bytes = *count * element_bytes;
+  const bool reads_operands = a.op != FI_ATOMIC_READ;
+  const auto side = [&](const Iocs& iocs, bool used) -> std::optional<Pieces> {
+    return used ? pieces_of(iocs.ioc, iocs.count, element_bytes) : Pieces{};
+  };
+  const auto operands = side(a.operands, reads_operands);
+  const auto compare = side(a.compare, compares);
+  const auto result = side(a.result, fetches);
+  if (!operands || !compare || !result) return -FI_EINVAL;
   const bool inject = (a.flags & FI_INJECT) != 0;
   if (inject && (a.form != Form::kWrite || bytes > ep.inject_size)) return -FI_EINVAL;
   std::lock_guard lock(ep.domain->mutex);
@@ -181,19 +253,21 @@ ssize_t post_atomic(Endpoint& ep, const AtomicOp& a) {
     endpoint_progress(ep);
     return -FI_EAGAIN;
   }
-  const void* operands = inject ? ep.inject_copy(slot, a.buf, bytes) : a.buf;
-  if (inject && !operands) {
+  AtomicBuffers buffers;
+  if (const int error =
+          atomic_buffers(ep, slot, *operands, *compare, *result, bytes, inject, buffers);
+      error != FI_SUCCESS) {
     ep.release_op(slot);
-    endpoint_progress(ep);
-    return -FI_EAGAIN;
+    if (error == -FI_EAGAIN) endpoint_progress(ep);  // inject buffers return as atomics end
+    return error;
   }
   ses::AtomicSpec spec;
   spec.op = *uet_opcode(a.op);
   spec.datatype = *uet_datatype(a.datatype);
-  spec.count = static_cast<uint32_t>(a.count);
-  spec.operands = reads_operands ? operands : nullptr;
-  spec.compare = a.compare;
-  spec.result = a.result;
+  spec.count = static_cast<uint32_t>(*count);
+  spec.operands = reads_operands ? buffers.operands : nullptr;
+  spec.compare = buffers.compare;
+  spec.result = buffers.result;
   const Status s = ep.engine->atomic(peer, spec, a.addr, a.key, slot,
                                      ep.ordered ? pds::Mode::kRod : pds::Mode::kRud);
   if (s != Status::kOk) {
@@ -205,18 +279,12 @@ ssize_t post_atomic(Endpoint& ep, const AtomicOp& a) {
   return FI_SUCCESS;
 }
 
-// One fi_ioc (iov_limit is 1); zero entries mean none. False for more entries.
-bool single_ioc(const fi_ioc* ioc, size_t count, const void*& buf, size_t& n) {
-  if (count > 1) return false;
-  buf = count ? ioc[0].addr : nullptr;
-  n = count ? ioc[0].count : 0;
-  return true;
-}
-
-// The target of a *msg form: its one rma_ioc, whose count must match the operands'.
+// The target of a *msg form: its one rma_ioc (rma_iov_limit is 1), whose count must match
+// the operands'.
 bool from_msg(const fi_msg_atomic* msg, AtomicOp& a) {
-  if (!msg || !single_ioc(msg->msg_iov, msg->iov_count, a.buf, a.count) ||
-      msg->rma_iov_count != 1 || !msg->rma_iov || msg->rma_iov[0].count != a.count) {
+  if (!msg || msg->rma_iov_count != 1 || !msg->rma_iov) return false;
+  a.operands = {msg->msg_iov, msg->iov_count};
+  if (elements(a.operands, std::numeric_limits<size_t>::max()) != msg->rma_iov[0].count) {
     return false;
   }
   a.peer = msg->addr;
@@ -228,12 +296,11 @@ bool from_msg(const fi_msg_atomic* msg, AtomicOp& a) {
   return true;
 }
 
-AtomicOp op_of(Form form, const void* buf, size_t count, fi_addr_t dest, uint64_t addr,
-               uint64_t key, fi_datatype datatype, fi_op op, void* context, uint64_t flags) {
+AtomicOp op_of(Form form, Iocs operands, fi_addr_t dest, uint64_t addr, uint64_t key,
+               fi_datatype datatype, fi_op op, void* context, uint64_t flags) {
   AtomicOp a;
   a.form = form;
-  a.buf = buf;
-  a.count = count;
+  a.operands = operands;
   a.peer = dest;
   a.addr = addr;
   a.key = key;
@@ -246,17 +313,15 @@ AtomicOp op_of(Form form, const void* buf, size_t count, fi_addr_t dest, uint64_
 
 // --- fi_atomic ---------------------------------------------------------------------------
 
-ssize_t a_write(fid_ep* f, const void* buf, size_t count, void*, fi_addr_t dest, uint64_t addr,
-                uint64_t key, fi_datatype datatype, fi_op op, void* context) {
-  return post_atomic(ep_of(f), op_of(Form::kWrite, buf, count, dest, addr, key, datatype, op,
-                                     context, ep_of(f).tx_op_flags));
-}
 ssize_t a_writev(fid_ep* f, const fi_ioc* iov, void**, size_t count, fi_addr_t dest, uint64_t addr,
                  uint64_t key, fi_datatype datatype, fi_op op, void* context) {
-  const void* buf = nullptr;
-  size_t n = 0;
-  if (!single_ioc(iov, count, buf, n)) return -FI_EINVAL;
-  return a_write(f, buf, n, nullptr, dest, addr, key, datatype, op, context);
+  return post_atomic(ep_of(f), op_of(Form::kWrite, {iov, count}, dest, addr, key, datatype, op,
+                                     context, ep_of(f).tx_op_flags));
+}
+ssize_t a_write(fid_ep* f, const void* buf, size_t count, void*, fi_addr_t dest, uint64_t addr,
+                uint64_t key, fi_datatype datatype, fi_op op, void* context) {
+  const fi_ioc ioc{const_cast<void*>(buf), count};  // only read from
+  return a_writev(f, &ioc, nullptr, 1, dest, addr, key, datatype, op, context);
 }
 ssize_t a_writemsg(fid_ep* f, const fi_msg_atomic* msg, uint64_t flags) {
   AtomicOp a;
@@ -266,88 +331,69 @@ ssize_t a_writemsg(fid_ep* f, const fi_msg_atomic* msg, uint64_t flags) {
 }
 ssize_t a_inject(fid_ep* f, const void* buf, size_t count, fi_addr_t dest, uint64_t addr,
                  uint64_t key, fi_datatype datatype, fi_op op) {
-  AtomicOp a =
-      op_of(Form::kWrite, buf, count, dest, addr, key, datatype, op, nullptr, FI_INJECT);
+  const fi_ioc ioc{const_cast<void*>(buf), count};
+  AtomicOp a = op_of(Form::kWrite, {&ioc, 1}, dest, addr, key, datatype, op, nullptr, FI_INJECT);
   a.inject_call = true;
   return post_atomic(ep_of(f), a);
 }
 
 // --- fi_fetch_atomic ---------------------------------------------------------------------
 
-ssize_t a_readwrite(fid_ep* f, const void* buf, size_t count, void*, void* result, void*,
-                    fi_addr_t dest, uint64_t addr, uint64_t key, fi_datatype datatype, fi_op op,
-                    void* context) {
-  AtomicOp a = op_of(Form::kFetch, buf, count, dest, addr, key, datatype, op, context,
-                     ep_of(f).tx_op_flags);
-  a.result = result;
-  return post_atomic(ep_of(f), a);
-}
 ssize_t a_readwritev(fid_ep* f, const fi_ioc* iov, void**, size_t count, fi_ioc* resultv, void**,
                      size_t result_count, fi_addr_t dest, uint64_t addr, uint64_t key,
                      fi_datatype datatype, fi_op op, void* context) {
-  const void* buf = nullptr;
-  const void* result = nullptr;
-  size_t n = 0, results = 0;
-  if (!single_ioc(iov, count, buf, n) || !single_ioc(resultv, result_count, result, results) ||
-      results != n) {
-    return -FI_EINVAL;
-  }
-  return a_readwrite(f, buf, n, nullptr, const_cast<void*>(result), nullptr, dest, addr, key,
-                     datatype, op, context);
+  AtomicOp a = op_of(Form::kFetch, {iov, count}, dest, addr, key, datatype, op, context,
+                     ep_of(f).tx_op_flags);
+  a.result = {resultv, result_count};
+  return post_atomic(ep_of(f), a);
+}
+ssize_t a_readwrite(fid_ep* f, const void* buf, size_t count, void*, void* result, void*,
+                    fi_addr_t dest, uint64_t addr, uint64_t key, fi_datatype datatype, fi_op op,
+                    void* context) {
+  const fi_ioc ioc{const_cast<void*>(buf), count};
+  fi_ioc result_ioc{result, count};
+  return a_readwritev(f, &ioc, nullptr, 1, &result_ioc, nullptr, 1, dest, addr, key, datatype, op,
+                      context);
 }
 ssize_t a_readwritemsg(fid_ep* f, const fi_msg_atomic* msg, fi_ioc* resultv, void**,
                        size_t result_count, uint64_t flags) {
   AtomicOp a;
-  const void* result = nullptr;
-  size_t results = 0;
-  if (!from_msg(msg, a) || !single_ioc(resultv, result_count, result, results) ||
-      results != a.count) {
-    return -FI_EINVAL;
-  }
+  if (!from_msg(msg, a)) return -FI_EINVAL;
   a.form = Form::kFetch;
-  a.result = const_cast<void*>(result);
+  a.result = {resultv, result_count};
   a.flags = flags;
   return post_atomic(ep_of(f), a);
 }
 
 // --- fi_compare_atomic -------------------------------------------------------------------
 
-ssize_t a_compwrite(fid_ep* f, const void* buf, size_t count, void*, const void* compare, void*,
-                    void* result, void*, fi_addr_t dest, uint64_t addr, uint64_t key,
-                    fi_datatype datatype, fi_op op, void* context) {
-  AtomicOp a = op_of(Form::kCompare, buf, count, dest, addr, key, datatype, op, context,
-                     ep_of(f).tx_op_flags);
-  a.compare = compare;
-  a.result = result;
-  return post_atomic(ep_of(f), a);
-}
 ssize_t a_compwritev(fid_ep* f, const fi_ioc* iov, void**, size_t count, const fi_ioc* comparev,
                      void**, size_t compare_count, fi_ioc* resultv, void**, size_t result_count,
                      fi_addr_t dest, uint64_t addr, uint64_t key, fi_datatype datatype, fi_op op,
                      void* context) {
-  const void *buf = nullptr, *compare = nullptr, *result = nullptr;
-  size_t n = 0, compares = 0, results = 0;
-  if (!single_ioc(iov, count, buf, n) || !single_ioc(comparev, compare_count, compare, compares) ||
-      !single_ioc(resultv, result_count, result, results) || compares != n || results != n) {
-    return -FI_EINVAL;
-  }
-  return a_compwrite(f, buf, n, nullptr, compare, nullptr, const_cast<void*>(result), nullptr,
-                     dest, addr, key, datatype, op, context);
+  AtomicOp a = op_of(Form::kCompare, {iov, count}, dest, addr, key, datatype, op, context,
+                     ep_of(f).tx_op_flags);
+  a.compare = {comparev, compare_count};
+  a.result = {resultv, result_count};
+  return post_atomic(ep_of(f), a);
+}
+ssize_t a_compwrite(fid_ep* f, const void* buf, size_t count, void*, const void* compare, void*,
+                    void* result, void*, fi_addr_t dest, uint64_t addr, uint64_t key,
+                    fi_datatype datatype, fi_op op, void* context) {
+  const fi_ioc ioc{const_cast<void*>(buf), count};
+  const fi_ioc compare_ioc{const_cast<void*>(compare), count};
+  fi_ioc result_ioc{result, count};
+  return a_compwritev(f, &ioc, nullptr, 1, &compare_ioc, nullptr, 1, &result_ioc, nullptr, 1, dest,
+                      addr, key, datatype, op, context);
 }
 ssize_t a_compwritemsg(fid_ep* f, const fi_msg_atomic* msg, const fi_ioc* comparev, void**,
                        size_t compare_count, fi_ioc* resultv, void**, size_t result_count,
                        uint64_t flags) {
   AtomicOp a;
-  const void *compare = nullptr, *result = nullptr;
-  size_t compares = 0, results = 0;
-  if (!from_msg(msg, a) || !single_ioc(comparev, compare_count, compare, compares) ||
-      !single_ioc(resultv, result_count, result, results) || compares != a.count ||
-      results != a.count) {
-    return -FI_EINVAL;
-  }
+  if (!from_msg(msg, a)) return -FI_EINVAL;
   a.form = Form::kCompare;
-  a.compare = compare;
-  a.result = const_cast<void*>(result);
+  a.compare = {comparev, compare_count};
+  a.result = {resultv, result_count};
   a.flags = flags;
   return post_atomic(ep_of(f), a);
 }

@@ -11,6 +11,7 @@
 
 #include "provider/endpoint_name.h"
 #include "provider/spray_fi.h"
+#include "provider/staging.h"
 #include "transport/datapath/udp/socket_address.h"
 #include "transport/datapath/verbs/verbs_datapath.h"
 #include "transport/engine/engine.h"
@@ -86,7 +87,7 @@ fi_info* make_template(fi_ep_type type, const std::string& address) {
   info->tx_attr->comp_order = FI_ORDER_NONE;
   info->tx_attr->inject_size = static_cast<size_t>(params().inject_size);
   info->tx_attr->size = kQueueSize;
-  info->tx_attr->iov_limit = 1;
+  info->tx_attr->iov_limit = kIovLimit;  // several pieces are staged (staging.h)
   info->tx_attr->rma_iov_limit = rdm ? 1 : 0;
 
   info->rx_attr->caps =
@@ -95,7 +96,7 @@ fi_info* make_template(fi_ep_type type, const std::string& address) {
   info->rx_attr->msg_order = rdm ? kMsgOrder : 0;
   info->rx_attr->comp_order = FI_ORDER_NONE;
   info->rx_attr->size = kQueueSize;
-  info->rx_attr->iov_limit = 1;
+  info->rx_attr->iov_limit = kIovLimit;
 
   info->ep_attr->type = type;
   info->ep_attr->protocol = FI_PROTO_UDP;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <optional>
 #include <string>
@@ -106,6 +107,16 @@ void complete(Endpoint& ep, const ses::Completion& c) {
   if (op.multi) {
     if (c.buffer) op.buf = c.buffer;
     if (c.released) op.flags |= FI_MULTI_RECV;
+  }
+  // Several pieces: what landed in the staging buffer goes to them (staging.h). A
+  // receive placed c.length bytes (a truncated one its prefix); a read or fetching atomic
+  // placed all of them if it succeeded.
+  if (op.staged != Endpoint::kNone) {
+    const bool receive = (op.flags & FI_RECV) != 0;
+    const size_t placed = receive                   ? c.length
+                          : c.status == Status::kOk ? std::numeric_limits<size_t>::max()
+                                                    : 0;
+    ep.staging.complete(op.staged, placed);
   }
   if (!op.multi || c.released) ep.release_op(index);
   report(ep, c, op);
@@ -471,7 +482,7 @@ uint32_t Endpoint::take_op(void* context, uint64_t flags, void* buf, bool report
   ++in_use;
   const uint32_t i = free_ops.back();
   free_ops.pop_back();
-  ops[i] = Op{context, buf, flags, kNone, report, true};
+  ops[i] = Op{.context = context, .buf = buf, .flags = flags, .report = report, .in_use = true};
   return i;
 }
 
@@ -479,18 +490,45 @@ void Endpoint::release_op(uint32_t index) {
   Op& op = ops[index];
   --((op.flags & FI_RECV) ? rx_ops_in_use : tx_ops_in_use);
   if (op.inject != kNone) free_injects.push_back(op.inject);
+  if (op.staged != kNone) staging.give_back(op.staged);
   op = Op{};
   free_ops.push_back(index);
 }
 
-const void* Endpoint::inject_copy(uint32_t slot, const void* buf, size_t len) {
-  if (free_injects.empty()) return nullptr;
-  const uint32_t ib = free_injects.back();
-  free_injects.pop_back();
-  ops[slot].inject = ib;
-  uint8_t* copy = inject_storage.data() + size_t{ib} * inject_size;
-  if (len) std::memcpy(copy, buf, len);
-  return copy;
+const void* Endpoint::outgoing(uint32_t slot, const Pieces& p, bool inject, int& error) {
+  if (inject) {
+    if (free_injects.empty()) {
+      error = -FI_EAGAIN;
+      return nullptr;
+    }
+    const uint32_t ib = free_injects.back();
+    free_injects.pop_back();
+    ops[slot].inject = ib;
+    uint8_t* copy = inject_storage.data() + size_t{ib} * inject_size;
+    gather(p, copy);
+    return copy;
+  }
+  if (p.contiguous()) return p.only();
+  uint8_t* staged = stage(slot, p.bytes, error);
+  if (staged) gather(p, staged);
+  return staged;
+}
+
+void* Endpoint::incoming(uint32_t slot, const Pieces& p, int& error) {
+  if (p.contiguous()) return p.only();
+  uint8_t* staged = stage(slot, p.bytes, error);
+  if (staged) staging.scatter_on_completion(ops[slot].staged, p, 0);
+  return staged;
+}
+
+uint8_t* Endpoint::stage(uint32_t slot, size_t bytes, int& error) {
+  const uint32_t staged = staging.take(bytes);
+  if (staged == StagingBuffers::kNone) {
+    error = -FI_ENOMEM;
+    return nullptr;
+  }
+  ops[slot].staged = staged;
+  return staging.data(staged);
 }
 
 ProgressDone endpoint_progress(Endpoint& ep) {

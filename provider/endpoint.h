@@ -4,10 +4,12 @@
 
 #include <array>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "provider/endpoint_engine.h"
 #include "provider/spray_fi.h"
+#include "provider/staging.h"
 
 namespace spray::fi {
 
@@ -18,6 +20,7 @@ struct Endpoint {
     void* buf = nullptr;
     uint64_t flags = 0;       // FI_SEND|FI_MSG, FI_RECV|FI_TAGGED, FI_RMA|FI_READ ... as reported
     uint32_t inject = kNone;  // inject buffer held until the engine is done with it
+    uint32_t staged = kNone;  // staging buffer held until it ends (several pieces: staging.h)
     bool report = true;       // false: no CQ entry (fi_inject, selective completion)
     bool in_use = false;
     // FI_MULTI_RECV: the transport packs message after message into `buf` and reports
@@ -66,6 +69,7 @@ struct Endpoint {
   std::vector<uint8_t> inject_storage;  // free_injects.size() slots of inject_size bytes
   std::vector<uint32_t> free_injects;
   size_t inject_size = 0;
+  StagingBuffers staging;  // lent to operations of several pieces
 
   // The engine peer for `addr`, added on first use; kNoPeer when addr names no entry.
   pds::PeerIndex peer(fi_addr_t addr);
@@ -75,32 +79,35 @@ struct Endpoint {
   // queue); kNone when that queue is full.
   uint32_t take_op(void* context, uint64_t flags, void* buf, bool report);
   void release_op(uint32_t index);
-  // Copies an inject payload into a buffer the operation in `slot` holds until it ends,
-  // so the caller may reuse `buf` at once. nullptr when every inject buffer is in use.
-  const void* inject_copy(uint32_t slot, const void* buf, size_t len);
+  // The contiguous source of what the operation in `slot` sends: the one piece itself,
+  // or a copy the operation holds until it ends — in an inject buffer when `inject` (so
+  // the caller may reuse its buffers at once), else in a staging buffer. nullptr when no
+  // copy could be made: `error` is then -FI_EAGAIN (every inject buffer in use until
+  // sends complete) or -FI_ENOMEM.
+  const void* outgoing(uint32_t slot, const Pieces& p, bool inject, int& error);
+  // The contiguous destination of what the operation in `slot` receives or reads: the
+  // one piece itself, or a staging buffer scattered into the pieces when the operation
+  // completes (complete() in endpoint.cc). nullptr with -FI_ENOMEM in `error`.
+  void* incoming(uint32_t slot, const Pieces& p, int& error);
+  // A staging buffer of `bytes` the operation in `slot` holds until it ends, or nullptr
+  // with -FI_ENOMEM in `error`.
+  uint8_t* stage(uint32_t slot, size_t bytes, int& error);
   // Every counter binding (null where none is bound), for those who visit them all.
   std::array<Counter*, 6> counters() const {
     return {send_cntr, recv_cntr, read_cntr, write_cntr, remote_read_cntr, remote_write_cntr};
   }
 };
 
-// The buffer of a one-entry iovec (iov_limit and rma_iov_limit are 1); zero entries mean
-// an empty buffer. False for more entries.
-inline bool single_iov(const iovec* iov, size_t count, void*& buf, size_t& len) {
-  if (count > 1) return false;
-  buf = count ? iov[0].iov_base : nullptr;
-  len = count ? iov[0].iov_len : 0;
-  return true;
-}
-
 // Posting helpers shared by the message and tagged tables. `flags` are fi_*msg flags.
-ssize_t post_send(Endpoint& ep, const void* buf, size_t len, fi_addr_t dest, bool tagged,
+// `buffer` is the operation's buffer as the call gave it, one piece or several
+// (pieces_of, staging.h): nullopt, an invalid one, fails the call with -FI_EINVAL.
+ssize_t post_send(Endpoint& ep, const std::optional<Pieces>& buffer, fi_addr_t dest, bool tagged,
                   uint64_t tag, bool has_data, uint64_t data, void* context, uint64_t flags,
                   bool inject_call);
-ssize_t post_recv(Endpoint& ep, void* buf, size_t len, fi_addr_t src, bool tagged, uint64_t tag,
-                  uint64_t ignore, void* context, uint64_t flags);
+ssize_t post_recv(Endpoint& ep, const std::optional<Pieces>& buffer, fi_addr_t src, bool tagged,
+                  uint64_t tag, uint64_t ignore, void* context, uint64_t flags);
 
-ssize_t post_probe(Endpoint& ep, void* buf, size_t len, fi_addr_t src, uint64_t tag,
+ssize_t post_probe(Endpoint& ep, const std::optional<Pieces>& buffer, fi_addr_t src, uint64_t tag,
                    uint64_t ignore, void* context, uint64_t flags);
 
 extern fi_ops_msg msg_ops;

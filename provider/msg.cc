@@ -22,48 +22,40 @@ Endpoint& ep_of(fid_ep* f) {
 // ---- FI_MSG -------------------------------------------------------------------------
 
 ssize_t m_recv(fid_ep* ep, void* buf, size_t len, void*, fi_addr_t src, void* ctx) {
-  return post_recv(ep_of(ep), buf, len, src, false, 0, 0, ctx, ep_of(ep).rx_op_flags);
+  return post_recv(ep_of(ep), pieces_of(buf, len), src, false, 0, 0, ctx, ep_of(ep).rx_op_flags);
 }
 ssize_t m_recvv(fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t src, void* ctx) {
-  void* buf = nullptr;
-  size_t len = 0;
-  if (!single_iov(iov, count, buf, len)) return -FI_EINVAL;
-  return post_recv(ep_of(ep), buf, len, src, false, 0, 0, ctx, ep_of(ep).rx_op_flags);
+  return post_recv(ep_of(ep), pieces_of(iov, count), src, false, 0, 0, ctx, ep_of(ep).rx_op_flags);
 }
 ssize_t m_recvmsg(fid_ep* ep, const fi_msg* msg, uint64_t flags) {
-  void* buf = nullptr;
-  size_t len = 0;
-  if (!msg || !single_iov(msg->msg_iov, msg->iov_count, buf, len)) return -FI_EINVAL;
-  return post_recv(ep_of(ep), buf, len, msg->addr, false, 0, 0, msg->context, flags);
+  if (!msg) return -FI_EINVAL;
+  return post_recv(ep_of(ep), pieces_of(msg->msg_iov, msg->iov_count), msg->addr, false, 0, 0,
+                   msg->context, flags);
 }
 ssize_t m_send(fid_ep* ep, const void* buf, size_t len, void*, fi_addr_t dest, void* ctx) {
-  return post_send(ep_of(ep), buf, len, dest, false, 0, false, 0, ctx, ep_of(ep).tx_op_flags,
-                   false);
+  return post_send(ep_of(ep), pieces_of(buf, len), dest, false, 0, false, 0, ctx,
+                   ep_of(ep).tx_op_flags, false);
 }
 ssize_t m_sendv(fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t dest, void* ctx) {
-  void* buf = nullptr;
-  size_t len = 0;
-  if (!single_iov(iov, count, buf, len)) return -FI_EINVAL;
-  return post_send(ep_of(ep), buf, len, dest, false, 0, false, 0, ctx, ep_of(ep).tx_op_flags,
-                   false);
+  return post_send(ep_of(ep), pieces_of(iov, count), dest, false, 0, false, 0, ctx,
+                   ep_of(ep).tx_op_flags, false);
 }
 ssize_t m_sendmsg(fid_ep* ep, const fi_msg* msg, uint64_t flags) {
-  void* buf = nullptr;
-  size_t len = 0;
-  if (!msg || !single_iov(msg->msg_iov, msg->iov_count, buf, len)) return -FI_EINVAL;
-  return post_send(ep_of(ep), buf, len, msg->addr, false, 0, (flags & FI_REMOTE_CQ_DATA) != 0,
-                   msg->data, msg->context, flags, false);
+  if (!msg) return -FI_EINVAL;
+  return post_send(ep_of(ep), pieces_of(msg->msg_iov, msg->iov_count), msg->addr, false, 0,
+                   (flags & FI_REMOTE_CQ_DATA) != 0, msg->data, msg->context, flags, false);
 }
 ssize_t m_inject(fid_ep* ep, const void* buf, size_t len, fi_addr_t dest) {
-  return post_send(ep_of(ep), buf, len, dest, false, 0, false, 0, nullptr, FI_INJECT, true);
+  return post_send(ep_of(ep), pieces_of(buf, len), dest, false, 0, false, 0, nullptr, FI_INJECT,
+                   true);
 }
 ssize_t m_senddata(fid_ep* ep, const void* buf, size_t len, void*, uint64_t data, fi_addr_t dest,
                    void* ctx) {
-  return post_send(ep_of(ep), buf, len, dest, false, 0, true, data, ctx,
+  return post_send(ep_of(ep), pieces_of(buf, len), dest, false, 0, true, data, ctx,
                    ep_of(ep).tx_op_flags | FI_REMOTE_CQ_DATA, false);
 }
 ssize_t m_injectdata(fid_ep* ep, const void* buf, size_t len, uint64_t data, fi_addr_t dest) {
-  return post_send(ep_of(ep), buf, len, dest, false, 0, true, data, nullptr,
+  return post_send(ep_of(ep), pieces_of(buf, len), dest, false, 0, true, data, nullptr,
                    FI_INJECT | FI_REMOTE_CQ_DATA, true);
 }
 
@@ -76,73 +68,68 @@ bool tagged_ok(fid_ep* ep) {
 ssize_t t_recv(fid_ep* ep, void* buf, size_t len, void*, fi_addr_t src, uint64_t tag,
                uint64_t ignore, void* ctx) {
   if (!tagged_ok(ep)) return -FI_ENOSYS;
-  return post_recv(ep_of(ep), buf, len, src, true, tag, ignore, ctx, ep_of(ep).rx_op_flags);
+  return post_recv(ep_of(ep), pieces_of(buf, len), src, true, tag, ignore, ctx,
+                   ep_of(ep).rx_op_flags);
 }
 ssize_t t_recvv(fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t src, uint64_t tag,
                 uint64_t ignore, void* ctx) {
-  void* buf = nullptr;
-  size_t len = 0;
   if (!tagged_ok(ep)) return -FI_ENOSYS;
-  if (!single_iov(iov, count, buf, len)) return -FI_EINVAL;
-  return post_recv(ep_of(ep), buf, len, src, true, tag, ignore, ctx, ep_of(ep).rx_op_flags);
+  return post_recv(ep_of(ep), pieces_of(iov, count), src, true, tag, ignore, ctx,
+                   ep_of(ep).rx_op_flags);
 }
 ssize_t t_recvmsg(fid_ep* ep, const fi_msg_tagged* msg, uint64_t flags) {
-  void* buf = nullptr;
-  size_t len = 0;
   if (!tagged_ok(ep)) return -FI_ENOSYS;
-  if (!msg || !single_iov(msg->msg_iov, msg->iov_count, buf, len)) return -FI_EINVAL;
+  if (!msg) return -FI_EINVAL;
+  const auto b = pieces_of(msg->msg_iov, msg->iov_count);
   if (flags & (FI_PEEK | FI_CLAIM | FI_DISCARD)) {
-    return post_probe(ep_of(ep), buf, len, msg->addr, msg->tag, msg->ignore, msg->context, flags);
+    return post_probe(ep_of(ep), b, msg->addr, msg->tag, msg->ignore, msg->context, flags);
   }
-  return post_recv(ep_of(ep), buf, len, msg->addr, true, msg->tag, msg->ignore, msg->context,
-                   flags);
+  return post_recv(ep_of(ep), b, msg->addr, true, msg->tag, msg->ignore, msg->context, flags);
 }
 ssize_t t_send(fid_ep* ep, const void* buf, size_t len, void*, fi_addr_t dest, uint64_t tag,
                void* ctx) {
   if (!tagged_ok(ep)) return -FI_ENOSYS;
-  return post_send(ep_of(ep), buf, len, dest, true, tag, false, 0, ctx, ep_of(ep).tx_op_flags,
-                   false);
+  return post_send(ep_of(ep), pieces_of(buf, len), dest, true, tag, false, 0, ctx,
+                   ep_of(ep).tx_op_flags, false);
 }
 ssize_t t_sendv(fid_ep* ep, const iovec* iov, void**, size_t count, fi_addr_t dest, uint64_t tag,
                 void* ctx) {
-  void* buf = nullptr;
-  size_t len = 0;
   if (!tagged_ok(ep)) return -FI_ENOSYS;
-  if (!single_iov(iov, count, buf, len)) return -FI_EINVAL;
-  return post_send(ep_of(ep), buf, len, dest, true, tag, false, 0, ctx, ep_of(ep).tx_op_flags,
-                   false);
+  return post_send(ep_of(ep), pieces_of(iov, count), dest, true, tag, false, 0, ctx,
+                   ep_of(ep).tx_op_flags, false);
 }
 ssize_t t_sendmsg(fid_ep* ep, const fi_msg_tagged* msg, uint64_t flags) {
-  void* buf = nullptr;
-  size_t len = 0;
   if (!tagged_ok(ep)) return -FI_ENOSYS;
-  if (!msg || !single_iov(msg->msg_iov, msg->iov_count, buf, len)) return -FI_EINVAL;
-  return post_send(ep_of(ep), buf, len, msg->addr, true, msg->tag, (flags & FI_REMOTE_CQ_DATA) != 0,
-                   msg->data, msg->context, flags, false);
+  if (!msg) return -FI_EINVAL;
+  return post_send(ep_of(ep), pieces_of(msg->msg_iov, msg->iov_count), msg->addr, true, msg->tag,
+                   (flags & FI_REMOTE_CQ_DATA) != 0, msg->data, msg->context, flags, false);
 }
 ssize_t t_inject(fid_ep* ep, const void* buf, size_t len, fi_addr_t dest, uint64_t tag) {
   if (!tagged_ok(ep)) return -FI_ENOSYS;
-  return post_send(ep_of(ep), buf, len, dest, true, tag, false, 0, nullptr, FI_INJECT, true);
+  return post_send(ep_of(ep), pieces_of(buf, len), dest, true, tag, false, 0, nullptr, FI_INJECT,
+                   true);
 }
 ssize_t t_senddata(fid_ep* ep, const void* buf, size_t len, void*, uint64_t data, fi_addr_t dest,
                    uint64_t tag, void* ctx) {
   if (!tagged_ok(ep)) return -FI_ENOSYS;
-  return post_send(ep_of(ep), buf, len, dest, true, tag, true, data, ctx,
+  return post_send(ep_of(ep), pieces_of(buf, len), dest, true, tag, true, data, ctx,
                    ep_of(ep).tx_op_flags | FI_REMOTE_CQ_DATA, false);
 }
 ssize_t t_injectdata(fid_ep* ep, const void* buf, size_t len, uint64_t data, fi_addr_t dest,
                      uint64_t tag) {
   if (!tagged_ok(ep)) return -FI_ENOSYS;
-  return post_send(ep_of(ep), buf, len, dest, true, tag, true, data, nullptr,
+  return post_send(ep_of(ep), pieces_of(buf, len), dest, true, tag, true, data, nullptr,
                    FI_INJECT | FI_REMOTE_CQ_DATA, true);
 }
 
 }  // namespace
 
-ssize_t post_send(Endpoint& ep, const void* buf, size_t len, fi_addr_t dest, bool tagged,
+ssize_t post_send(Endpoint& ep, const std::optional<Pieces>& given, fi_addr_t dest, bool tagged,
                   uint64_t tag, bool has_data, uint64_t data, void* context, uint64_t flags,
                   bool inject_call) {
-  if (!buf && len > 0) return -FI_EINVAL;
+  if (!given) return -FI_EINVAL;
+  const Pieces& buffer = *given;
+  const size_t len = buffer.bytes;
   if (flags & ~kSendFlags & ~(FI_TRANSMIT | FI_MSG | FI_TAGGED)) return -FI_EBADFLAGS;
   std::lock_guard lock(ep.domain->mutex);
   if (!ep.enabled) {
@@ -165,11 +152,12 @@ ssize_t post_send(Endpoint& ep, const void* buf, size_t len, fi_addr_t dest, boo
     endpoint_progress(ep);
     return -FI_EAGAIN;
   }
-  const void* payload = inject ? ep.inject_copy(slot, buf, len) : buf;
-  if (!payload && len > 0) {  // out of inject buffers until sends complete
+  int error = FI_SUCCESS;
+  const void* payload = ep.outgoing(slot, buffer, inject, error);
+  if (error != FI_SUCCESS) {
     ep.release_op(slot);
-    endpoint_progress(ep);
-    return -FI_EAGAIN;
+    if (error == -FI_EAGAIN) endpoint_progress(ep);  // inject buffers return as sends end
+    return error;
   }
   ses::SendSpec spec;
   spec.tagged = tagged;
@@ -191,14 +179,16 @@ ssize_t post_send(Endpoint& ep, const void* buf, size_t len, fi_addr_t dest, boo
   return FI_SUCCESS;
 }
 
-ssize_t post_recv(Endpoint& ep, void* buf, size_t len, fi_addr_t src, bool tagged, uint64_t tag,
-                  uint64_t ignore, void* context, uint64_t flags) {
-  if (!buf && len > 0) return -FI_EINVAL;
+ssize_t post_recv(Endpoint& ep, const std::optional<Pieces>& given, fi_addr_t src, bool tagged,
+                  uint64_t tag, uint64_t ignore, void* context, uint64_t flags) {
+  if (!given) return -FI_EINVAL;
+  const Pieces& buffer = *given;
   const bool multi = (flags & FI_MULTI_RECV) != 0;
   if (flags & ~kRecvFlags & ~(FI_RECV | FI_MSG | FI_TAGGED | FI_MULTI_RECV)) return -FI_EBADFLAGS;
-  if (multi && (tagged || len == 0 || !(ep.info->caps & FI_MULTI_RECV))) {
+  if (multi &&
+      (tagged || buffer.bytes == 0 || !buffer.contiguous() || !(ep.info->caps & FI_MULTI_RECV))) {
     SPRAY_WARN(FI_LOG_EP_DATA,
-               "FI_MULTI_RECV needs the capability and an untagged receive with a buffer\n");
+               "FI_MULTI_RECV needs the capability and an untagged receive with one buffer\n");
     return -FI_EINVAL;
   }
   std::lock_guard lock(ep.domain->mutex);
@@ -207,8 +197,7 @@ ssize_t post_recv(Endpoint& ep, void* buf, size_t len, fi_addr_t src, bool tagge
     return -FI_EOPBADSTATE;
   }
   ses::RecvSpec spec;
-  spec.buffer = static_cast<uint8_t*>(buf);
-  spec.length = len;
+  spec.length = buffer.bytes;
   spec.tagged = tagged;
   spec.tag = tag;
   spec.ignore = ignore;
@@ -218,10 +207,18 @@ ssize_t post_recv(Endpoint& ep, void* buf, size_t len, fi_addr_t src, bool tagge
     if (spec.source == pds::kNoPeer) return -FI_EINVAL;
   }
   const bool report = !ep.rx_selective || (flags & FI_COMPLETION);
-  const uint32_t slot = ep.take_op(context, FI_RECV | (tagged ? FI_TAGGED : FI_MSG), buf, report);
+  // The CQ entry names the application's (first) buffer, even when the bytes are staged.
+  const uint32_t slot =
+      ep.take_op(context, FI_RECV | (tagged ? FI_TAGGED : FI_MSG), buffer.only(), report);
   if (slot == Endpoint::kNone) {
     endpoint_progress(ep);
     return -FI_EAGAIN;
+  }
+  int error = FI_SUCCESS;
+  spec.buffer = static_cast<uint8_t*>(ep.incoming(slot, buffer, error));
+  if (error != FI_SUCCESS) {
+    ep.release_op(slot);
+    return error;
   }
   spec.context = slot;
   spec.multi = multi;
@@ -239,8 +236,10 @@ ssize_t post_recv(Endpoint& ep, void* buf, size_t len, fi_addr_t src, bool tagge
 // completes at once: successfully with the message's length, tag, data and source, or
 // with FI_ENOMSG. FI_CLAIM alone receives the message an earlier FI_PEEK|FI_CLAIM with
 // the same context claimed; with FI_DISCARD it drops it. The context is the claim's key.
-ssize_t post_probe(Endpoint& ep, void* buf, size_t len, fi_addr_t src, uint64_t tag,
+ssize_t post_probe(Endpoint& ep, const std::optional<Pieces>& given, fi_addr_t src, uint64_t tag,
                    uint64_t ignore, void* context, uint64_t flags) {
+  if (!given) return -FI_EINVAL;
+  const Pieces& buffer = *given;
   const bool peek = flags & FI_PEEK;
   const bool claim = flags & FI_CLAIM;
   const bool discard = flags & FI_DISCARD;
@@ -254,12 +253,11 @@ ssize_t post_probe(Endpoint& ep, void* buf, size_t len, fi_addr_t src, uint64_t 
                static_cast<unsigned long>(flags));
     return -FI_EINVAL;
   }
-  if (!buf && len > 0 && !peek && !discard) return -FI_EINVAL;
   std::lock_guard lock(ep.domain->mutex);
   if (!ep.enabled) return -FI_EOPBADSTATE;
+  const bool receives = !peek && !discard;  // FI_CLAIM alone: the claimed message lands
   ses::RecvSpec spec;
-  spec.buffer = static_cast<uint8_t*>(buf);
-  spec.length = peek || discard ? 0 : len;
+  spec.length = receives ? buffer.bytes : 0;
   spec.tagged = true;
   spec.tag = tag;
   spec.ignore = ignore;
@@ -268,10 +266,19 @@ ssize_t post_probe(Endpoint& ep, void* buf, size_t len, fi_addr_t src, uint64_t 
     spec.source = ep.peer(src);
     if (spec.source == pds::kNoPeer) return -FI_EINVAL;
   }
-  const uint32_t slot = ep.take_op(context, FI_RECV | FI_TAGGED, peek ? nullptr : buf, true);
+  const uint32_t slot =
+      ep.take_op(context, FI_RECV | FI_TAGGED, peek ? nullptr : buffer.only(), true);
   if (slot == Endpoint::kNone) {
     endpoint_progress(ep);
     return -FI_EAGAIN;
+  }
+  if (receives) {
+    int error = FI_SUCCESS;
+    spec.buffer = static_cast<uint8_t*>(ep.incoming(slot, buffer, error));
+    if (error != FI_SUCCESS) {
+      ep.release_op(slot);
+      return error;
+    }
   }
   spec.context = slot;
   const auto claim_key = reinterpret_cast<uintptr_t>(context);

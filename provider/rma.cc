@@ -4,6 +4,8 @@
 // moves; a bad key, range or right completes the operation in error at the initiator
 // and leaves the target's memory untouched. Writes with immediate data also complete
 // at the target (FI_REMOTE_CQ_DATA on its receive CQ).
+#include <optional>
+
 #include "provider/endpoint.h"
 
 namespace spray::fi {
@@ -19,8 +21,9 @@ Endpoint& ep_of(fid_ep* f) {
 
 struct RmaOp {
   bool write = false;
-  void* buf = nullptr;  // local source (write) or destination (read)
-  size_t len = 0;
+  // Source (write) or destination (read): one piece or several (staging.h); nullopt when
+  // the call gave an invalid buffer.
+  std::optional<Pieces> local;
   fi_addr_t peer = FI_ADDR_UNSPEC;
   uint64_t addr = 0;  // at the target: virtual address or offset, per its mr_mode
   uint64_t key = 0;
@@ -32,7 +35,8 @@ struct RmaOp {
 };
 
 ssize_t post_rma(Endpoint& ep, const RmaOp& r) {
-  if (!r.buf && r.len > 0) return -FI_EINVAL;
+  if (!r.local) return -FI_EINVAL;
+  const size_t len = r.local->bytes;
   if (r.flags & ~kRmaFlags) return -FI_EBADFLAGS;
   if (ep.type != FI_EP_RDM || !(ep.info->caps & FI_RMA)) {
     SPRAY_WARN(FI_LOG_EP_DATA, "RMA on an endpoint opened without FI_RMA\n");
@@ -40,9 +44,9 @@ ssize_t post_rma(Endpoint& ep, const RmaOp& r) {
   }
   std::lock_guard lock(ep.domain->mutex);
   if (!ep.enabled) return -FI_EOPBADSTATE;
-  if (r.len > ep.info->ep_attr->max_msg_size) return -FI_EMSGSIZE;
+  if (len > ep.info->ep_attr->max_msg_size) return -FI_EMSGSIZE;
   const bool inject = (r.flags & FI_INJECT) != 0;
-  if (inject && (!r.write || r.len > ep.inject_size)) return -FI_EINVAL;
+  if (inject && (!r.write || len > ep.inject_size)) return -FI_EINVAL;
   const pds::PeerIndex peer = ep.peer(r.peer);
   if (peer == pds::kNoPeer) {
     SPRAY_WARN(FI_LOG_EP_DATA, "RMA to fi_addr %lu, which names no address vector entry\n",
@@ -56,18 +60,20 @@ ssize_t post_rma(Endpoint& ep, const RmaOp& r) {
     endpoint_progress(ep);
     return -FI_EAGAIN;
   }
-  const void* local = inject ? ep.inject_copy(slot, r.buf, r.len) : r.buf;
-  if (!local && r.len > 0) {
+  int error = FI_SUCCESS;
+  void* local = r.write ? const_cast<void*>(ep.outgoing(slot, *r.local, inject, error))
+                        : ep.incoming(slot, *r.local, error);
+  if (error != FI_SUCCESS) {
     ep.release_op(slot);
-    endpoint_progress(ep);
-    return -FI_EAGAIN;
+    if (error == -FI_EAGAIN) endpoint_progress(ep);  // inject buffers return as writes end
+    return error;
   }
   ses::SendSpec spec;
   spec.has_data = r.has_data;
   spec.data = r.data;
   spec.mode = ep.ordered ? pds::Mode::kRod : pds::Mode::kRud;
-  const Status s = r.write ? ep.engine->write(peer, local, r.len, r.addr, r.key, slot, spec)
-                           : ep.engine->read(peer, r.buf, r.len, r.addr, r.key, slot);
+  const Status s = r.write ? ep.engine->write(peer, local, len, r.addr, r.key, slot, spec)
+                           : ep.engine->read(peer, local, len, r.addr, r.key, slot);
   if (s != Status::kOk) {
     ep.release_op(slot);
     if (s == Status::kAgain) endpoint_progress(ep);
@@ -77,10 +83,14 @@ ssize_t post_rma(Endpoint& ep, const RmaOp& r) {
   return FI_SUCCESS;
 }
 
+// The *msg forms: up to kIovLimit local pieces, one remote range of their total length
+// (rma_iov_limit is 1).
 ssize_t from_msg(fid_ep* f, const fi_msg_rma* msg, uint64_t flags, bool write) {
+  if (!msg) return -FI_EINVAL;
   RmaOp r;
-  if (!msg || !single_iov(msg->msg_iov, msg->iov_count, r.buf, r.len) || msg->rma_iov_count != 1 ||
-      !msg->rma_iov || msg->rma_iov[0].len != r.len) {
+  r.local = pieces_of(msg->msg_iov, msg->iov_count);
+  if (!r.local || msg->rma_iov_count != 1 || !msg->rma_iov ||
+      msg->rma_iov[0].len != r.local->bytes) {
     return -FI_EINVAL;
   }
   r.write = write;
@@ -94,14 +104,13 @@ ssize_t from_msg(fid_ep* f, const fi_msg_rma* msg, uint64_t flags, bool write) {
   return post_rma(ep_of(f), r);
 }
 
-// A write of `buf` (every write form differs from this only in data and flags).
+// A write of `local` (every write form differs from this only in data and flags).
 // `inject_call`: fi_inject_write*, which report no completion at all.
-RmaOp write_op(const void* buf, size_t len, fi_addr_t dest, uint64_t addr, uint64_t key, void* ctx,
-               uint64_t flags, bool inject_call = false) {
+RmaOp write_op(const std::optional<Pieces>& local, fi_addr_t dest, uint64_t addr, uint64_t key,
+               void* ctx, uint64_t flags, bool inject_call = false) {
   RmaOp r;
   r.write = true;
-  r.buf = const_cast<void*>(buf);  // only read from: the engine takes a const source
-  r.len = len;
+  r.local = local;
   r.peer = dest;
   r.addr = addr;
   r.key = key;
@@ -117,49 +126,55 @@ RmaOp with_data(RmaOp r, uint64_t data) {
   return r;
 }
 
+RmaOp read_op(const std::optional<Pieces>& local, fi_addr_t src, uint64_t addr, uint64_t key,
+              void* ctx, uint64_t flags) {
+  RmaOp r = write_op(local, src, addr, key, ctx, flags);
+  r.write = false;
+  return r;
+}
+
 ssize_t r_read(fid_ep* f, void* buf, size_t len, void*, fi_addr_t src, uint64_t addr, uint64_t key,
                void* ctx) {
-  RmaOp r = write_op(buf, len, src, addr, key, ctx, ep_of(f).tx_op_flags);
-  r.write = false;
-  return post_rma(ep_of(f), r);
+  return post_rma(ep_of(f),
+                  read_op(pieces_of(buf, len), src, addr, key, ctx, ep_of(f).tx_op_flags));
 }
 ssize_t r_readv(fid_ep* f, const iovec* iov, void**, size_t count, fi_addr_t src, uint64_t addr,
                 uint64_t key, void* ctx) {
-  void* buf = nullptr;
-  size_t len = 0;
-  if (!single_iov(iov, count, buf, len)) return -FI_EINVAL;
-  return r_read(f, buf, len, nullptr, src, addr, key, ctx);
+  return post_rma(ep_of(f),
+                  read_op(pieces_of(iov, count), src, addr, key, ctx, ep_of(f).tx_op_flags));
 }
 ssize_t r_readmsg(fid_ep* f, const fi_msg_rma* msg, uint64_t flags) {
   return from_msg(f, msg, flags, false);
 }
 ssize_t r_write(fid_ep* f, const void* buf, size_t len, void*, fi_addr_t dest, uint64_t addr,
                 uint64_t key, void* ctx) {
-  return post_rma(ep_of(f), write_op(buf, len, dest, addr, key, ctx, ep_of(f).tx_op_flags));
+  return post_rma(ep_of(f),
+                  write_op(pieces_of(buf, len), dest, addr, key, ctx, ep_of(f).tx_op_flags));
 }
 ssize_t r_writev(fid_ep* f, const iovec* iov, void**, size_t count, fi_addr_t dest, uint64_t addr,
                  uint64_t key, void* ctx) {
-  void* buf = nullptr;
-  size_t len = 0;
-  if (!single_iov(iov, count, buf, len)) return -FI_EINVAL;
-  return r_write(f, buf, len, nullptr, dest, addr, key, ctx);
+  return post_rma(ep_of(f),
+                  write_op(pieces_of(iov, count), dest, addr, key, ctx, ep_of(f).tx_op_flags));
 }
 ssize_t r_writemsg(fid_ep* f, const fi_msg_rma* msg, uint64_t flags) {
   return from_msg(f, msg, flags, true);
 }
 ssize_t r_inject(fid_ep* f, const void* buf, size_t len, fi_addr_t dest, uint64_t addr,
                  uint64_t key) {
-  return post_rma(ep_of(f), write_op(buf, len, dest, addr, key, nullptr, FI_INJECT, true));
+  return post_rma(ep_of(f),
+                  write_op(pieces_of(buf, len), dest, addr, key, nullptr, FI_INJECT, true));
 }
 ssize_t r_writedata(fid_ep* f, const void* buf, size_t len, void*, uint64_t data, fi_addr_t dest,
                     uint64_t addr, uint64_t key, void* ctx) {
-  return post_rma(ep_of(f),
-                  with_data(write_op(buf, len, dest, addr, key, ctx, ep_of(f).tx_op_flags), data));
+  return post_rma(
+      ep_of(f),
+      with_data(write_op(pieces_of(buf, len), dest, addr, key, ctx, ep_of(f).tx_op_flags), data));
 }
 ssize_t r_injectdata(fid_ep* f, const void* buf, size_t len, uint64_t data, fi_addr_t dest,
                      uint64_t addr, uint64_t key) {
-  return post_rma(ep_of(f),
-                  with_data(write_op(buf, len, dest, addr, key, nullptr, FI_INJECT, true), data));
+  return post_rma(
+      ep_of(f),
+      with_data(write_op(pieces_of(buf, len), dest, addr, key, nullptr, FI_INJECT, true), data));
 }
 
 }  // namespace

@@ -129,7 +129,8 @@ struct ApiStorm : Fabric {
   struct Tally {
     size_t received = 0, truncated = 0, canceled = 0, into_multi = 0, peeked = 0, claimed = 0,
            discarded = 0, rma_done = 0, rma_refused = 0, remote_writes = 0, failed_to_dead = 0,
-           misuses = 0, atomics_done = 0, atomics_refused = 0;
+           misuses = 0, atomics_done = 0, atomics_refused = 0,
+           in_pieces = 0;  // sends, receives and RMA posted with a buffer of several iovecs
   } tally;
   // Per live endpoint: its FI_REMOTE_READ | FI_REMOTE_WRITE counter (FI_RMA_EVENT), which
   // must end at the number of valid RMA and atomic operations that aimed at it.
@@ -146,6 +147,9 @@ struct ApiStorm : Fabric {
     if (failure.empty()) failure = what;
   }
   Op& new_op(Op::Kind kind, int ep);
+  // `size` bytes at `base` cut at random into 1-4 consecutive iovecs (some may be empty),
+  // for the v and msg forms; one in four calls gets several (counted in tally.in_pieces).
+  std::vector<iovec> pieces(uint8_t* base, size_t size);
   uint64_t remote_addr(int target, size_t slot, size_t offset) const;
 
   // Posts with `post`, reading the CQ while the provider says EAGAIN (its queues are

@@ -82,6 +82,19 @@ Op& ApiStorm::new_op(Op::Kind kind, int ep) {
   return op;
 }
 
+std::vector<iovec> ApiStorm::pieces(uint8_t* base, size_t size) {
+  if (!chance(25)) return {{base, size}};
+  std::vector<size_t> cuts{0, size};
+  for (size_t n = 1 + pick(3); n > 0; --n) cuts.push_back(pick(size + 1));
+  std::sort(cuts.begin(), cuts.end());
+  std::vector<iovec> out;
+  for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+    out.push_back({base + cuts[i], cuts[i + 1] - cuts[i]});
+  }
+  ++tally.in_pieces;
+  return out;
+}
+
 uint64_t ApiStorm::remote_addr(int target, size_t slot, size_t offset) const {
   const int t = target == kDead ? 0 : target;
   return reinterpret_cast<uintptr_t>(regions[t].bytes.data()) + slot * kSlotBytes + offset;
@@ -101,7 +114,17 @@ void ApiStorm::post_send() {
   s.buf = payload(s.id, s.size);
   fid_ep* ep = eps[src];
   const fi_addr_t to = addrs[s.peer];
+  const std::vector<iovec> iov = s.inject ? std::vector<iovec>{} : pieces(s.buf.data(), s.size);
   const bool posted = post_op([&]() -> ssize_t {
+    if (iov.size() > 1) {  // the v and msg forms (immediate data needs msg)
+      if (s.tagged) {
+        const fi_msg_tagged m{iov.data(), nullptr, iov.size(), to, s.tag, 0, &s.ctx, s.id};
+        return fi_tsendmsg(ep, &m, FI_COMPLETION | (s.with_data ? FI_REMOTE_CQ_DATA : 0));
+      }
+      if (!s.with_data) return fi_sendv(ep, iov.data(), nullptr, iov.size(), to, &s.ctx);
+      const fi_msg m{iov.data(), nullptr, iov.size(), to, &s.ctx, s.id};
+      return fi_sendmsg(ep, &m, FI_COMPLETION | FI_REMOTE_CQ_DATA);
+    }
     if (s.tagged) {
       if (s.inject)
         return s.with_data ? fi_tinjectdata(ep, s.buf.data(), s.size, s.id, to, s.tag)
@@ -136,7 +159,13 @@ void ApiStorm::post_recv(int at, bool catch_all, bool tagged) {
   r.buf.assign(r.size + 1, kUntouched);  // one byte more: it must stay untouched
   fid_ep* ep = eps[at];
   const fi_addr_t from = r.peer < 0 ? FI_ADDR_UNSPEC : addrs[r.peer];
+  const std::vector<iovec> iov = pieces(r.buf.data(), r.size);
   submit([&]() -> ssize_t {
+    if (iov.size() > 1) {
+      return r.tagged
+                 ? fi_trecvv(ep, iov.data(), nullptr, iov.size(), from, r.tag, r.ignore, &r.ctx)
+                 : fi_recvv(ep, iov.data(), nullptr, iov.size(), from, &r.ctx);
+    }
     return r.tagged ? fi_trecv(ep, r.buf.data(), r.size, nullptr, from, r.tag, r.ignore, &r.ctx)
                     : fi_recv(ep, r.buf.data(), r.size, nullptr, from, &r.ctx);
   });
@@ -240,7 +269,13 @@ void ApiStorm::post_rma() {
   a.buf = write ? payload(a.id, a.size) : std::vector<uint8_t>(a.size + 1, kUntouched);
   a.with_data = write && chance(30);  // the target's CQ reports it (only if it lands)
   fid_ep* ep = eps[from];
+  const std::vector<iovec> iov = pieces(a.buf.data(), a.size);
   const bool posted = post_op([&]() -> ssize_t {
+    if (iov.size() > 1 && !a.with_data) {
+      return write
+                 ? fi_writev(ep, iov.data(), nullptr, iov.size(), addrs[a.peer], addr, key, &a.ctx)
+                 : fi_readv(ep, iov.data(), nullptr, iov.size(), addrs[a.peer], addr, key, &a.ctx);
+    }
     if (a.with_data)
       return fi_writedata(ep, a.buf.data(), a.size, nullptr, a.id, addrs[a.peer], addr, key,
                           &a.ctx);

@@ -76,11 +76,11 @@ TEST_P(ApiStormSeed, every_operation_ends_once_and_every_message_arrives_intact_
               "canceled, %zu messages into multi-receive buffers, %zu peeked, %zu claimed, %zu "
               "discarded, %zu RMA done and %zu "
               "refused, %zu atomics done and %zu refused, %zu remote write completions, %zu "
-              "failed towards the closed endpoint, %zu misuses refused\n",
+              "failed towards the closed endpoint, %zu misuses refused, %zu posted in pieces\n",
               seed, ops.size(), tally.received, tally.truncated, tally.canceled, tally.into_multi,
               tally.peeked, tally.claimed, tally.discarded, tally.rma_done, tally.rma_refused,
               tally.atomics_done, tally.atomics_refused, tally.remote_writes, tally.failed_to_dead,
-              tally.misuses);
+              tally.misuses, tally.in_pieces);
   // The storm did post and deliver (seeds 1-299: at least 296 messages and 18 atomics).
   EXPECT_GT(tally.received, 250u);
   EXPECT_GT(tally.atomics_done, 0u);

@@ -13,23 +13,8 @@
 namespace spray_fi_test {
 namespace {
 
-struct Atomic : Fabric {
+struct Atomic : RegisteringFabric {
   void SetUp() override { open(FI_EP_RDM, FI_MSG | FI_ATOMIC, FI_MR_PROV_KEY | FI_MR_VIRT_ADDR); }
-
-  fid_mr* reg(void* buf, size_t len, uint64_t access) {
-    fid_mr* mr = nullptr;
-    EXPECT_EQ(fi_mr_reg(domain, buf, len, access, 0, 0, 0, &mr, nullptr), 0);
-    if (mr) mrs.push_back(mr);
-    return mr;
-  }
-  uint64_t remote(const void* buf, size_t offset = 0) const {
-    return reinterpret_cast<uintptr_t>(buf) + offset;  // FI_MR_VIRT_ADDR
-  }
-  void TearDown() override {
-    for (fid_mr* mr : mrs) EXPECT_EQ(fi_close(&mr->fid), 0);
-    Fabric::TearDown();
-  }
-  std::vector<fid_mr*> mrs;
 };
 
 TEST_F(Atomic, getinfo__offers_atomics_with_their_directions) {

@@ -143,6 +143,27 @@ struct Fabric : ::testing::Test {
   }
 };
 
+// The fixture with memory registration: regions it registers are closed at teardown.
+struct RegisteringFabric : Fabric {
+  fid_mr* reg(void* buf, size_t len, uint64_t access, uint64_t key = 0) {
+    fid_mr* mr = nullptr;
+    EXPECT_EQ(fi_mr_reg(domain, buf, len, access, 0, key, 0, &mr, nullptr), 0);
+    if (mr) mrs.push_back(mr);
+    return mr;
+  }
+  // The address a peer names for byte `offset` of `buf` (virtual or offset addressing,
+  // as the domain's mr_mode says).
+  uint64_t remote(const void* buf, size_t offset = 0) const {
+    const bool virt = info->domain_attr->mr_mode & FI_MR_VIRT_ADDR;
+    return (virt ? reinterpret_cast<uintptr_t>(buf) : 0) + offset;
+  }
+  void TearDown() override {
+    for (fid_mr* mr : mrs) EXPECT_EQ(fi_close(&mr->fid), 0);
+    Fabric::TearDown();
+  }
+  std::vector<fid_mr*> mrs;
+};
+
 // An endpoint in a domain of its own, with its own AV and CQ, on the fixture's fabric and
 // info: reading its CQ progresses it alone (with manual progress), so a test can see what
 // an endpoint of the fixture's domain has put on the wire without progressing that one.

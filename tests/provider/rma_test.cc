@@ -9,25 +9,8 @@ namespace {
 
 constexpr uint64_t kRma = FI_MSG | FI_RMA;
 
-struct Rma : Fabric {
+struct Rma : RegisteringFabric {
   void SetUp() override { open(FI_EP_RDM, kRma, FI_MR_PROV_KEY | FI_MR_VIRT_ADDR); }
-
-  fid_mr* reg(void* buf, size_t len, uint64_t access, uint64_t key = 0) {
-    fid_mr* mr = nullptr;
-    EXPECT_EQ(fi_mr_reg(domain, buf, len, access, 0, key, 0, &mr, nullptr), 0);
-    if (mr) mrs.push_back(mr);
-    return mr;
-  }
-  // The address a peer names for byte `offset` of `buf` registered as `mr`.
-  uint64_t remote(const void* buf, size_t offset) const {
-    const bool virt = info->domain_attr->mr_mode & FI_MR_VIRT_ADDR;
-    return (virt ? reinterpret_cast<uintptr_t>(buf) : 0) + offset;
-  }
-  void TearDown() override {
-    for (fid_mr* mr : mrs) EXPECT_EQ(fi_close(&mr->fid), 0);
-    Fabric::TearDown();
-  }
-  std::vector<fid_mr*> mrs;
 };
 
 TEST_F(Rma, getinfo__offers_rma_with_directions_and_one_rma_iov) {

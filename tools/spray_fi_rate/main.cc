@@ -15,10 +15,12 @@
 // the receiver as much as a copy, and bound the rate it measures). Prints one line:
 // microseconds a message, messages a second and MB/s (10^6 bytes) as the receiver saw
 // them over the last 90 % of the run (the first 10 % warm up). --shared-core puts both
-// threads on one CPU, as when processes outnumber cores.
+// threads on one CPU, as when processes outnumber cores. --pieces N gives every send and
+// receive buffer as N iovecs of about equal length (the v/msg forms: what it costs a
+// provider to gather and scatter them).
 //
 // Usage: spray-fi-rate [--provider P] [--bytes N] [--burst N] [--more] [--messages N]
-//                      [--window N] [--shared-core]
+//                      [--window N] [--shared-core] [--pieces N]
 #include <sched.h>
 
 #include <rdma/fabric.h>
@@ -26,6 +28,7 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_tagged.h>
 
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -106,7 +109,27 @@ struct Options {
   // Both threads on one CPU, as when processes outnumber cores: each side then runs only
   // when the other gives the CPU away or its time slice ends.
   bool shared_core = false;
+  int pieces = 1;  // iovecs a send's and a receive's buffer is given as
 };
+
+// A buffer as consecutive iovecs (on the stack: no allocation a message).
+struct Pieces {
+  std::array<iovec, 4> iov{};
+  size_t count = 0;
+};
+
+// `bytes` at `base` as `n` (1-4) consecutive iovecs of about equal length (empty ones
+// too, when `bytes` < n).
+Pieces cut(uint8_t* base, size_t bytes, int n) {
+  Pieces out;
+  out.count = static_cast<size_t>(n);
+  for (size_t i = 0, at = 0; i < out.count; ++i) {
+    const size_t end = bytes * (i + 1) / out.count;
+    out.iov[i] = {base + at, end - at};
+    at = end;
+  }
+  return out;
+}
 
 // Keeps the calling thread, and the threads it starts from now on, on the CPU it runs on.
 void pin_to_current_cpu() {
@@ -161,9 +184,17 @@ void receive(Side& side, const Options& o, std::span<uint8_t> slots, ReceiveOutc
     auto post = [&](size_t buffer) {
       if (posted == o.messages) return;  // enough for every message
       uint8_t* slot = slots.data() + buffer * o.bytes;
-      check(static_cast<int>(fi_trecv(side.ep(), slot, o.bytes, nullptr, FI_ADDR_UNSPEC, 0, 0,
-                                      reinterpret_cast<void*>(buffer))),
-            "fi_trecv");
+      void* context = reinterpret_cast<void*>(buffer);
+      if (o.pieces == 1) {
+        check(static_cast<int>(
+                  fi_trecv(side.ep(), slot, o.bytes, nullptr, FI_ADDR_UNSPEC, 0, 0, context)),
+              "fi_trecv");
+      } else {
+        const Pieces p = cut(slot, o.bytes, o.pieces);
+        check(static_cast<int>(fi_trecvv(side.ep(), p.iov.data(), nullptr, p.count, FI_ADDR_UNSPEC,
+                                         0, 0, context)),
+              "fi_trecvv");
+      }
       expected[buffer] = posted++;
     };
     for (size_t i = 0; i < o.window; ++i) post(i);
@@ -238,10 +269,10 @@ int run(const Options& o) {
           free_buffers.pop_back();
         }
         stamp(message, o.bytes, posted);
-        const iovec iov{message, o.bytes};
+        const Pieces p = cut(message, o.bytes, o.pieces);
         fi_msg_tagged msg{};
-        msg.msg_iov = &iov;
-        msg.iov_count = 1;
+        msg.msg_iov = p.iov.data();
+        msg.iov_count = p.count;
         msg.addr = to;
         msg.context = message;
         const uint64_t flags =
@@ -262,9 +293,10 @@ int run(const Options& o) {
   }
   const double seconds = std::chrono::duration<double>(received.end - received.warm).count();
   const auto timed = static_cast<double>(o.messages - warmup_messages(o));
-  fmt::print("{} {} B burst {}{}: {:.2f} us a message, {:.0f} messages/s, {:.1f} MB/s\n",
-             o.provider, o.bytes, o.burst, o.more ? " FI_MORE" : "", seconds / timed * 1e6,
-             timed / seconds, timed * static_cast<double>(o.bytes) / seconds / 1e6);
+  fmt::print("{} {} B{} burst {}{}: {:.2f} us a message, {:.0f} messages/s, {:.1f} MB/s\n",
+             o.provider, o.bytes, o.pieces > 1 ? fmt::format(" in {} pieces", o.pieces) : "",
+             o.burst, o.more ? " FI_MORE" : "", seconds / timed * 1e6, timed / seconds,
+             timed * static_cast<double>(o.bytes) / seconds / 1e6);
   return 0;
 }
 
@@ -282,6 +314,8 @@ int main(int argc, char** argv) {
   app.add_flag("--more", o.more, "post all but the last of each burst with FI_MORE");
   app.add_option("--messages", o.messages, "messages in all")->check(CLI::Range(10, 100000000));
   app.add_option("--window", o.window, "sends outstanding at most")->check(CLI::Range(1, 4096));
+  app.add_option("--pieces", o.pieces, "iovecs a send and a receive buffer is given as")
+      ->check(CLI::Range(1, 4));
   app.add_flag("--shared-core", o.shared_core,
                "run the sending and the receiving thread on one CPU (more threads than cores)");
   CLI11_PARSE(app, argc, argv);
