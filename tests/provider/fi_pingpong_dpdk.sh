@@ -3,6 +3,8 @@
 # processes joined by net_memif (--no-huge, server first), several sizes, data checks on
 # (-c). fi_pingpong's own address exchange goes over a loopback TCP socket; every spray
 # packet goes through DPDK. The memif socket lives in a directory this script deletes.
+# With FI_SPRAY_TSS_KEY_FILE set every packet is sealed (UET TSS), and each side's
+# endpoint must log that it sealed and opened packets and refused none.
 # Usage: fi_pingpong_dpdk.sh PROVIDER_DIR rdm|dgram
 set -euo pipefail
 dir=$1
@@ -16,6 +18,8 @@ cleanup() {
 }
 trap cleanup EXIT
 export FI_PROVIDER_PATH=$dir FI_PROVIDER=spray FI_SPRAY_DATAPATH=dpdk
+secured=${FI_SPRAY_TSS_KEY_FILE:+1}
+[[ -n $secured ]] && export FI_LOG_LEVEL=info  # the endpoints' closing line counts TSS
 sock="$workdir/memif.sock"
 # Each process: its own core, no shared EAL files, one memif port; static neighbours
 # (memif carries no ARP-capable kernel on either side, though ARP would work too).
@@ -56,8 +60,23 @@ run_size() {
   fi
   server=""
   rm -f "$sock"
-  [[ $ok == 0 ]] && tail -1 "$workdir/client.log"
+  [[ $ok == 0 && -n $secured ]] && { check_sealed "$size" || ok=1; }
+  [[ $ok == 0 ]] && grep -v '^libfabric:' "$workdir/client.log" | tail -1
   return $ok
+}
+# Each side's endpoint logged sealing and opening packets and refusing none (TSS).
+check_sealed() {
+  local side counts
+  for side in server client; do
+    counts=$(grep -o 'TSS sealed [0-9]* opened [0-9]*, refused: not secured [0-9]* other domain [0-9]* replayed [0-9]* forged [0-9]*' \
+      "$workdir/$side.log" || true)
+    if [[ -z $counts ]] || awk '$3 == 0 || $5 == 0 || $9 + $12 + $14 + $16 != 0 {bad = 1} END {exit !bad}' <<<"$counts"; then
+      echo "$side, $1 bytes: no endpoint sealed and opened packets without refusing any:"
+      grep 'closed:' "$workdir/$side.log" || cat "$workdir/$side.log"
+      return 1
+    fi
+    echo "$side: $counts"
+  done
 }
 # run_size, again while it finds its out-of-band port taken (at most 3 times).
 run_size_on_a_free_port() {
@@ -81,4 +100,4 @@ for size in $sizes; do
   fi
   echo "FAIL: $ep, $size bytes"; exit 1
 done
-echo "PASS: fi_pingpong $ep over spray on DPDK memif"
+echo "PASS: fi_pingpong $ep over spray on DPDK memif${secured:+, every packet sealed}"
