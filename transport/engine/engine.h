@@ -177,6 +177,9 @@ class Engine {
     return tss_ ? tss_->stats() : kNone;
   }
   bool secured() const { return tss_.has_value(); }
+  // The TSS state, for re-keying while running (SecureChannels::install_key, seal_with,
+  // retire_key); nullptr when the engine is not secured.
+  tss::SecureChannels* secure_channels() { return tss_ ? &*tss_ : nullptr; }
   pds::Pds& pds() { return pds_; }
   ses::Ses& ses() { return ses_; }
   const PeerTable& peers() const { return peers_; }

@@ -39,25 +39,32 @@ Iv iv_of(std::span<const uint8_t> header) {
 }  // namespace
 
 SecureChannels::SecureChannels(const TssConfig& config, const dp::NetAddr& local)
-    : cfg_(config), local_(local) {}
-
-SecureChannels::~SecureChannels() {
+    : cfg_(config), local_(local), sealing_(config.association) {
+  keys_[sealing_] = cfg_.domain_key;
   wipe(cfg_.domain_key);
 }
 
-AesGcm SecureChannels::pair_context(uint32_t source_id, const dp::NetAddr& source,
+SecureChannels::~SecureChannels() {
+  for (auto& key : keys_) {
+    if (key) wipe(*key);
+  }
+}
+
+AesGcm SecureChannels::pair_context(bool association, uint32_t source_id, const dp::NetAddr& source,
                                     const dp::NetAddr& destination,
                                     AesGcm::Direction direction) const {
+  if (!keys_[association]) return AesGcm();
   std::array<uint8_t, kContextBytes> context{};
   uint8_t* at = put_be(context.data(), cfg_.domain_index, 3);
-  *at++ = 0;  // AN: the first association (no re-keying yet)
+  *at++ = association ? 1 : 0;
   at = put_be(at, cfg_.epoch, 2);
   at = put_be(at, source_id, 4);
   at = put_address(at, source);
   put_address(at, destination);
   Key key;
   const auto label = std::span(reinterpret_cast<const uint8_t*>(kLabel), sizeof(kLabel) - 1);
-  AesGcm gcm = derive_key(cfg_.domain_key, label, context, key) ? AesGcm(key, direction) : AesGcm();
+  AesGcm gcm =
+      derive_key(*keys_[association], label, context, key) ? AesGcm(key, direction) : AesGcm();
   wipe(key);
   return gcm;
 }
@@ -69,15 +76,17 @@ SecureChannels::Channel& SecureChannels::channel(uint32_t peer) {
 
 uint32_t SecureChannels::seal(uint32_t peer, const dp::NetAddr& addr, std::span<uint8_t> packet,
                               uint32_t plain_bytes, std::span<const uint8_t> gathered) {
-  Channel& c = channel(peer);
-  if (!c.tx.valid()) c.tx = pair_context(cfg_.source_id, local_, addr, AesGcm::Direction::kSeal);
+  PeerChannel::Association& c = channel(peer).an[sealing_];
+  if (!c.tx.valid()) {
+    c.tx = pair_context(sealing_, cfg_.source_id, local_, addr, AesGcm::Direction::kSeal);
+  }
   const size_t total = size_t{kOverheadBytes} + plain_bytes + gathered.size();
   if (!c.tx.valid() || c.next_tsc > wire::kMaxTsc || packet.size() < total) {
     ++stats_.tx_failed;
     return 0;
   }
   const wire::TssHeader h{.sdi = cfg_.domain_index,
-                          .association = false,
+                          .association = sealing_,
                           .has_ssi = true,
                           .ssi = cfg_.source_id,
                           .epoch = cfg_.epoch,
@@ -91,6 +100,7 @@ uint32_t SecureChannels::seal(uint32_t peer, const dp::NetAddr& addr, std::span<
     return 0;
   }
   ++stats_.sealed;
+  if (sealing_) ++stats_.sealed_an1;
   return static_cast<uint32_t>(total);
 }
 
@@ -102,17 +112,18 @@ SecureChannels::Opened SecureChannels::open(uint32_t peer, const dp::NetAddr& so
     ++stats_.rx_not_secured;
     return {};
   }
-  if (!h.has_ssi || h.sdi != cfg_.domain_index || h.association || h.epoch != cfg_.epoch) {
+  if (!h.has_ssi || h.sdi != cfg_.domain_index || !keys_[h.association] || h.epoch != cfg_.epoch) {
     ++stats_.rx_other_domain;
     return {};
   }
-  Channel* c = nullptr;
+  Channel* channel_of_source = nullptr;
   if (peer == kUnknownPeer) {
     pending_.emplace();
-    c = &*pending_;
+    channel_of_source = &*pending_;
   } else {
-    c = &channel(peer);
+    channel_of_source = &channel(peer);
   }
+  PeerChannel::Association* c = &channel_of_source->an[h.association];
   const auto header = packet.first(kHeaderBytes);
   const Iv iv = iv_of(header);
   const bool same_source = c->rx.valid() && c->rx_source_id == h.ssi;
@@ -142,7 +153,7 @@ SecureChannels::Opened SecureChannels::open(uint32_t peer, const dp::NetAddr& so
   } else {
     // A first packet from this source, or from a new instance of it (another SSI): the
     // channel takes the new key and a new window only once a packet opens with them.
-    AesGcm rx = pair_context(h.ssi, source, local_, AesGcm::Direction::kOpen);
+    AesGcm rx = pair_context(h.association, h.ssi, source, local_, AesGcm::Direction::kOpen);
     if (!rx.open(iv, header, text, tag)) {
       ++stats_.rx_forged;
       return {};
@@ -153,6 +164,7 @@ SecureChannels::Opened SecureChannels::open(uint32_t peer, const dp::NetAddr& so
   }
   c->window.accept(h.tsc);
   ++stats_.opened;
+  if (h.association) ++stats_.opened_an1;
   return {OpenResult::kOpened, static_cast<uint32_t>(text.size())};
 }
 
@@ -160,13 +172,49 @@ void SecureChannels::settle(uint32_t peer) {
   if (!pending_) return;
   // Only a receive key a packet opened with is kept (a pending channel whose packet was
   // refused has none, and must not replace one the peer's channel may hold).
-  if (peer != kUnknownPeer && pending_->rx.valid()) {
-    Channel& c = channel(peer);
-    c.rx = std::move(pending_->rx);
-    c.rx_source_id = pending_->rx_source_id;
-    c.window = pending_->window;
+  if (peer != kUnknownPeer) {
+    for (size_t an = 0; an < 2; ++an) {
+      PeerChannel::Association& from = pending_->an[an];
+      if (!from.rx.valid()) continue;
+      PeerChannel::Association& c = channel(peer).an[an];
+      c.rx = std::move(from.rx);
+      c.rx_source_id = from.rx_source_id;
+      c.window = from.window;
+    }
   }
   pending_.reset();
+}
+
+void SecureChannels::forget_derived(bool association) {
+  for (Channel& channel : channels_) {
+    PeerChannel::Association& c = channel.an[association];
+    c.tx = AesGcm();
+    c.rx = AesGcm();
+    c.rx_source_id = 0;
+    c.window = ReplayWindow();
+  }
+  pending_.reset();
+}
+
+void SecureChannels::install_key(bool association, const Key& key) {
+  if (keys_[association] == key) return;
+  if (keys_[association]) wipe(*keys_[association]);
+  keys_[association] = key;
+  forget_derived(association);
+}
+
+bool SecureChannels::seal_with(bool association) {
+  if (!keys_[association]) return false;
+  sealing_ = association;
+  return true;
+}
+
+bool SecureChannels::retire_key(bool association) {
+  if (association == sealing_) return false;
+  if (keys_[association]) wipe(*keys_[association]);
+  keys_[association].reset();
+  forget_derived(association);
+  return true;
 }
 
 }  // namespace spray::tss

@@ -29,14 +29,25 @@
 // as a trim signal (a NACK asking for the packet again), never delivering anything from
 // it; a forger could at most cause a retransmission, as dropping a packet would.
 //
-// Not covered (see README "Known limits"): re-keying (AN and epoch are fixed by the
-// configuration; packets of the other association or epoch are refused), and memory a
-// shared-memory datapath copies directly (not on the wire).
+// Re-keying. A secure domain holds up to two keys at once, one per association number
+// (AN, the header's one bit), so that its members can move to a new key without a gap:
+// each first installs the new key under the other AN (install_key: packets sealed with
+// either key now open), then seals with it (seal_with), and finally retires the old one
+// (retire_key: its packets are refused). The pair keys derive from the key of the AN in
+// the packet's header. A transmit counter (TSC) runs on per peer and AN across keys: a
+// key installed again under the same AN never sees an IV again. Each AN's receive key
+// and replay window are kept apart, so packets of both interleave freely while the
+// members move over. The epoch is fixed by the configuration: packets of another are
+// refused.
+//
+// Not covered (see README "Known limits"): memory a shared-memory datapath copies
+// directly (not on the wire).
 //
 // Channels are indexed by the engine's PeerIndex and made on first use: the transmit
 // key on the first packet sent to a peer, the receive key on the first from it.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -51,7 +62,8 @@ namespace spray::tss {
 
 struct TssConfig {
   uint32_t domain_index = 1;  // SDI, 24 bits: the secure domain, named in every packet
-  Key domain_key{};           // the domain's secret
+  Key domain_key{};           // the domain's secret, under `association`, which seals
+  bool association = false;   // AN of domain_key (install_key adds the other)
   uint16_t epoch = 0;         // packets of another epoch are refused
   uint32_t source_id = 0;     // SSI: this endpoint instance's own random value
 };
@@ -59,8 +71,10 @@ struct TssConfig {
 struct TssStats {
   uint64_t sealed = 0;
   uint64_t opened = 0;
+  uint64_t sealed_an1 = 0;          // of `sealed`: with the key of association 1
+  uint64_t opened_an1 = 0;          // of `opened`: with the key of association 1
   uint64_t rx_not_secured = 0;      // no TSS header, or too short to hold one and a tag
-  uint64_t rx_other_domain = 0;     // another SDI, epoch or association, or no SSI
+  uint64_t rx_other_domain = 0;     // another SDI or epoch, an AN without key, or no SSI
   uint64_t rx_replayed = 0;         // TSC seen already, or older than the replay window
   uint64_t rx_forged = 0;           // the tag did not match: altered, or not of our domain key
   uint64_t rx_trimmed = 0;          // trimmed: decrypted unverified, used as a trim signal only
@@ -74,14 +88,17 @@ enum class OpenResult : uint8_t {
   kDropped,  // counted in TssStats by reason
 };
 
-// What SecureChannels keeps per peer (at namespace scope rather than nested, so that
-// std::optional<PeerChannel> may be used inside the class).
+// What SecureChannels keeps per peer and association number (at namespace scope rather
+// than nested, so that std::optional<PeerChannel> may be used inside the class).
 struct PeerChannel {
-  AesGcm tx;  // keyed on first use
-  uint64_t next_tsc = 0;
-  AesGcm rx;  // keyed for rx_source_id
-  uint32_t rx_source_id = 0;
-  ReplayWindow window;  // of rx_source_id's key
+  struct Association {
+    AesGcm tx;              // keyed on first use; again after the AN's key changed
+    uint64_t next_tsc = 0;  // never goes back, whatever the key (see Re-keying)
+    AesGcm rx;              // keyed for rx_source_id
+    uint32_t rx_source_id = 0;
+    ReplayWindow window;  // of rx_source_id's key
+  };
+  std::array<Association, 2> an;
 };
 
 class SecureChannels {
@@ -114,6 +131,17 @@ class SecureChannels {
   // that source (which keeps the channel), or kUnknownPeer (the channel is forgotten).
   void settle(uint32_t peer);
 
+  // Re-keying (see above). install_key puts `key` under `association` (a key equal to the
+  // one there changes nothing); the channels of that AN derive their keys again. seal_with
+  // seals from now on with the key of `association`: false when it has none. retire_key
+  // forgets the key of `association` and what was derived from it: false when it is the
+  // one sealing (move sealing first). The caller's `key` is not wiped.
+  void install_key(bool association, const Key& key);
+  bool seal_with(bool association);
+  bool retire_key(bool association);
+  bool sealing_association() const { return sealing_; }
+  bool has_key(bool association) const { return keys_[association].has_value(); }
+
   const TssStats& stats() const { return stats_; }
   size_t memory_bytes() const { return channels_.capacity() * sizeof(Channel); }
 
@@ -123,11 +151,15 @@ class SecureChannels {
   // A context keyed with the traffic key from `source` (whose SSI is `source_id`) to
   // `destination`; the key itself is wiped once the context holds it. Invalid when
   // OpenSSL fails.
-  AesGcm pair_context(uint32_t source_id, const dp::NetAddr& source, const dp::NetAddr& destination,
-                      AesGcm::Direction direction) const;
+  AesGcm pair_context(bool association, uint32_t source_id, const dp::NetAddr& source,
+                      const dp::NetAddr& destination, AesGcm::Direction direction) const;
+  // Drops every context derived from the key of `association` (its counters stay).
+  void forget_derived(bool association);
 
-  TssConfig cfg_;
+  TssConfig cfg_;  // its domain_key is wiped at once: keys_ holds the keys
   dp::NetAddr local_;
+  std::array<std::optional<Key>, 2> keys_;  // by AN
+  bool sealing_ = false;                    // the AN packets are sealed with
   std::vector<Channel> channels_;   // by PeerIndex
   std::optional<Channel> pending_;  // of an unknown source, until settle()
   TssStats stats_;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,69 @@ TEST(Secured, a_random_workload_completes_exactly_once_under_every_fault) {
     EXPECT_GT(opened, 1000u) << label;
     EXPECT_GT(trimmed, 0u) << label;  // trims still reach PDS as trims
     EXPECT_GT(cluster.fabric().stats().duplicated, 0u);
+  }
+}
+
+// The domain moves to a new key while the workload runs over every fault, in the steps
+// an operator takes (secure_channels.h, Re-keying): every host installs the new key
+// under association 1, half the hosts seal with it, then the rest, then every host
+// retires the old key. Every operation still completes exactly once with every byte
+// intact; every host ends up sealing and opening with the new key; nothing is forged or
+// replayed. Packets sealed with the old key that the fabric delivers after its
+// retirement (late copies, retransmissions) are refused as of no key: PDS resends them.
+// Seed 11; SPRAY_SECURED_SEED=<seed> runs that one instead.
+TEST(Secured, the_domain_moves_to_a_new_key_mid_workload_under_every_fault) {
+  uint64_t seed = 11;
+  if (const char* s = std::getenv("SPRAY_SECURED_SEED")) seed = std::strtoull(s, nullptr, 0);
+  sim::FabricConfig f = test_support::faulty_fabric(4, seed);
+  f.faults.trim = 0.02;
+  sim::Cluster cluster(f, engine::EngineConfig{}, secure_all);
+  test_support::WorkloadConfig w;
+  w.operations = 800;
+  w.max_bytes = 1 << 20;
+  w.seed = seed;
+  test_support::Workload load(cluster, w);
+  const tss::Key new_key = domain(2, 0).domain_key;
+  const auto every_host = [&](auto&& step) {
+    for (uint32_t h = 0; h < cluster.hosts(); ++h) step(h, *cluster.engine(h).secure_channels());
+  };
+  const std::vector<std::function<void()>> steps = {
+      [&] { every_host([&](uint32_t, tss::SecureChannels& t) { t.install_key(true, new_key); }); },
+      [&] {
+        every_host([&](uint32_t h, tss::SecureChannels& t) {
+          if (h % 2 == 0) {
+            EXPECT_TRUE(t.seal_with(true));
+          }
+        });
+      },
+      [&] {
+        every_host([&](uint32_t h, tss::SecureChannels& t) {
+          if (h % 2 == 1) {
+            EXPECT_TRUE(t.seal_with(true));
+          }
+        });
+      },
+      [&] {
+        every_host([&](uint32_t, tss::SecureChannels& t) { EXPECT_TRUE(t.retire_key(false)); });
+      },
+  };
+  for (const auto& step : steps) {
+    bool done = false;
+    cluster.run_until([&] { return done = load.pump(); }, Duration::microseconds(100));
+    ASSERT_FALSE(done) << "the workload ended before the move did: it proves nothing";
+    step();
+  }
+  ASSERT_TRUE(cluster.run_until([&] { return load.pump(); }, Duration::seconds(30)))
+      << "pending:\n"
+      << load.describe_pending();
+  load.verify("re-keyed, seed " + std::to_string(seed));
+  for (uint32_t h = 0; h < cluster.hosts(); ++h) {
+    const tss::TssStats& s = cluster.engine(h).tss_stats();
+    EXPECT_GT(s.sealed_an1, 0u) << "host " << h;
+    EXPECT_GT(s.opened_an1, 0u) << "host " << h;
+    EXPECT_EQ(s.rx_forged + s.rx_not_secured + s.tx_failed, 0u) << "host " << h;
+    EXPECT_TRUE(cluster.engine(h).secure_channels()->sealing_association());
+    EXPECT_FALSE(cluster.engine(h).secure_channels()->has_key(false));
   }
 }
 
