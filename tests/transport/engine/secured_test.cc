@@ -32,19 +32,29 @@ void secure_all(uint32_t host, engine::EngineConfig& c) {
   c.security = domain(1, host);
 }
 
+// Four secured hosts on a fabric with every fault (trimming 2 % besides).
+sim::FabricConfig faulty_secured_fabric(uint64_t seed) {
+  sim::FabricConfig f = test_support::faulty_fabric(4, seed);
+  f.faults.trim = 0.02;
+  return f;
+}
+
+// `operations` random operations of up to 1 MiB.
+test_support::WorkloadConfig workload_of(uint32_t operations, uint64_t seed) {
+  test_support::WorkloadConfig w;
+  w.operations = operations;
+  w.max_bytes = 1 << 20;
+  w.seed = seed;
+  return w;
+}
+
 // Seeds 1-3; SPRAY_SECURED_SEED=<seed> runs that one instead (for sweeps).
 TEST(Secured, a_random_workload_completes_exactly_once_under_every_fault) {
   std::vector<uint64_t> seeds = {1, 2, 3};
   if (const char* s = std::getenv("SPRAY_SECURED_SEED")) seeds = {std::strtoull(s, nullptr, 0)};
   for (uint64_t seed : seeds) {
-    sim::FabricConfig f = test_support::faulty_fabric(4, seed);
-    f.faults.trim = 0.02;
-    sim::Cluster cluster(f, engine::EngineConfig{}, secure_all);
-    test_support::WorkloadConfig w;
-    w.operations = 400;
-    w.max_bytes = 1 << 20;
-    w.seed = seed;
-    test_support::Workload load(cluster, w);
+    sim::Cluster cluster(faulty_secured_fabric(seed), engine::EngineConfig{}, secure_all);
+    test_support::Workload load(cluster, workload_of(400, seed));
     const std::string label = "seed " + std::to_string(seed);
     ASSERT_TRUE(cluster.run_until([&] { return load.pump(); }, Duration::seconds(30)))
         << label << "; pending:\n"
@@ -77,14 +87,8 @@ TEST(Secured, a_random_workload_completes_exactly_once_under_every_fault) {
 TEST(Secured, the_domain_moves_to_a_new_key_mid_workload_under_every_fault) {
   uint64_t seed = 11;
   if (const char* s = std::getenv("SPRAY_SECURED_SEED")) seed = std::strtoull(s, nullptr, 0);
-  sim::FabricConfig f = test_support::faulty_fabric(4, seed);
-  f.faults.trim = 0.02;
-  sim::Cluster cluster(f, engine::EngineConfig{}, secure_all);
-  test_support::WorkloadConfig w;
-  w.operations = 800;
-  w.max_bytes = 1 << 20;
-  w.seed = seed;
-  test_support::Workload load(cluster, w);
+  sim::Cluster cluster(faulty_secured_fabric(seed), engine::EngineConfig{}, secure_all);
+  test_support::Workload load(cluster, workload_of(800, seed));
   const tss::Key new_key = domain(2, 0).domain_key;
   const auto every_host = [&](auto&& step) {
     for (uint32_t h = 0; h < cluster.hosts(); ++h) step(h, *cluster.engine(h).secure_channels());
