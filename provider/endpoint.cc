@@ -531,10 +531,28 @@ uint8_t* Endpoint::stage(uint32_t slot, size_t bytes, int& error) {
   return staging.data(staged);
 }
 
+// A secured endpoint takes up the key file again when it changed (security.h); a file
+// that does not parse is ignored with a warning, and the endpoint keeps its keys.
+void take_up_key_file(Endpoint& ep, Time now) {
+  if (!ep.key_watch->changed(now)) return;
+  DomainKeys keys;
+  std::string error;
+  if (!read_domain_keys(ep.key_watch->path(), keys, error)) {
+    SPRAY_WARN(FI_LOG_EP_CTRL, "%s; the endpoint keeps the keys it has\n", error.c_str());
+    return;
+  }
+  ep.engine->update_tss_keys(keys);
+  FI_INFO(&provider, FI_LOG_EP_CTRL, "endpoint %s: TSS keys of associations%s%s, sealing with %d\n",
+          ep.engine->local_address().to_string().c_str(), keys.by_association[0] ? " 0" : "",
+          keys.by_association[1] ? " 1" : "", keys.sealing ? 1 : 0);
+}
+
 ProgressDone endpoint_progress(Endpoint& ep) {
   ProgressDone done;
   if (!ep.engine) return done;
-  done.packets = ep.engine->progress(dp::monotonic_now());
+  const Time now = dp::monotonic_now();
+  if (ep.key_watch && ep.key_watch->due(now)) take_up_key_file(ep, now);
+  done.packets = ep.engine->progress(now);
   ses::Completion c;
   for (; ep.engine->poll_completion(c); ++done.completions) complete(ep, c);
   return done;
@@ -614,8 +632,15 @@ int endpoint_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context
     fi_freeinfo(ep->info);
     return -FI_EINVAL;
   }
+  // The key file is watched from before it is read, so that no change slips between.
+  std::optional<KeyFileWatch> key_watch;
+  if (!params().tss_key_file.empty()) {
+    key_watch.emplace(params().tss_key_file);
+    key_watch->changed(dp::monotonic_now());
+  }
   std::optional<tss::TssConfig> security;
-  if (!endpoint_security(security, error)) {
+  DomainKeys keys;
+  if (!endpoint_security(security, keys, error)) {
     SPRAY_WARN(FI_LOG_EP_CTRL, "%s\n", error.c_str());
     fi_freeinfo(ep->info);
     return -FI_EINVAL;
@@ -633,6 +658,10 @@ int endpoint_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context
                error.c_str());
     fi_freeinfo(ep->info);
     return out_of_memory ? -FI_ENOMEM : -FI_EADDRNOTAVAIL;
+  }
+  if (security) {
+    ep->engine->update_tss_keys(keys);  // the file's other key, if it holds two
+    ep->key_watch = std::move(key_watch);
   }
 
   ep->tx_ops_limit = std::max<size_t>(info->tx_attr ? info->tx_attr->size : 0, 1024);

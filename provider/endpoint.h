@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "provider/endpoint_engine.h"
+#include "provider/security.h"
 #include "provider/spray_fi.h"
 #include "provider/staging.h"
 
@@ -70,6 +71,7 @@ struct Endpoint {
   std::vector<uint32_t> free_injects;
   size_t inject_size = 0;
   StagingBuffers staging;  // lent to operations of several pieces
+  std::optional<KeyFileWatch> key_watch;  // secured endpoints: the key file (security.h)
 
   // The engine peer for `addr`, added on first use; kNoPeer when addr names no entry.
   pds::PeerIndex peer(fi_addr_t addr);

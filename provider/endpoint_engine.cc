@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "provider/security.h"
 #include "transport/datapath/auto/auto_datapath.h"
 #include "transport/datapath/clock.h"
 #include "transport/datapath/dpdk/dpdk_datapath.h"
@@ -72,6 +73,11 @@ class EngineOver final : public EndpointEngine {
   }
   Status register_memory(const ses::MemoryRegion& r) override { return engine_.register_memory(r); }
   Status deregister_memory(uint64_t key) override { return engine_.deregister_memory(key); }
+  void update_tss_keys(const DomainKeys& keys) override {
+    if (tss::SecureChannels* channels = engine_.secure_channels()) {
+      apply_domain_keys(keys, *channels);
+    }
+  }
   size_t progress(Time now) override { return engine_.progress(now); }
   size_t transmit(Time now) override { return engine_.transmit(now); }
   bool receive_poll_is_a_system_call() const override {
@@ -125,9 +131,10 @@ class EngineOver final : public EndpointEngine {
     const tss::TssStats& t = engine_.tss_stats();
     return fmt::format(
         "; TSS sealed {} opened {}, refused: not secured {} other domain {} replayed {} forged "
-        "{} trimmed from unknown {}; trims {}; not sealed {}",
+        "{} trimmed from unknown {}; trims {}; not sealed {}; with association 1 sealed {} "
+        "opened {}",
         t.sealed, t.opened, t.rx_not_secured, t.rx_other_domain, t.rx_replayed, t.rx_forged,
-        t.rx_trimmed_unknown, t.rx_trimmed, t.tx_failed);
+        t.rx_trimmed_unknown, t.rx_trimmed, t.tx_failed, t.sealed_an1, t.opened_an1);
   }
   int wait_fd() const override {
     if constexpr (requires(const D& d) { d.wait_fd(); }) {

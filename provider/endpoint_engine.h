@@ -20,6 +20,8 @@
 
 namespace spray::fi {
 
+struct DomainKeys;
+
 class EndpointEngine {
  public:
   virtual ~EndpointEngine() = default;
@@ -43,6 +45,9 @@ class EndpointEngine {
   virtual Status atomic(pds::PeerIndex peer, const ses::AtomicSpec& spec, uint64_t remote_addr,
                         uint64_t key, ses::UserContext ctx, pds::Mode mode) = 0;
   virtual Status register_memory(const ses::MemoryRegion& r) = 0;
+  // Secured endpoints: makes the engine hold exactly `keys` (apply_domain_keys); nothing
+  // when the endpoint is not secured.
+  virtual void update_tss_keys(const DomainKeys& keys) = 0;
   virtual Status deregister_memory(uint64_t key) = 0;
   // Runs the engine once; returns the packets it received and sent (0: nothing moved).
   virtual size_t progress(Time now) = 0;

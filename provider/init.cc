@@ -56,7 +56,9 @@ constexpr StringParam kStringParams[] = {
      "-hex 32`; readable by its owner only). Set, every packet is encrypted and "
      "authenticated with UET TSS (AES-256-GCM under keys derived for each pair of "
      "endpoints), and packets that do not open are dropped. Every process of a job must "
-     "use the same key; an endpoint with another key, or none, cannot reach them. Empty: "
+     "use the same key; an endpoint with another key, or none, cannot reach them. To move "
+     "to a new key, the file may instead hold lines `AN KEY [seal]` (association number 0 "
+     "or 1; `seal` on the key that seals); endpoints re-read it when it changes. Empty: "
      "packets are not secured."},
     {"verbs_device", &Params::verbs_device,
      "RDMA device for the verbs datapath (as ibv_devices lists it); empty: the first one."},
@@ -112,6 +114,9 @@ constexpr IntParam kIntParams[] = {
     {"tss_domain", &Params::tss_domain,
      "Secure domain index (UET SDI, 1 to 16777215) in every secured packet; packets naming "
      "another are dropped. Used with FI_SPRAY_TSS_KEY_FILE."},
+    {"tss_key_check_ms", &Params::tss_key_check_ms,
+     "How often, in milliseconds, a secured endpoint looks whether FI_SPRAY_TSS_KEY_FILE "
+     "changed (one stat), to take up new keys."},
     {"yield_after", &Params::yield_after,
      "fi_cq_read (or fi_cntr_read) calls in a row that find no completion and move no "
      "packet before one gives the CPU away (sched_yield), so that a peer sharing the core "

@@ -99,6 +99,8 @@ struct Params {
   // packet is then sealed with UET TSS (provider/security.h). Empty: not secured.
   std::string tss_key_file;
   int tss_domain = 1;  // FI_SPRAY_TSS_DOMAIN: the secure domain index (SDI), 1..2^24-1
+  int tss_key_check_ms =
+      1000;  // FI_SPRAY_TSS_KEY_CHECK_MS: how often endpoints look at the key file
 };
 const Params& params();
 // The JobID an authorization key names (fi_domain_attr / fi_ep_attr auth_key): 4 bytes, a

@@ -3,8 +3,10 @@
 //   1. As a packet an attacker puts on the wire to endpoint b, claimed from endpoint a
 //      (known to b or not, trimmed or not, by flag bits 0 and 1). It must be refused:
 //      forging a tag that opens takes the domain key. Nothing may be read out of bounds.
-//   2. As the plaintext a seals for b: b must open it to the same bytes, and must refuse
-//      the sealed packet with any one bit flipped (the bit chosen by the flags).
+//   2. As the plaintext a seals for b, with the key of association 0 or 1 (flag bit 2;
+//      both endpoints hold both keys, as in the middle of a move to a new key): b must
+//      open it to the same bytes, and must refuse the sealed packet with any one bit
+//      flipped (the bit chosen by the flags).
 // The endpoints live across inputs, so TSCs keep growing and b's replay window moves.
 #include <algorithm>
 #include <cstdint>
@@ -28,20 +30,29 @@ spray::dp::NetAddr address(uint8_t host) {
   return a;
 }
 
-spray::tss::TssConfig config(uint32_t source_id) {
+spray::tss::Key key_of(uint8_t step) {
+  spray::tss::Key k;
+  for (size_t i = 0; i < k.size(); ++i) k[i] = static_cast<uint8_t>(step * i);
+  return k;
+}
+
+// Endpoint `source_id` of the domain, with its second key (association 1) installed.
+SecureChannels* endpoint(uint32_t source_id, const spray::dp::NetAddr& at) {
   spray::tss::TssConfig c;
   c.domain_index = 7;
-  for (size_t i = 0; i < c.domain_key.size(); ++i) c.domain_key[i] = static_cast<uint8_t>(3 * i);
+  c.domain_key = key_of(3);
   c.source_id = source_id;
-  return c;
+  auto* e = new SecureChannels(c, at);  // lives for the process, as libFuzzer's inputs do
+  e->install_key(true, key_of(5));
+  return e;
 }
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const spray::dp::NetAddr a_addr = address(1), b_addr = address(2);
-  static SecureChannels a(config(0xaaaa), a_addr);
-  static SecureChannels b(config(0xbbbb), b_addr);
+  static SecureChannels& a = *endpoint(0xaaaa, a_addr);
+  static SecureChannels& b = *endpoint(0xbbbb, b_addr);
   static bool b_knows_a = false;
   if (size == 0) return 0;
   const uint8_t flags = data[0];
@@ -56,6 +67,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (r.result == OpenResult::kTrimmed && !known) std::abort();  // no key for an unknown source
 
   // 2. Sealed and opened.
+  a.seal_with((flags & 4) != 0);
   const size_t plain = std::min(bytes.size(), kMaxPlain);
   std::vector<uint8_t> packet(SecureChannels::kOverheadBytes + plain);
   std::copy_n(bytes.begin(), plain, packet.begin() + SecureChannels::kHeaderBytes);
