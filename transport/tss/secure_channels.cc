@@ -141,26 +141,30 @@ SecureChannels::Opened SecureChannels::open(uint32_t peer, const dp::NetAddr& so
 
   const auto text = packet.subspan(kHeaderBytes, packet.size() - kOverheadBytes);
   const auto tag = packet.last<kIcvBytes>();
+  // The window is of the source instance (its SSI), whose TSCs under this AN never go
+  // back, whatever the key: it holds across a key installed again (see Re-keying).
+  const bool same_instance = c->rx_source_id == h.ssi;
+  if (same_instance && !c->window.fresh(h.tsc)) {
+    ++stats_.rx_replayed;
+    return {};
+  }
   if (same_source) {
-    if (!c->window.fresh(h.tsc)) {
-      ++stats_.rx_replayed;
-      return {};
-    }
     if (!c->rx.open(iv, header, text, tag)) {
       ++stats_.rx_forged;
       return {};
     }
   } else {
-    // A first packet from this source, or from a new instance of it (another SSI): the
-    // channel takes the new key and a new window only once a packet opens with them.
+    // A first packet from this source, from a new instance of it (another SSI), or under
+    // a key just installed: the channel takes the new key (and, for a new instance, a new
+    // window) only once a packet opens with it.
     AesGcm rx = pair_context(h.association, h.ssi, source, local_, AesGcm::Direction::kOpen);
     if (!rx.open(iv, header, text, tag)) {
       ++stats_.rx_forged;
       return {};
     }
     c->rx = std::move(rx);
+    if (!same_instance) c->window = ReplayWindow();
     c->rx_source_id = h.ssi;
-    c->window = ReplayWindow();
   }
   c->window.accept(h.tsc);
   ++stats_.opened;
@@ -187,11 +191,8 @@ void SecureChannels::settle(uint32_t peer) {
 
 void SecureChannels::forget_derived(bool association) {
   for (Channel& channel : channels_) {
-    PeerChannel::Association& c = channel.an[association];
-    c.tx = AesGcm();
-    c.rx = AesGcm();
-    c.rx_source_id = 0;
-    c.window = ReplayWindow();
+    channel.an[association].tx = AesGcm();
+    channel.an[association].rx = AesGcm();  // its source and window stay: see open()
   }
   pending_.reset();
 }

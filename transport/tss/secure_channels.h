@@ -35,9 +35,11 @@
 // either key now open), then seals with it (seal_with), and finally retires the old one
 // (retire_key: its packets are refused). The pair keys derive from the key of the AN in
 // the packet's header. A transmit counter (TSC) runs on per peer and AN across keys: a
-// key installed again under the same AN never sees an IV again. Each AN's receive key
-// and replay window are kept apart, so packets of both interleave freely while the
-// members move over. The epoch is fixed by the configuration: packets of another are
+// key installed again under the same AN never sees an IV again, and since a receiver's
+// replay window (per source instance and AN) also holds across keys, a packet recorded
+// under a key does not open again when that key comes back. Each AN's receive key and
+// window are kept apart, so packets of both interleave freely while the members move
+// over. The epoch is fixed by the configuration: packets of another are
 // refused.
 //
 // Not covered (see README "Known limits"): memory a shared-memory datapath copies
@@ -153,7 +155,8 @@ class SecureChannels {
   // OpenSSL fails.
   AesGcm pair_context(bool association, uint32_t source_id, const dp::NetAddr& source,
                       const dp::NetAddr& destination, AesGcm::Direction direction) const;
-  // Drops every context derived from the key of `association` (its counters stay).
+  // Drops every context derived from the key of `association` (transmit counters, and
+  // each source's SSI and replay window, stay).
   void forget_derived(bool association);
 
   TssConfig cfg_;  // its domain_key is wiped at once: keys_ holds the keys

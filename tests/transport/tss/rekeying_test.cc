@@ -132,6 +132,22 @@ TEST_F(Rekeying, counters_run_on_across_keys_so_no_iv_repeats) {
   EXPECT_EQ(b.open(0, a_addr, p, false).result, OpenResult::kOpened);
 }
 
+// A key retired and installed again later: what was recorded under it before does not
+// open again (the window outlives the key), while the sender goes on under it.
+TEST_F(Rekeying, a_packet_recorded_under_a_key_does_not_open_when_the_key_comes_back) {
+  a.install_key(true, key_of(2));
+  b.install_key(true, key_of(2));
+  ASSERT_TRUE(a.seal_with(true));
+  const std::vector<uint8_t> recorded = sealed(a, b_addr, 1);
+  EXPECT_EQ(open_at(b, a_addr, recorded), OpenResult::kOpened);
+  ASSERT_TRUE(b.retire_key(true));
+  EXPECT_EQ(open_at(b, a_addr, recorded), OpenResult::kDropped);  // no key for it now
+  b.install_key(true, key_of(2));
+  EXPECT_EQ(open_at(b, a_addr, recorded), OpenResult::kDropped);
+  EXPECT_EQ(b.stats().rx_replayed, 1u);
+  EXPECT_EQ(open_at(b, a_addr, sealed(a, b_addr, 2)), OpenResult::kOpened);
+}
+
 TEST_F(Rekeying, a_replay_stays_a_replay_while_both_keys_are_installed) {
   a.install_key(true, key_of(2));
   b.install_key(true, key_of(2));
