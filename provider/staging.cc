@@ -32,7 +32,7 @@ std::optional<Pieces> pieces_of(const iovec* iov, size_t count) {
 
 std::optional<Pieces> pieces_of(const fi_ioc* ioc, size_t count, size_t element_bytes) {
   Pieces out;
-  if (count > kIovLimit || (count && !ioc)) return std::nullopt;
+  if (count > kIovLimit || (count && !ioc) || element_bytes == 0) return std::nullopt;
   for (size_t i = 0; i < count; ++i) {
     if (ioc[i].count > std::numeric_limits<size_t>::max() / element_bytes ||
         !add(ioc[i].addr, ioc[i].count * element_bytes, out)) {
