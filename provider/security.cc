@@ -96,17 +96,8 @@ bool read_domain_keys(const std::string& path, DomainKeys& out, std::string& err
   std::fill(text.begin(), text.end(), '\0');
   std::fill(line.begin(), line.end(), '\0');
   const int keys = (out.by_association[0] ? 1 : 0) + (out.by_association[1] ? 1 : 0);
-  if (keys == 0) {
-    error = "FI_SPRAY_TSS_KEY_FILE " + path +
-            " does not hold a key: it must hold 64 hex digits (32 bytes), or lines `AN KEY "
-            "[seal]`";
-    return false;
-  }
-  if (sealing < 0 && keys == 2) {
-    error = "FI_SPRAY_TSS_KEY_FILE " + path +
-            " does not hold a key as it should: two keys, and neither is marked `seal`";
-    return false;
-  }
+  if (keys == 0) return refuse("64 hex digits (32 bytes), or lines `AN KEY [seal]`");
+  if (sealing < 0 && keys == 2) return refuse("two keys, and neither is marked `seal`");
   out.sealing = sealing >= 0 ? sealing == 1 : out.by_association[1].has_value();
   return true;
 }

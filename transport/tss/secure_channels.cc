@@ -126,7 +126,10 @@ SecureChannels::Opened SecureChannels::open(uint32_t peer, const dp::NetAddr& so
   PeerChannel::Association* c = &channel_of_source->an[h.association];
   const auto header = packet.first(kHeaderBytes);
   const Iv iv = iv_of(header);
-  const bool same_source = c->rx.valid() && c->rx_source_id == h.ssi;
+  // The window is of the source instance (its SSI), whose TSCs under this AN never go
+  // back, whatever the key: it holds across a key installed again (see Re-keying).
+  const bool same_instance = c->rx_source_id == h.ssi;
+  const bool same_source = same_instance && c->rx.valid();  // its key is at hand
 
   if (trimmed) {
     // No tag to check, so no key is made for it: only a known source's trim counts.
@@ -141,9 +144,6 @@ SecureChannels::Opened SecureChannels::open(uint32_t peer, const dp::NetAddr& so
 
   const auto text = packet.subspan(kHeaderBytes, packet.size() - kOverheadBytes);
   const auto tag = packet.last<kIcvBytes>();
-  // The window is of the source instance (its SSI), whose TSCs under this AN never go
-  // back, whatever the key: it holds across a key installed again (see Re-keying).
-  const bool same_instance = c->rx_source_id == h.ssi;
   if (same_instance && !c->window.fresh(h.tsc)) {
     ++stats_.rx_replayed;
     return {};
