@@ -109,21 +109,39 @@ class EngineOver final : public EndpointEngine {
     const pds::PdsStats& p = engine_.pds().stats();
     const engine::EngineStats& e = engine_.stats();
     return fmt::format(
-        "packets tx {} rx {}; retransmits {} (rack {}, timeout {}, twin copies {}); duplicates {}; "
-        "acks sent {} "
-        "received {} (stale {}); nacks sent {} received {}; bad {}; malformed {}; of another job "
-        "{}; refused {}; unknown peers {}; pdcs opened {} closed {} failed {} refused {} reclaimed "
-        "{} (close requests {}, "
-        "sends that waited {}, failed waiting {}); answer detours {}; rendezvous direct reads {} "
-        "(fell back {}); stale tickets {}; atomics applied {} refused {}",
-        e.tx_packets, e.rx_packets, p.retransmits, p.rack_retransmits, p.timeout_retransmits,
-        p.twin_copies, p.rx_duplicates, p.acks_sent, p.acks_received, p.stale_acks, p.nacks_sent,
-        p.nacks_received, p.bad_packets, e.rx_malformed, e.rx_foreign_job, e.rx_refused,
-        e.rx_unknown_peer, p.pdcs_opened, p.pdcs_closed, p.pdcs_failed, p.pdcs_refused,
-        p.pdcs_reclaimed, p.close_requests, p.pdc_waits, p.pdc_wait_failures, p.answer_detours,
-        engine_.ses().stats().direct_reads, engine_.ses().stats().direct_read_fallbacks,
-        engine_.ses().stats().stale_tickets, engine_.ses().stats().atomics_applied,
-        engine_.ses().stats().atomic_errors) + tss_stats();
+               "packets tx {} rx {}; retransmits {} (rack {}, timeout {}, twin copies {}); "
+               "duplicates {}; "
+               "acks sent {} "
+               "received {} (stale {}); nacks sent {} received {}; bad {}; malformed {}; of "
+               "another job "
+               "{}; refused {}; unknown peers {}; pdcs opened {} closed {} failed {} refused {} "
+               "reclaimed "
+               "{} (close requests {}, "
+               "sends that waited {}, failed waiting {}); answer detours {}; rendezvous direct "
+               "reads {} "
+               "(fell back {}); stale tickets {}; atomics applied {} refused {}",
+               e.tx_packets, e.rx_packets, p.retransmits, p.rack_retransmits, p.timeout_retransmits,
+               p.twin_copies, p.rx_duplicates, p.acks_sent, p.acks_received, p.stale_acks,
+               p.nacks_sent, p.nacks_received, p.bad_packets, e.rx_malformed, e.rx_foreign_job,
+               e.rx_refused, e.rx_unknown_peer, p.pdcs_opened, p.pdcs_closed, p.pdcs_failed,
+               p.pdcs_refused, p.pdcs_reclaimed, p.close_requests, p.pdc_waits, p.pdc_wait_failures,
+               p.answer_detours, engine_.ses().stats().direct_reads,
+               engine_.ses().stats().direct_read_fallbacks, engine_.ses().stats().stale_tickets,
+               engine_.ses().stats().atomics_applied, engine_.ses().stats().atomic_errors) +
+           tss_stats() + datapath_stats();
+  }
+  // What only the DPDK datapath counts: frames it could not send and what it refused.
+  std::string datapath_stats() const {
+    if constexpr (std::is_same_v<D, dp::DpdkDatapath>) {
+      const dp::DpdkStats& d = datapath_->stats();
+      return fmt::format(
+          "; DPDK tx dropped {} without neighbour {}; rx not for us {} bad checksum {} malformed "
+          "{}{}",
+          d.tx_dropped, d.tx_no_neighbour, d.rx_not_for_us, d.rx_bad_checksum, d.rx_malformed,
+          d.link_wait_expired ? "; the link was still down when the first frames went out" : "");
+    } else {
+      return "";
+    }
   }
   // What TSS sealed, opened and refused, when the endpoint is secured.
   std::string tss_stats() {
@@ -262,14 +280,11 @@ std::unique_ptr<EndpointEngine> open_dpdk(const dp::NetAddr& local,
   for (std::string entry; std::getline(entries, entry, ',');) {
     if (!entry.empty()) c.neighbours.push_back(entry);
   }
+  // Sends in the first 2 s wait for the link (a memif client's comes up once it has
+  // connected), so that a DGRAM application's first datagram is not lost.
+  c.first_link_wait = Duration::seconds(2);
   auto datapath = dp::DpdkDatapath::open(c, error);
   if (!datapath) return nullptr;
-  // Frames sent before the port's link is up are lost: harmless for RDM (PDS resends),
-  // but a DGRAM application's first datagram would vanish (a memif client's link comes
-  // up only once it has connected). Wait a little; a link that comes up later still works.
-  if (!datapath->await_link(Duration::seconds(2))) {
-    SPRAY_WARN(FI_LOG_EP_CTRL, "DPDK port link still down after 2 s; sending anyway\n");
-  }
   return std::make_unique<EngineOver<dp::DpdkDatapath>>(std::move(datapath), engine_cfg);
 }
 

@@ -55,12 +55,19 @@ std::unique_ptr<DpdkDatapath> open_ok(const DpdkConfig& c) {
 // handles the peer's disconnect on DPDK's interrupt thread, and closing the second end
 // while that thread still works on the first crashed inside DPDK under CPU
 // oversubscription (several times in 80 runs with three busy loops on two cores).
+// With `client_first_link_wait`, the client's first bursts wait for the link instead.
 struct MemifPair {
-  explicit MemifPair(bool with_neighbours)
-      : a(open_ok(config(0, with_neighbours))), b(open_ok(config(1, with_neighbours))) {
+  explicit MemifPair(bool with_neighbours, Duration client_first_link_wait = {})
+      : a(open_ok(config(0, with_neighbours))),
+        b(open_ok(with_first_link_wait(config(1, with_neighbours), client_first_link_wait))) {
+    if (client_first_link_wait.ps > 0) return;
     EXPECT_TRUE(a && b && a->await_link(Duration::seconds(10)) &&
                 b->await_link(Duration::seconds(10)))
         << "memif link did not come up";
+  }
+  static DpdkConfig with_first_link_wait(DpdkConfig c, Duration wait) {
+    c.first_link_wait = wait;
+    return c;
   }
   MemifPair(const MemifPair&) = delete;
   MemifPair& operator=(const MemifPair&) = delete;
@@ -165,6 +172,22 @@ TEST(DpdkDatapath, burst__carries_the_entropy_value_in_the_source_port) {
   EXPECT_EQ(a->stats().tx_packets, 32u);
   EXPECT_EQ(evs.size(), 8u);
   EXPECT_EQ(b->stats().rx_bad_checksum, 0u);
+}
+
+// A burst sent right after open, before the memif link is up, waits for the link when
+// first_link_wait allows (the provider's DGRAM endpoints rely on it) and arrives whole.
+// Without the wait such a burst is lost.
+TEST(DpdkDatapath, burst__right_after_open_waits_for_the_first_link_up) {
+  MemifPair pair(/*with_neighbours=*/true, /*client_first_link_wait=*/Duration::seconds(10));
+  auto& [a, b] = pair;
+  ASSERT_TRUE(a && b);
+  std::array<PacketBuf*, 8> out{};
+  ASSERT_TRUE(test::make_burst(*b, std::span(out), a->local_address(), 64));
+  EXPECT_EQ(b->tx_burst(out.data(), out.size()), out.size());
+  EXPECT_TRUE(b->link_up());
+  EXPECT_EQ(b->stats().link_wait_expired, 0u);
+  EXPECT_EQ(receive(*a, out.size(), [](const PacketBuf& p) { EXPECT_EQ(p.len, 64u); }), out.size());
+  EXPECT_EQ(b->stats().tx_dropped, 0u);
 }
 
 TEST(DpdkDatapath, arp__resolves_an_unknown_neighbour) {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstring>
 #include <new>
 #include <thread>
@@ -151,7 +152,20 @@ bool DpdkDatapath::frame(PacketBuf* b, rte_mbuf* m) {
   return true;
 }
 
+void DpdkDatapath::await_first_link() {
+  while (!link_up()) {
+    if (rte_get_tsc_cycles() >= first_link_deadline_tsc_) {
+      stats_.link_wait_expired = 1;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  first_link_deadline_tsc_ = 0;
+}
+
 size_t DpdkDatapath::tx_burst(PacketBuf** bufs, size_t n) {
+  if (first_link_deadline_tsc_ != 0) [[unlikely]]
+    await_first_link();
   std::array<rte_mbuf*, kMaxBurst> mbufs;
   for (size_t done = 0; done < n;) {
     const size_t count = std::min(n - done, kMaxBurst);

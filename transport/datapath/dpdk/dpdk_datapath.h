@@ -54,6 +54,13 @@ struct DpdkConfig {
   uint32_t mbufs = 8191;                // mempool size (2^k - 1 is optimal for DPDK)
   uint16_t rx_descriptors = 1024;
   uint16_t tx_descriptors = 1024;
+  // Frames sent before the port's link first comes up are lost (a memif link comes up
+  // only once its peer connects): harmless for RDM, where PDS resends, but a DGRAM
+  // application's first datagram would vanish. Bursts sent within this long of open()
+  // wait for the link first; later ones, or any once the link has been up, never wait.
+  // Zero: never wait. Waiting here rather than in open() costs nothing to a side that
+  // receives first (a server), whose link is up by the time it answers.
+  Duration first_link_wait{};
 };
 
 struct DpdkStats {
@@ -68,6 +75,7 @@ struct DpdkStats {
   uint64_t rx_ecn_ce = 0;        // received with CE marked
   uint64_t arp_requests_sent = 0;
   uint64_t arp_replies_sent = 0;
+  uint64_t link_wait_expired = 0;  // 1 if a burst gave up waiting for the first link up
 };
 
 class DpdkDatapath {
@@ -116,6 +124,8 @@ class DpdkDatapath {
   void send_arp_request(uint32_t target_ipv4);
   // Sends control frames (ARP) right away; they are rare.
   void send_now(rte_mbuf* m);
+  // The first bursts' wait for the link (DpdkConfig::first_link_wait); afterwards a no-op.
+  void await_first_link();
 
   DpdkConfig cfg_;
   uint16_t port_id_;
@@ -128,6 +138,9 @@ class DpdkDatapath {
   bool rx_interrupts_ = false;
   int rx_interrupt_fd_ = -1;  // the RX queue's event fd, owned by the PMD
   uint64_t arp_holdoff_cycles_ = 0;
+  // TSC by which the link must be up for a burst to wait for it; 0 once it was seen up
+  // or the wait gave up, so tx_burst checks a single word after the start.
+  uint64_t first_link_deadline_tsc_ = 0;
   std::vector<std::pair<uint32_t, uint64_t>> arp_pending_;  // (ip, TSC of last request)
   DpdkStats stats_;
 };

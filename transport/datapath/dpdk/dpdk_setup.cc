@@ -174,6 +174,11 @@ DpdkDatapath::DpdkDatapath(const DpdkConfig& config, uint16_t port_id, rte_mempo
   local_.ip[2] = static_cast<uint8_t>(ipv4 >> 8);
   local_.ip[3] = static_cast<uint8_t>(ipv4);
   arp_holdoff_cycles_ = rte_get_tsc_hz() / 1000;
+  if (config.first_link_wait.ps > 0) {
+    const auto wait_cycles = static_cast<uint64_t>(config.first_link_wait.as_seconds() *
+                                                   static_cast<double>(rte_get_tsc_hz()));
+    first_link_deadline_tsc_ = rte_get_tsc_cycles() + wait_cycles;
+  }
   arp_pending_.reserve(kMaxPendingArp);
 }
 
