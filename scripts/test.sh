@@ -2,7 +2,7 @@
 # The whole test suite:
 #   1. release build: unit, protocol, chaos and negative tests (ctest)
 #   2. the same tests under AddressSanitizer + UndefinedBehaviorSanitizer
-#   3. libFuzzer targets (clang), each run for a short, bounded time
+#   3. libFuzzer targets (clang), each run for a short, bounded time, one a core
 # All three keep line tables only (-DSPRAY_DEBUG_INFO=lines: names and lines in every
 # backtrace and sanitizer report, no variables): the release build took 317 s on 2 cores
 # against 424 with full debug information (2026-11-26).
@@ -36,4 +36,4 @@ CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWit
   -DSPRAY_FUZZ=ON -DSPRAY_BENCH=OFF -DSPRAY_FUZZ_SECONDS="${SPRAY_FUZZ_SECONDS:-20}" -DSPRAY_DEBUG_INFO=lines \
   >/dev/null
 cmake --build build-fuzz -j "$jobs" --target fuzz_targets
-ctest --test-dir build-fuzz --output-on-failure -L fuzz
+ctest --test-dir build-fuzz --output-on-failure -L fuzz -j "$jobs"

@@ -41,6 +41,15 @@ void use_a_job_of_our_own() {
   setenv("FI_SPRAY_JOB_ID", std::to_string(1 + random() % 0xffffff).c_str(), 1);
 }
 
+// Has spray declare a gone peer unreachable within tens of milliseconds (4 retransmissions,
+// timeouts capped at 5 ms) instead of its default of about 5 s. Spray reads these when it
+// is first loaded, so this must come before the first open; each test runs in a process
+// of its own (gtest_discover_tests). Explicit settings in the environment are kept.
+void give_up_on_gone_peers_fast() {
+  setenv("FI_SPRAY_RETRIES", "4", 0);
+  setenv("FI_SPRAY_RTO_MAX_MS", "5", 0);
+}
+
 LinkPair open_pair(const char* provider = "tcp") {
   std::string error;
   LinkPair p{FabricLink::open(provider, error), nullptr};
@@ -149,6 +158,7 @@ TEST(FabricLink, ASendToAStalledPeerFailsAtItsDeadlineOverTcpPassthru) {
 // unavailable"), which alone sent the reader of a CI log the wrong way.
 TEST(FabricLink, AnErrorCompletionNamesTheProvidersCause) {
   use_a_job_of_our_own();
+  give_up_on_gone_peers_fast();
   LinkPair p = open_pair("spray");
   ASSERT_TRUE(p.a && p.b) << "the spray provider did not open (FI_PROVIDER_PATH?)";
   p.b.reset();  // rank 1 is gone: nothing answers at its address any more
@@ -170,6 +180,7 @@ TEST(FabricLink, AnErrorCompletionNamesTheProvidersCause) {
 // unseen or waiting out its own deadline.
 TEST(FabricLink, AnInjectedSendThatFailsLaterFailsTheNextWait) {
   use_a_job_of_our_own();
+  give_up_on_gone_peers_fast();
   LinkPair p = open_pair("spray");
   ASSERT_TRUE(p.a && p.b) << "the spray provider did not open (FI_PROVIDER_PATH?)";
   p.b.reset();
@@ -195,6 +206,7 @@ TEST(FabricLink, AnInjectedSendThatFailsLaterFailsTheNextWait) {
 // the provider reports it, instead of waiting out its own deadline.
 TEST(FabricLink, ASendThatFailsEndsTheWaitForAnotherRequestAtOnce) {
   use_a_job_of_our_own();
+  give_up_on_gone_peers_fast();
   LinkPair p = open_pair("spray");
   ASSERT_TRUE(p.a && p.b) << "the spray provider did not open (FI_PROVIDER_PATH?)";
   p.b.reset();
