@@ -303,11 +303,18 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
   *out = nullptr;
   if (FI_VERSION_LT(version, FI_VERSION(1, 5))) return -FI_ENODATA;
   const std::string& dp = params().datapath;
-  if (dp != "udp" && dp != "auto" && dp != "dpdk" && dp != "shm" && dp != "verbs") {
+  if (dp != "udp" && dp != "auto" && dp != "dpdk" && dp != "shm" && dp != "verbs" &&
+      dp != "fabric") {
     SPRAY_WARN(FI_LOG_CORE,
-               "FI_SPRAY_DATAPATH=%s: the provider drives 'auto', 'udp', 'shm', 'dpdk' and "
-               "'verbs'\n",
+               "FI_SPRAY_DATAPATH=%s: the provider drives 'auto', 'udp', 'shm', 'dpdk', "
+               "'verbs' and 'fabric'\n",
                params().datapath.c_str());
+    return -FI_ENODATA;
+  }
+  if (dp == "fabric" && params().fabric.empty()) {
+    SPRAY_WARN(FI_LOG_CORE,
+               "FI_SPRAY_DATAPATH=fabric needs FI_SPRAY_FABRIC, the spray-fabric daemon's "
+               "ADDRESS:PORT\n");
     return -FI_ENODATA;
   }
   if (dp == "verbs") {

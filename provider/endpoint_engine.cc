@@ -16,6 +16,7 @@
 #include "transport/datapath/auto/auto_datapath.h"
 #include "transport/datapath/clock.h"
 #include "transport/datapath/dpdk/dpdk_datapath.h"
+#include "transport/datapath/fabric/fabric_datapath.h"
 #include "transport/datapath/shm/shm_datapath.h"
 #include "transport/datapath/udp/socket_address.h"
 #include "transport/datapath/udp/udp_datapath.h"
@@ -81,7 +82,7 @@ class EngineOver final : public EndpointEngine {
   size_t progress(Time now) override { return engine_.progress(now); }
   size_t transmit(Time now) override { return engine_.transmit(now); }
   bool receive_poll_is_a_system_call() const override {
-    return std::is_same_v<D, dp::UdpDatapath>;
+    return std::is_same_v<D, dp::UdpDatapath> || std::is_same_v<D, dp::FabricDatapath>;
   }
   bool poll_completion(ses::Completion& out) override { return engine_.poll_completion(out); }
   size_t tx_in_use() override { return engine_.ses().tx_in_use(); }
@@ -130,7 +131,8 @@ class EngineOver final : public EndpointEngine {
                engine_.ses().stats().atomics_applied, engine_.ses().stats().atomic_errors) +
            tss_stats() + datapath_stats();
   }
-  // What only the DPDK datapath counts: frames it could not send and what it refused.
+  // What only the DPDK and fabric datapaths count: what they could not send and what they
+  // refused.
   std::string datapath_stats() const {
     if constexpr (std::is_same_v<D, dp::DpdkDatapath>) {
       const dp::DpdkStats& d = datapath_->stats();
@@ -139,6 +141,12 @@ class EngineOver final : public EndpointEngine {
           "{}{}",
           d.tx_dropped, d.tx_no_neighbour, d.rx_not_for_us, d.rx_bad_checksum, d.rx_malformed,
           d.link_wait_expired ? "; the link was still down when the first frames went out" : "");
+    } else if constexpr (std::is_same_v<D, dp::FabricDatapath>) {
+      const dp::FabricDatapathStats& f = datapath_->stats();
+      return fmt::format(
+          "; through spray-fabric at {}: tx dropped {}; rx not from the fabric {} malformed {}",
+          datapath_->fabric_address().to_string(), f.tx_dropped, f.rx_not_from_fabric,
+          f.rx_malformed);
     } else {
       return "";
     }
@@ -197,7 +205,10 @@ engine::EngineConfig engine_config(uint64_t caps, uint32_t job_id) {
     return Duration::microseconds(
         std::clamp(p.base_rtt_us > 0 ? p.base_rtt_us : default_us, 1, 100000));
   };
-  e.pds.cc.base_rtt = rtt(p.datapath == "udp" ? kKernelUdpRttUs : kOtherRttUs);
+  // Through spray-fabric a packet crosses the kernel twice and the daemon once: at least
+  // kernel UDP's figure.
+  e.pds.cc.base_rtt =
+      rtt(p.datapath == "udp" || p.datapath == "fabric" ? kKernelUdpRttUs : kOtherRttUs);
   if (p.datapath == "auto") e.network_base_rtt = rtt(kKernelUdpRttUs);
   e.pds.min_rto = Duration::microseconds(p.rto_min_us);
   e.pds.max_rto = Duration::milliseconds(p.rto_max_ms);
@@ -311,6 +322,21 @@ std::unique_ptr<EndpointEngine> open_verbs(const engine::EngineConfig& engine_cf
   return std::make_unique<EngineOver<dp::VerbsDatapath>>(std::move(datapath), engine_cfg);
 }
 
+// A socket whose every packet goes through spray-fabric (FI_SPRAY_FABRIC).
+std::unique_ptr<EndpointEngine> open_fabric(const dp::NetAddr& local,
+                                            const engine::EngineConfig& engine_cfg,
+                                            std::string& error) {
+  dp::FabricDatapathConfig c;
+  c.fabric = params().fabric;
+  c.address = dp::ip_to_string(local);
+  c.port = local.port;
+  c.mtu_bytes = datagram_bytes(c.address);
+  c.socket_buffer_bytes = static_cast<uint32_t>(std::clamp(params().socket_buffer, 4096, 1 << 30));
+  auto datapath = dp::FabricDatapath::open(c, error);
+  if (!datapath) return nullptr;
+  return std::make_unique<EngineOver<dp::FabricDatapath>>(std::move(datapath), engine_cfg);
+}
+
 // UDP with shared memory to the peers of this host (the UDP endpoint's MTU for both).
 std::unique_ptr<EndpointEngine> open_auto(const dp::NetAddr& local,
                                           const engine::EngineConfig& engine_cfg,
@@ -336,6 +362,7 @@ std::unique_ptr<EndpointEngine> open_endpoint_engine(
     if (params().datapath == "dpdk") return open_dpdk(local, engine_cfg, error);
     if (params().datapath == "shm") return open_shm(local, engine_cfg, error);
     if (params().datapath == "auto") return open_auto(local, engine_cfg, error);
+    if (params().datapath == "fabric") return open_fabric(local, engine_cfg, error);
     return open_udp(local, engine_cfg, error);
   };
   std::unique_ptr<EndpointEngine> engine = open();

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "provider/spray_fi.h"
+#include "transport/datapath/fabric/fabric_datapath.h"
 #include "transport/datapath/shm/shm_datapath.h"
 #include "transport/datapath/udp/local_interface.h"
 #include "transport/datapath/verbs/verbs_datapath.h"
@@ -30,8 +31,10 @@ constexpr StringParam kStringParams[] = {
     {"datapath", &Params::datapath,
      "Datapath under the transport: auto (shared memory to peers on this host, kernel UDP "
      "to the others), udp (kernel UDP sockets only), shm (shared memory only; every peer "
-     "on this host), dpdk (kernel bypass; one endpoint per process, IPv4) or verbs (RDMA "
-     "NIC, unreliable-datagram queue pairs; names are FI_ADDR_IB_UD)."},
+     "on this host), dpdk (kernel bypass; one endpoint per process, IPv4), verbs (RDMA "
+     "NIC, unreliable-datagram queue pairs; names are FI_ADDR_IB_UD) or fabric (every "
+     "packet through spray-fabric, the software switch fabric at FI_SPRAY_FABRIC, which "
+     "can lose, duplicate, corrupt, reorder and trim packets and take paths down)."},
     {"address", &Params::address,
      "Local IPv4/IPv6 address endpoints bind when the application names none "
      "(fi_getinfo node with FI_SOURCE). Empty: the address of FI_SPRAY_IFACE, or 127.0.0.1 "
@@ -48,6 +51,9 @@ constexpr StringParam kStringParams[] = {
     {"dpdk_args", &Params::dpdk_args,
      "DPDK EAL parameters, e.g. \"--no-huge -m 256 --vdev=net_memif0,role=server\"."},
     {"dpdk_port", &Params::dpdk_port, "DPDK ethdev name; empty: the only port."},
+    {"fabric", &Params::fabric,
+     "ADDRESS:PORT of the spray-fabric daemon that FI_SPRAY_DATAPATH=fabric sends through "
+     "(its address family must be the endpoints')."},
     {"dpdk_neighbours", &Params::dpdk_neighbours,
      "Static DPDK neighbours, IPV4=MAC[,IPV4=MAC...]; others are resolved by ARP and from "
      "the kernel's table."},
@@ -70,7 +76,7 @@ constexpr IntParam kIntParams[] = {
     {"mtu", &Params::mtu,
      "UET bytes per packet. 0: over udp the bound interface's MTU less IP and UDP headers, "
      "capped at a 9000-byte jumbo frame (8972 on loopback, 1472 on a 1500-byte Ethernet); "
-     "over shm 16467 (the most SES fills); over dpdk 1472."},
+     "over shm 16467 (the most SES fills); over dpdk 1472; over fabric 4096."},
     {"rto_min_us", &Params::rto_min_us, "Lowest retransmission timeout, microseconds."},
     {"rto_max_ms", &Params::rto_max_ms,
      "Highest retransmission timeout after backoff, milliseconds."},
@@ -171,6 +177,7 @@ uint32_t datagram_bytes(const std::string& address) {
   if (params().mtu > 0) return static_cast<uint32_t>(params().mtu);
   if (params().datapath == "shm") return dp::ShmConfig{}.mtu_bytes;
   if (params().datapath == "dpdk") return 1472;  // DPDK owns no kernel interface to ask
+  if (params().datapath == "fabric") return dp::FabricDatapathConfig{}.mtu_bytes;
   if (params().datapath == "verbs") {
     std::string error;
     const uint32_t mtu = dp::VerbsDatapath::port_mtu(verbs_config(), error);

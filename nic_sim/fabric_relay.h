@@ -1,0 +1,81 @@
+// FabricRelay: the simulated Fabric (fabric.h) with real processes on it, the core of
+// spray-fabric (tools/spray_fabric). Pure, like the Fabric: datagrams and the time come
+// in as arguments and datagrams to send go out as values; the daemon owns the socket
+// and the clock.
+//
+// Each process endpoint is a host of the fabric, named by the UDP address it sends
+// from; hosts are given out in the order addresses are first seen, as a source or as a
+// destination, up to FabricConfig::hosts. A datagram from a process carries a relay
+// header (transport/datapath/fabric/relay_header.h) naming its destination; its packet
+// enters the fabric from the sender's host on the path its EV picks, and leaves at the
+// destination's host with a header naming the sender, the EV, and whether the fabric
+// trimmed it or marked it CE.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "nic_sim/fabric.h"
+#include "nic_sim/sim_nic.h"
+#include "transport/datapath/fabric/relay_header.h"
+
+namespace spray::sim {
+
+struct RelayStats {
+  uint64_t taken = 0;         // packets that entered the fabric
+  uint64_t malformed = 0;     // datagrams without a valid relay header
+  uint64_t too_large = 0;     // packets longer than the fabric's MTU
+  uint64_t no_host_left = 0;  // from or to an address beyond FabricConfig::hosts
+  uint64_t no_buffer = 0;     // the fabric's buffers were all in flight
+  uint64_t delivered = 0;     // packets handed out by collect()
+};
+
+class FabricRelay {
+ public:
+  explicit FabricRelay(const FabricConfig& config);
+
+  // A datagram from `from` at `now`. False (counted in stats()) when it is dropped at
+  // the door: malformed, too large, no host left for its source or destination, or no
+  // buffer. A packet that enters may still be lost, trimmed, ... by the fabric.
+  bool take(std::span<const uint8_t> datagram, const dp::NetAddr& from, Time now);
+
+  // A packet leaving the fabric: send `header` then the packet's bytes to `to`, then
+  // hand it back with release().
+  struct Outgoing {
+    dp::NetAddr to;
+    std::array<uint8_t, dp::kRelayHeaderBytes> header;
+    dp::PacketBuf* packet;
+  };
+  // Moves the fabric to `now` and fills `out` with packets delivered by then; returns
+  // how many. Call until it returns less than out.size().
+  size_t collect(Time now, std::span<Outgoing> out);
+  void release(std::span<Outgoing> sent);
+
+  // When the fabric next has something to do (Time{INT64_MAX} when idle).
+  Time next_event() const { return fabric_.next_event(); }
+  Fabric& fabric() { return fabric_; }
+  const Fabric& fabric() const { return fabric_; }
+  const RelayStats& stats() const { return stats_; }
+  uint32_t hosts_in_use() const { return static_cast<uint32_t>(addresses_.size()); }
+  const dp::NetAddr& address_of(uint32_t host) const { return addresses_[host]; }
+
+ private:
+  struct AddrHash {
+    size_t operator()(const dp::NetAddr& a) const { return a.hash(); }
+  };
+  // The host of `a`, given out now if new; false when every host is taken.
+  bool host_of(const dp::NetAddr& a, uint32_t& host);
+
+  Fabric fabric_;
+  std::vector<dp::NetAddr> addresses_;  // by host
+  // Set up before any packet flows (a host's first datagram), never on the per-packet
+  // path after that.
+  std::unordered_map<dp::NetAddr, uint32_t, AddrHash> hosts_;
+  uint32_t next_host_to_drain_ = 0;  // collect() takes hosts in turn, fairly
+  RelayStats stats_;
+};
+
+}  // namespace spray::sim

@@ -1,0 +1,172 @@
+// FabricRelay in virtual time: what spray-fabric does with each datagram, without
+// sockets. Addresses are processes' UDP addresses; time is whatever the test says.
+#include "nic_sim/fabric_relay.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "transport/datapath/udp/socket_address.h"
+
+namespace spray::sim {
+namespace {
+
+dp::NetAddr process(uint16_t port) {
+  return *dp::parse_ip("127.0.0.1", port);
+}
+
+// A datagram as a FabricDatapath sends it: relay header naming `to`, then `len` bytes
+// of `fill`.
+std::vector<uint8_t> datagram(const dp::NetAddr& to, uint16_t entropy, size_t len,
+                              uint8_t fill = 0xab) {
+  std::vector<uint8_t> d(dp::kRelayHeaderBytes + len, fill);
+  dp::encode_relay_header({to, entropy, 0}, d.data());
+  return d;
+}
+
+struct Delivered {
+  dp::NetAddr to;
+  dp::RelayHeader header;
+  std::vector<uint8_t> bytes;
+};
+
+// Everything the relay delivers by `at`, collected in batches of `batch`.
+std::vector<Delivered> collect_all(FabricRelay& relay, Time at, size_t batch = 4) {
+  std::vector<Delivered> got;
+  std::vector<FabricRelay::Outgoing> out(batch);
+  for (;;) {
+    const size_t n = relay.collect(at, out);
+    for (size_t i = 0; i < n; ++i) {
+      Delivered d{out[i].to, {}, {out[i].packet->data, out[i].packet->data + out[i].packet->len}};
+      EXPECT_TRUE(dp::decode_relay_header(out[i].header.data(), out[i].header.size(), d.header));
+      got.push_back(d);
+    }
+    relay.release({out.data(), n});
+    if (n < batch) return got;
+  }
+}
+
+FabricConfig small_fabric(uint32_t hosts = 4) {
+  FabricConfig c;
+  c.hosts = hosts;
+  c.paths = 4;
+  c.mtu_bytes = 2048;
+  c.buffers = 1024;
+  return c;
+}
+
+const Time kLater = Time{} + Duration::milliseconds(1);
+
+TEST(FabricRelay, a_packet_reaches_its_destination_naming_its_source_and_entropy) {
+  FabricRelay relay(small_fabric());
+  const dp::NetAddr a = process(5000), b = process(5008);
+  ASSERT_TRUE(relay.take(datagram(b, 6, 1000, 0x5c), a, Time{}));
+  EXPECT_TRUE(collect_all(relay, Time{}).empty()) << "links take time";
+  const auto got = collect_all(relay, kLater);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].to, b);
+  EXPECT_EQ(got[0].header.other, a);
+  EXPECT_EQ(got[0].header.entropy, 6);
+  EXPECT_EQ(got[0].header.flags, 0);
+  EXPECT_EQ(got[0].bytes, std::vector<uint8_t>(1000, 0x5c));
+  EXPECT_EQ(relay.hosts_in_use(), 2u);
+  EXPECT_EQ(relay.fabric().pool().available(), relay.fabric().pool().capacity()) << "released";
+}
+
+TEST(FabricRelay, the_entropy_value_picks_the_path) {
+  FabricRelay relay(small_fabric());
+  const dp::NetAddr a = process(5000), b = process(5008);
+  for (uint16_t ev = 0; ev < 8; ++ev) ASSERT_TRUE(relay.take(datagram(b, ev, 100), a, Time{}));
+  EXPECT_EQ(collect_all(relay, kLater).size(), 8u);
+  EXPECT_EQ(relay.fabric().stats().path_packets, (std::vector<uint64_t>{2, 2, 2, 2}));
+}
+
+TEST(FabricRelay, a_path_that_is_down_loses_what_takes_it) {
+  FabricRelay relay(small_fabric());
+  relay.fabric().set_path_up(1, false);
+  const dp::NetAddr a = process(5000), b = process(5008);
+  for (uint16_t ev = 0; ev < 8; ++ev) ASSERT_TRUE(relay.take(datagram(b, ev, 100), a, Time{}));
+  const auto got = collect_all(relay, kLater);
+  EXPECT_EQ(got.size(), 6u);
+  for (const Delivered& d : got) EXPECT_NE(d.header.entropy % 4, 1);
+  EXPECT_EQ(relay.fabric().stats().dropped_path_down, 2u);
+}
+
+TEST(FabricRelay, a_trimmed_packet_arrives_as_its_headers_and_says_so) {
+  FabricConfig c = small_fabric();
+  c.faults.trim = 1.0;
+  FabricRelay relay(c);
+  const dp::NetAddr a = process(5000), b = process(5008);
+  ASSERT_TRUE(relay.take(datagram(b, 0, 1500), a, Time{}));
+  const auto got = collect_all(relay, kLater);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].bytes.size(), kTrimmedBytes);
+  EXPECT_EQ(got[0].header.flags, dp::PacketBuf::kTrimmed);
+}
+
+TEST(FabricRelay, hosts_are_given_out_on_first_sight_and_no_further_than_configured) {
+  FabricRelay relay(small_fabric(/*hosts=*/3));
+  const dp::NetAddr a = process(5000), b = process(5008), c = process(5016), d = process(5024);
+  EXPECT_TRUE(relay.take(datagram(b, 0, 10), a, Time{}));  // a and b
+  EXPECT_TRUE(relay.take(datagram(a, 0, 10), c, Time{}));  // c
+  EXPECT_FALSE(relay.take(datagram(d, 0, 10), a, Time{})) << "no host left for d";
+  EXPECT_FALSE(relay.take(datagram(a, 0, 10), d, Time{}));
+  EXPECT_EQ(relay.stats().no_host_left, 2u);
+  EXPECT_EQ(relay.hosts_in_use(), 3u);
+  EXPECT_EQ(relay.address_of(2), c);
+  EXPECT_EQ(collect_all(relay, kLater).size(), 2u);
+}
+
+TEST(FabricRelay, malformed_and_oversized_datagrams_are_refused_and_counted) {
+  FabricRelay relay(small_fabric());
+  const dp::NetAddr a = process(5000), b = process(5008);
+  std::vector<uint8_t> d = datagram(b, 0, 10);
+  EXPECT_FALSE(relay.take({d.data(), dp::kRelayHeaderBytes - 1}, a, Time{})) << "too short";
+  EXPECT_FALSE(relay.take({d.data(), dp::kRelayHeaderBytes}, a, Time{})) << "no packet";
+  d[0] = 'X';
+  EXPECT_FALSE(relay.take(d, a, Time{})) << "not our magic";
+  d = datagram(b, 0, 10);
+  d[2] = dp::kRelayVersion + 1;
+  EXPECT_FALSE(relay.take(d, a, Time{})) << "another version";
+  d = datagram(b, 0, 10);
+  d[8] = 0x51;  // the simulator's own family: not a process address
+  EXPECT_FALSE(relay.take(d, a, Time{}));
+  EXPECT_EQ(relay.stats().malformed, 5u);
+  EXPECT_FALSE(relay.take(datagram(b, 0, 2049), a, Time{}));
+  EXPECT_EQ(relay.stats().too_large, 1u);
+  EXPECT_TRUE(relay.take(datagram(b, 0, 2048), a, Time{}));
+  EXPECT_EQ(collect_all(relay, kLater).size(), 1u);
+  EXPECT_EQ(relay.stats().taken, 1u);
+}
+
+TEST(FabricRelay, a_fabric_out_of_buffers_refuses_at_the_door) {
+  FabricConfig c = small_fabric();
+  c.buffers = 3;
+  FabricRelay relay(c);
+  const dp::NetAddr a = process(5000), b = process(5008);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(relay.take(datagram(b, 0, 10), a, Time{}));
+  EXPECT_FALSE(relay.take(datagram(b, 0, 10), a, Time{}));
+  EXPECT_EQ(relay.stats().no_buffer, 1u);
+  EXPECT_EQ(collect_all(relay, kLater).size(), 3u);
+  EXPECT_TRUE(relay.take(datagram(b, 0, 10), a, kLater)) << "buffers came back";
+}
+
+// collect() takes the hosts in turn, so one busy destination does not starve the rest.
+TEST(FabricRelay, collect_serves_destinations_in_turn) {
+  FabricRelay relay(small_fabric());
+  const dp::NetAddr a = process(5000), b = process(5008), c = process(5016);
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(relay.take(datagram(b, 0, 10), a, Time{}));
+  ASSERT_TRUE(relay.take(datagram(c, 0, 10), a, Time{}));
+  std::vector<FabricRelay::Outgoing> out(4);
+  size_t n = relay.collect(kLater, out);
+  ASSERT_EQ(n, 4u);
+  relay.release({out.data(), n});
+  n = relay.collect(kLater, out);
+  bool c_served = false;
+  for (size_t i = 0; i < n; ++i) c_served = c_served || out[i].to == c;
+  relay.release({out.data(), n});
+  EXPECT_TRUE(c_served) << "c waited behind b twice";
+}
+
+}  // namespace
+}  // namespace spray::sim

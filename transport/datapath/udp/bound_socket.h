@@ -1,0 +1,25 @@
+// One non-blocking UDP socket bound to an address: for what needs nothing more (the
+// fabric datapath and the spray-fabric daemon; the UDP datapath sets more options and
+// binds its own).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "transport/datapath/net_addr.h"
+
+namespace spray::dp {
+
+struct BoundSocket {
+  int fd = -1;    // owned by the caller; -1 on failure
+  NetAddr local;  // as bound: the port the system picked when `at` asked for 0
+};
+
+// Opens a UDP socket of `at`'s family with receive and send buffers of `buffer_bytes`
+// (past net.core.{r,w}mem_max with CAP_NET_ADMIN, else up to them) and binds it to `at`.
+// On failure fd is -1 and `error` names the cause; `text` is the address as the user
+// wrote it, for that message (a port in use, an address not of this host).
+BoundSocket open_bound_udp_socket(const NetAddr& at, uint32_t buffer_bytes, const std::string& text,
+                                  std::string& error);
+
+}  // namespace spray::dp
