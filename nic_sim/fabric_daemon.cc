@@ -71,12 +71,6 @@ FabricDaemon::~FabricDaemon() {
   ::close(socket_);
 }
 
-void FabricDaemon::apply_outages(Duration since_start) {
-  for (const PathOutage& o : cfg_.outages) {
-    relay_.fabric().set_path_up(o.path, !(since_start >= o.from && since_start < o.until));
-  }
-}
-
 size_t FabricDaemon::receive(Time now) {
   const size_t slot = dp::kRelayHeaderBytes + cfg_.fabric.mtu_bytes + 1;
   std::array<mmsghdr, kBatch> msgs;
@@ -150,7 +144,7 @@ void FabricDaemon::run(const std::atomic<bool>& stop, Duration duration) {
     const Time wall = dp::monotonic_now();
     if (wall >= end) return;
     const Time now = Time{} + (wall - start);  // the fabric's clock
-    apply_outages(wall - start);
+    apply_outages(relay_.fabric(), cfg_.outages, wall - start);
     const size_t received = receive(now);
     send_delivered(now + kLookahead);
     if (received == kBatch) continue;  // more may be waiting

@@ -20,13 +20,6 @@
 
 namespace spray::sim {
 
-// A spine path taken down for a while and brought back up.
-struct PathOutage {
-  uint32_t path = 0;
-  Duration from{};   // after the start of run()
-  Duration until{};  // back up at this time; Duration{INT64_MAX}: for good
-};
-
 struct FabricDaemonConfig {
   std::string address = "127.0.0.1";  // local address to bind
   uint16_t port = 0;                  // 0 picks one (see FabricDaemon::address())
@@ -64,7 +57,6 @@ class FabricDaemon {
   size_t receive(Time now);
   // Sends everything the fabric has delivered by `now`.
   void send_delivered(Time now);
-  void apply_outages(Duration since_start);
 
   FabricDaemonConfig cfg_;
   int socket_;

@@ -4,6 +4,13 @@
 
 namespace spray::sim {
 
+void apply_outages(Fabric& fabric, const std::vector<PathOutage>& outages, Duration since_start) {
+  for (const PathOutage& o : outages) fabric.set_path_up(o.path, true);
+  for (const PathOutage& o : outages) {
+    if (since_start >= o.from && since_start < o.until) fabric.set_path_up(o.path, false);
+  }
+}
+
 FabricRelay::FabricRelay(const FabricConfig& config) : fabric_(config) {
   addresses_.reserve(config.hosts);
   hosts_.reserve(config.hosts);

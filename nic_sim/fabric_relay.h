@@ -33,6 +33,17 @@ struct RelayStats {
   uint64_t delivered = 0;     // packets handed out by collect()
 };
 
+// A spine path taken down for a while and brought back up.
+struct PathOutage {
+  uint32_t path = 0;
+  Duration from{};   // since the fabric started
+  Duration until{};  // back up at this time; Duration{INT64_MAX}: for good
+};
+
+// Sets every path named in `outages` down while one of its outages lasts at `since_start`
+// and up otherwise (so outages of one path may follow or overlap each other).
+void apply_outages(Fabric& fabric, const std::vector<PathOutage>& outages, Duration since_start);
+
 class FabricRelay {
  public:
   explicit FabricRelay(const FabricConfig& config);

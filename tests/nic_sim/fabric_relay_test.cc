@@ -92,6 +92,26 @@ TEST(FabricRelay, a_path_that_is_down_loses_what_takes_it) {
   EXPECT_EQ(relay.fabric().stats().dropped_path_down, 2u);
 }
 
+TEST(FabricRelay, a_path_is_down_while_any_of_its_outages_lasts) {
+  FabricRelay relay(small_fabric());
+  const auto ms = [](int64_t v) { return Duration::milliseconds(v); };
+  const std::vector<PathOutage> outages{{1, ms(10), ms(20)},
+                                        {1, ms(30), ms(40)},
+                                        {2, ms(15), Duration{INT64_MAX}},
+                                        {1, ms(35), ms(50)}};
+  const auto up_at = [&](int64_t t) {
+    apply_outages(relay.fabric(), outages, ms(t));
+    return std::vector<bool>{relay.fabric().path_up(0), relay.fabric().path_up(1),
+                             relay.fabric().path_up(2)};
+  };
+  EXPECT_EQ(up_at(5), (std::vector<bool>{true, true, true}));
+  EXPECT_EQ(up_at(12), (std::vector<bool>{true, false, true}));
+  EXPECT_EQ(up_at(25), (std::vector<bool>{true, true, false})) << "between path 1's outages";
+  EXPECT_EQ(up_at(33), (std::vector<bool>{true, false, false}));
+  EXPECT_EQ(up_at(45), (std::vector<bool>{true, false, false})) << "the overlapping one lasts";
+  EXPECT_EQ(up_at(60), (std::vector<bool>{true, true, false})) << "path 2 is down for good";
+}
+
 TEST(FabricRelay, a_trimmed_packet_arrives_as_its_headers_and_says_so) {
   FabricConfig c = small_fabric();
   c.faults.trim = 1.0;
