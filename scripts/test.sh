@@ -6,7 +6,7 @@
 # All three keep line tables only (-DSPRAY_DEBUG_INFO=lines: names and lines in every
 # backtrace and sanitizer report, no variables): the release build took 317 s on 2 cores
 # against 424 with full debug information (2026-11-26).
-# Set SPRAY_FUZZ_SECONDS to change the fuzz time per target (default 20).
+# Set SPRAY_FUZZ_SECONDS to change the fuzz time per target (default 15).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
@@ -31,9 +31,9 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   LSAN_OPTIONS=suppressions="$PWD/tests/lsan.supp" \
   ctest --test-dir build-asan --output-on-failure -j "$jobs"
 
-echo "== fuzz smoke (libFuzzer, ${SPRAY_FUZZ_SECONDS:-20}s per target)"
+echo "== fuzz smoke (libFuzzer, ${SPRAY_FUZZ_SECONDS:-15}s per target)"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DSPRAY_FUZZ=ON -DSPRAY_BENCH=OFF -DSPRAY_FUZZ_SECONDS="${SPRAY_FUZZ_SECONDS:-20}" -DSPRAY_DEBUG_INFO=lines \
+  -DSPRAY_FUZZ=ON -DSPRAY_BENCH=OFF -DSPRAY_FUZZ_SECONDS="${SPRAY_FUZZ_SECONDS:-15}" -DSPRAY_DEBUG_INFO=lines \
   >/dev/null
 cmake --build build-fuzz -j "$jobs" --target fuzz_targets
 ctest --test-dir build-fuzz --output-on-failure -L fuzz -j "$jobs"

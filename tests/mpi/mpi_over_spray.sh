@@ -5,7 +5,7 @@
 # With FI_SPRAY_TSS_KEY_FILE set, every rank's packets are sealed (UET TSS), and every
 # rank's endpoint must log that it sealed and opened packets and refused none.
 # Usage: mpi_over_spray.sh PROVIDER_DIR PROGRAM RANKS
-#        (FI_SPRAY_DATAPATH and FI_SPRAY_TSS_KEY_FILE are passed on)
+#        (FI_SPRAY_DATAPATH, FI_SPRAY_FABRIC and FI_SPRAY_TSS_KEY_FILE are passed on)
 set -euo pipefail
 dir=$1
 program=$2
@@ -14,6 +14,8 @@ command -v mpirun >/dev/null || { echo "SKIP: mpirun (openmpi-bin) not installed
 root_flag=()
 [[ $(id -u) == 0 ]] && root_flag=(--allow-run-as-root)
 export FI_PROVIDER_PATH=$dir FI_SPRAY_DATAPATH=${FI_SPRAY_DATAPATH:-auto}
+fabric=()
+[[ -n ${FI_SPRAY_FABRIC:-} ]] && fabric=(-x FI_SPRAY_FABRIC)  # through spray-fabric
 secured=()
 if [[ -n ${FI_SPRAY_TSS_KEY_FILE:-} ]]; then
   export FI_LOG_LEVEL=info  # each endpoint logs its TSS counters when it closes
@@ -23,7 +25,7 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 # More ranks than cores: ranks yield when idle, and blocking waits sleep in the provider.
 status=0
-timeout 600 mpirun "${root_flag[@]}" --oversubscribe -np "$ranks" -x FI_PROVIDER_PATH -x FI_SPRAY_DATAPATH "${secured[@]}" \
+timeout 600 mpirun "${root_flag[@]}" --oversubscribe -np "$ranks" -x FI_PROVIDER_PATH -x FI_SPRAY_DATAPATH "${fabric[@]}" "${secured[@]}" \
   --mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include spray --mca btl self \
   --mca mtl_base_verbose 10 --mca mpi_yield_when_idle 1 "$program" > "$log" 2>&1 || status=$?
 grep -v "mca: base\|mca:base\|^libfabric:" "$log" | grep -v "^\[.*\] select:" || true
