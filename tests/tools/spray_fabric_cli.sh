@@ -25,6 +25,8 @@ expect_refusal() {
 }
 expect_refusal 2 "PATH:FROM_MS" --port 0 --path-down 1
 expect_refusal 2 "PATH:FROM_MS" --port 0 --path-down 1:50:20
+expect_refusal 2 "PATH:FROM_MS" --port 0 --path-down 1:10abc
+expect_refusal 2 "PATH:FROM_MS" --port 0 --path-down 1:10:20:30
 expect_refusal 1 "path 9 cannot go down" --port 0 --paths 4 --path-down 9:10
 expect_refusal 2 "--loss" --port 0 --loss 1.5
 expect_refusal 1 "not an IPv4 or IPv6 address" --address nowhere --port 0

@@ -34,17 +34,22 @@ void request_stop(int) {
   stop_requested.store(true);
 }
 
-// "PATH:FROM_MS" (down for good) or "PATH:FROM_MS:UNTIL_MS".
+// "PATH:FROM_MS" (down for good) or "PATH:FROM_MS:UNTIL_MS", nothing else.
 bool parse_outage(const std::string& text, sim::PathOutage& out) {
   unsigned path = 0;
   double from = 0, until = -1;
-  char tail = 0;
-  const int n = std::sscanf(text.c_str(), "%u:%lf:%lf%c", &path, &from, &until, &tail);
-  if ((n != 2 && n != 3) || from < 0 || (n == 3 && until <= from)) return false;
+  int used = -1;  // characters sscanf consumed: the whole text, or it is malformed
+  const auto whole = [&] { return used == static_cast<int>(text.size()); };
+  if (std::sscanf(text.c_str(), "%u:%lf:%lf%n", &path, &from, &until, &used) != 3 || !whole()) {
+    until = -1;
+    used = -1;
+    if (std::sscanf(text.c_str(), "%u:%lf%n", &path, &from, &used) != 2 || !whole()) return false;
+  }
+  if (from < 0 || (until >= 0 && until <= from)) return false;
   out.path = path;
   out.from = Duration::microseconds(static_cast<int64_t>(from * 1000));
   out.until =
-      n == 3 ? Duration::microseconds(static_cast<int64_t>(until * 1000)) : Duration{INT64_MAX};
+      until >= 0 ? Duration::microseconds(static_cast<int64_t>(until * 1000)) : Duration{INT64_MAX};
   return true;
 }
 

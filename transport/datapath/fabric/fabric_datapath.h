@@ -39,7 +39,7 @@ struct FabricDatapathStats {
   uint64_t rx_packets = 0;
   uint64_t rx_not_from_fabric = 0;  // datagrams from an address other than the daemon's
   uint64_t rx_malformed = 0;        // no valid relay header, or larger than a buffer
-  uint64_t rx_no_buffer = 0;        // datagrams left in the socket: the pool was empty
+  uint64_t rx_no_buffer = 0;        // rx_burst calls that found the pool empty (datagrams wait)
 };
 
 class FabricDatapath {
