@@ -13,6 +13,7 @@
 
 #include "transport/datapath/clock.h"
 #include "transport/datapath/udp/bound_socket.h"
+#include "transport/datapath/udp/local_interface.h"
 #include "transport/datapath/udp/socket_address.h"
 
 namespace spray::sim {
@@ -65,7 +66,16 @@ FabricDaemon::FabricDaemon(const FabricDaemonConfig& config, int socket, dp::Net
       address_(address),
       relay_(config.fabric),
       // One byte more than the largest datagram allowed, so a larger one shows as such.
-      receive_area_(kBatch * (dp::kRelayHeaderBytes + config.fabric.mtu_bytes + 1)) {}
+      receive_area_(kBatch * (dp::kRelayHeaderBytes + config.fabric.mtu_bytes + 1)) {
+  // Packets go only to this host's own addresses (any port), as read now.
+  relay_.check_new_destinations([local = dp::local_addresses()](const dp::NetAddr& a) {
+    for (dp::NetAddr ip : local) {
+      ip.port = a.port;
+      if (ip == a) return true;
+    }
+    return false;
+  });
+}
 
 FabricDaemon::~FabricDaemon() {
   ::close(socket_);

@@ -43,6 +43,10 @@ bool FabricRelay::take(std::span<const uint8_t> datagram, const dp::NetAddr& fro
     ++stats_.too_large;
     return false;
   }
+  if (check_ && !hosts_.contains(h.other) && !check_(h.other)) {
+    ++stats_.not_allowed;
+    return false;
+  }
   uint32_t src = 0, dst = 0;
   if (!host_of(from, src) || !host_of(h.other, dst)) {
     ++stats_.no_host_left;

@@ -14,6 +14,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -29,6 +30,7 @@ struct RelayStats {
   uint64_t malformed = 0;     // datagrams without a valid relay header
   uint64_t too_large = 0;     // packets longer than the fabric's MTU
   uint64_t no_host_left = 0;  // from or to an address beyond FabricConfig::hosts
+  uint64_t not_allowed = 0;   // to a new address the destination check refused
   uint64_t no_buffer = 0;     // the fabric's buffers were all in flight
   uint64_t delivered = 0;     // packets handed out by collect()
 };
@@ -48,9 +50,17 @@ class FabricRelay {
  public:
   explicit FabricRelay(const FabricConfig& config);
 
+  // Whether a destination not seen before may be given a host. Without a check any
+  // address may; the daemon allows only this host's own addresses, so that a datagram
+  // naming another machine cannot make it send there (a reflector). Sources need no
+  // check: they are where datagrams really came from.
+  using DestinationCheck = std::function<bool(const dp::NetAddr&)>;
+  void check_new_destinations(DestinationCheck check) { check_ = std::move(check); }
+
   // A datagram from `from` at `now`. False (counted in stats()) when it is dropped at
-  // the door: malformed, too large, no host left for its source or destination, or no
-  // buffer. A packet that enters may still be lost, trimmed, ... by the fabric.
+  // the door: malformed, too large, no host left for its source or destination, a new
+  // destination the check refuses, or no buffer. A packet that enters may still be lost,
+  // trimmed, ... by the fabric.
   bool take(std::span<const uint8_t> datagram, const dp::NetAddr& from, Time now);
 
   // A packet leaving the fabric: send `header` then the packet's bytes to `to`, then
@@ -86,6 +96,7 @@ class FabricRelay {
   // path after that.
   std::unordered_map<dp::NetAddr, uint32_t, AddrHash> hosts_;
   uint32_t next_host_to_drain_ = 0;  // collect() takes hosts in turn, fairly
+  DestinationCheck check_;
   RelayStats stats_;
 };
 

@@ -3,7 +3,8 @@
 // run of datagrams: a length byte, a byte choosing the sender (one of three addresses),
 // then that many bytes. Invariants checked:
 //   - nothing reads outside a datagram (ASan) or hits undefined behaviour (UBSan);
-//   - every datagram is either taken or refused with a counted reason;
+//   - every datagram is either taken or refused with a counted reason (new destinations
+//     at odd ports are refused by the check);
 //   - what the fabric delivers goes to a host it gave out, with a header that decodes and
 //     names another such host, and never more bytes than were taken;
 //   - a header that decodes re-encodes to the same bytes (flags and address included).
@@ -46,6 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   c.faults.duplicate = 0.2;
   c.faults.trim = 0.2;
   sim::FabricRelay relay(c);
+  relay.check_new_destinations([](const dp::NetAddr& a) { return a.port % 2 == 0; });
   Time now{};
   uint64_t datagrams = 0;
   size_t longest = 0;
@@ -70,7 +72,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     now += Duration::microseconds(3);
   }
   const sim::RelayStats& s = relay.stats();
-  if (s.taken + s.malformed + s.too_large + s.no_host_left + s.no_buffer != datagrams) std::abort();
+  if (s.taken + s.malformed + s.too_large + s.no_host_left + s.not_allowed + s.no_buffer !=
+      datagrams)
+    std::abort();
   std::array<sim::FabricRelay::Outgoing, 8> out;
   for (;;) {
     const size_t n = relay.collect(now + Duration::milliseconds(10), out);

@@ -137,6 +137,21 @@ TEST(FabricRelay, hosts_are_given_out_on_first_sight_and_no_further_than_configu
   EXPECT_EQ(collect_all(relay, kLater).size(), 2u);
 }
 
+// A new destination must pass the check (the daemon's: an address of this host); one
+// that has sent to the fabric itself is known and needs none.
+TEST(FabricRelay, a_new_destination_must_pass_the_check) {
+  FabricRelay relay(small_fabric());
+  relay.check_new_destinations([](const dp::NetAddr& a) { return a.ip[3] == 1; });
+  const dp::NetAddr a = process(5000);
+  const dp::NetAddr elsewhere = *dp::parse_ip("127.0.0.2", 5000);
+  EXPECT_FALSE(relay.take(datagram(elsewhere, 0, 10), a, Time{}));
+  EXPECT_EQ(relay.stats().not_allowed, 1u);
+  EXPECT_EQ(relay.hosts_in_use(), 0u) << "nothing given out for a refused datagram";
+  EXPECT_TRUE(relay.take(datagram(a, 0, 10), elsewhere, Time{})) << "a source needs no check";
+  EXPECT_TRUE(relay.take(datagram(elsewhere, 0, 10), a, Time{})) << "now it is known";
+  EXPECT_EQ(collect_all(relay, kLater).size(), 2u);
+}
+
 TEST(FabricRelay, malformed_and_oversized_datagrams_are_refused_and_counted) {
   FabricRelay relay(small_fabric());
   const dp::NetAddr a = process(5000), b = process(5008);

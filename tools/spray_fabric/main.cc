@@ -68,6 +68,7 @@ nlohmann::json stats_json(const sim::FabricDaemon& d) {
        {{"malformed", r.malformed},
         {"too_large", r.too_large},
         {"no_host_left", r.no_host_left},
+        {"not_allowed", r.not_allowed},
         {"no_buffer", r.no_buffer}}},
       {"fabric",
        {{"injected", f.injected},
@@ -204,6 +205,7 @@ int main(int argc, char** argv) {
       stats["refused"]["malformed"].get<uint64_t>() +
           stats["refused"]["too_large"].get<uint64_t>() +
           stats["refused"]["no_host_left"].get<uint64_t>() +
+          stats["refused"]["not_allowed"].get<uint64_t>() +
           stats["refused"]["no_buffer"].get<uint64_t>());
   if (!stats_path.empty()) std::ofstream(stats_path) << stats.dump(2) << "\n";
   return 0;

@@ -166,6 +166,24 @@ TEST(FabricDatapath, a_datagram_from_anyone_but_the_fabric_is_dropped) {
   EXPECT_EQ(b->stats().rx_not_from_fabric, 1u);
 }
 
+// The daemon sends only to this host's own addresses: a packet for another machine is
+// refused at its door, so no local process can make it a reflector.
+TEST(FabricDatapath, the_fabric_refuses_to_deliver_off_this_host) {
+  RunningFabric fabric(quiet_fabric());
+  ASSERT_TRUE(fabric.daemon);
+  auto a = open_ok(fabric.address());
+  ASSERT_TRUE(a);
+  std::array<PacketBuf*, 1> out{};
+  ASSERT_TRUE(test::make_burst(*a, std::span(out), *parse_ip("192.0.2.1", 4800), 100));
+  a->tx_burst(out.data(), out.size());
+  const Time deadline = monotonic_now() + Duration::seconds(10);
+  while (fabric.daemon->relay().stats().not_allowed == 0 && monotonic_now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  EXPECT_EQ(fabric.daemon->relay().stats().not_allowed, 1u);
+  EXPECT_EQ(fabric.daemon->relay().stats().taken, 0u);
+}
+
 // Two engines through a fabric that does everything a bad network does at once, and a
 // path that goes down for good mid-run: every message arrives whole. The fabric's
 // counters show each fault really happened.

@@ -12,6 +12,8 @@
 #include <cstring>
 #include <memory>
 
+#include "transport/datapath/udp/socket_address.h"
+
 namespace spray::dp {
 namespace {
 
@@ -104,6 +106,22 @@ std::string interface_address(const std::string& name, std::string& error) {
             "' has no IPv4 address and no IPv6 address that is not link-local";
   }
   return v6;
+}
+
+std::vector<NetAddr> local_addresses() {
+  std::vector<NetAddr> out;
+  const InterfaceList list = interface_list();
+  for (const ifaddrs* i = list.get(); i; i = i->ifa_next) {
+    if (!i->ifa_addr) continue;
+    const int family = i->ifa_addr->sa_family;
+    if (family != AF_INET && family != AF_INET6) continue;
+    sockaddr_storage ss{};
+    std::memcpy(&ss, i->ifa_addr, family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6));
+    NetAddr a = from_sockaddr(ss);
+    a.port = 0;
+    out.push_back(a);
+  }
+  return out;
 }
 
 }  // namespace spray::dp

@@ -6,6 +6,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
+
+#include "transport/datapath/net_addr.h"
 
 namespace spray::dp {
 
@@ -21,5 +24,9 @@ uint32_t udp_payload_mtu(const std::string& address, std::string& error);
 // scope, which NetAddr does not carry). Empty and `error` set (naming the interface and
 // what it lacks) when there is no such interface or it has no usable address.
 std::string interface_address(const std::string& name, std::string& error);
+
+// Every IPv4 and IPv6 address of this host's interfaces (port 0), loopback included;
+// empty when they cannot be read.
+std::vector<NetAddr> local_addresses();
 
 }  // namespace spray::dp
