@@ -109,27 +109,22 @@ class EngineOver final : public EndpointEngine {
   std::string stats() override {
     const pds::PdsStats& p = engine_.pds().stats();
     const engine::EngineStats& e = engine_.stats();
-    return fmt::format(
-               "packets tx {} rx {}; retransmits {} (rack {}, timeout {}, twin copies {}); "
-               "duplicates {}; "
-               "acks sent {} "
-               "received {} (stale {}); nacks sent {} received {}; bad {}; malformed {}; of "
-               "another job "
-               "{}; refused {}; unknown peers {}; pdcs opened {} closed {} failed {} refused {} "
-               "reclaimed "
-               "{} (close requests {}, "
-               "sends that waited {}, failed waiting {}); answer detours {}; rendezvous direct "
-               "reads {} "
-               "(fell back {}); stale tickets {}; atomics applied {} refused {}",
-               e.tx_packets, e.rx_packets, p.retransmits, p.rack_retransmits, p.timeout_retransmits,
-               p.twin_copies, p.rx_duplicates, p.acks_sent, p.acks_received, p.stale_acks,
-               p.nacks_sent, p.nacks_received, p.bad_packets, e.rx_malformed, e.rx_foreign_job,
-               e.rx_refused, e.rx_unknown_peer, p.pdcs_opened, p.pdcs_closed, p.pdcs_failed,
-               p.pdcs_refused, p.pdcs_reclaimed, p.close_requests, p.pdc_waits, p.pdc_wait_failures,
-               p.answer_detours, engine_.ses().stats().direct_reads,
-               engine_.ses().stats().direct_read_fallbacks, engine_.ses().stats().stale_tickets,
-               engine_.ses().stats().atomics_applied, engine_.ses().stats().atomic_errors) +
-           tss_stats() + datapath_stats();
+    const ses::SesStats& s = engine_.ses().stats();
+    const std::string transport = fmt::format(
+        "packets tx {} rx {}; retransmits {} (rack {}, timeout {}, twin copies {}); "
+        "duplicates {}; acks sent {} received {} (stale {}); nacks sent {} received {}; bad {}; "
+        "malformed {}; of another job {}; refused {}; unknown peers {}; pdcs opened {} closed {} "
+        "failed {} refused {} reclaimed {} (close requests {}, sends that waited {}, failed "
+        "waiting {}); answer detours {}; rendezvous direct reads {} (fell back {}); stale "
+        "tickets {}; atomics applied {} refused {}",
+        e.tx_packets, e.rx_packets, p.retransmits, p.rack_retransmits, p.timeout_retransmits,
+        p.twin_copies, p.rx_duplicates, p.acks_sent, p.acks_received, p.stale_acks, p.nacks_sent,
+        p.nacks_received, p.bad_packets, e.rx_malformed, e.rx_foreign_job, e.rx_refused,
+        e.rx_unknown_peer, p.pdcs_opened, p.pdcs_closed, p.pdcs_failed, p.pdcs_refused,
+        p.pdcs_reclaimed, p.close_requests, p.pdc_waits, p.pdc_wait_failures, p.answer_detours,
+        s.direct_reads, s.direct_read_fallbacks, s.stale_tickets, s.atomics_applied,
+        s.atomic_errors);
+    return transport + tss_stats() + datapath_stats();
   }
   // What only the DPDK and fabric datapaths count: what they could not send and what they
   // refused.
