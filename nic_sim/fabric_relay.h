@@ -33,6 +33,11 @@ struct RelayStats {
   uint64_t not_allowed = 0;   // to a new address the destination check refused
   uint64_t no_buffer = 0;     // the fabric's buffers were all in flight
   uint64_t delivered = 0;     // packets handed out by collect()
+
+  // Datagrams dropped at the door, for every reason above.
+  uint64_t refused() const {
+    return malformed + too_large + no_host_left + not_allowed + no_buffer;
+  }
 };
 
 // A spine path taken down for a while and brought back up.

@@ -192,21 +192,13 @@ int main(int argc, char** argv) {
 
   daemon->run(stop_requested, Duration::microseconds(static_cast<int64_t>(seconds * 1e6)));
 
-  const nlohmann::json stats = stats_json(*daemon);
-  const auto& f = stats["fabric"];
+  const sim::FabricStats& f = daemon->fabric_stats();
   fmt::print(
       "spray-fabric: {} hosts; packets in {} out {}; lost {} duplicated {} corrupted {} "
       "reordered {} trimmed {} ECN {}; dropped with a path down {}, queue full {}; refused {}\n",
-      daemon->relay().hosts_in_use(), stats["datagrams_in"].get<uint64_t>(),
-      stats["datagrams_out"].get<uint64_t>(), f["lost"].get<uint64_t>(),
-      f["duplicated"].get<uint64_t>(), f["corrupted_dropped"].get<uint64_t>(),
-      f["reordered"].get<uint64_t>(), f["trimmed"].get<uint64_t>(), f["ecn_marked"].get<uint64_t>(),
-      f["dropped_path_down"].get<uint64_t>(), f["dropped_queue_full"].get<uint64_t>(),
-      stats["refused"]["malformed"].get<uint64_t>() +
-          stats["refused"]["too_large"].get<uint64_t>() +
-          stats["refused"]["no_host_left"].get<uint64_t>() +
-          stats["refused"]["not_allowed"].get<uint64_t>() +
-          stats["refused"]["no_buffer"].get<uint64_t>());
-  if (!stats_path.empty()) std::ofstream(stats_path) << stats.dump(2) << "\n";
+      daemon->relay().hosts_in_use(), daemon->stats().datagrams_in, daemon->stats().datagrams_out,
+      f.lost, f.duplicated, f.dropped_fcs, f.reordered, f.trimmed, f.ecn_marked,
+      f.dropped_path_down, f.dropped_queue_full, daemon->relay().stats().refused());
+  if (!stats_path.empty()) std::ofstream(stats_path) << stats_json(*daemon).dump(2) << "\n";
   return 0;
 }

@@ -153,18 +153,12 @@ bool DpdkDatapath::frame(PacketBuf* b, rte_mbuf* m) {
 }
 
 void DpdkDatapath::await_first_link() {
-  while (!link_up()) {
-    if (rte_get_tsc_cycles() >= first_link_deadline_tsc_) {
-      stats_.link_wait_expired = 1;
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(100));
-  }
-  first_link_deadline_tsc_ = 0;
+  if (!link_up_by(first_link_deadline_)) stats_.link_wait_expired = 1;
+  awaiting_first_link_ = false;
 }
 
 size_t DpdkDatapath::tx_burst(PacketBuf** bufs, size_t n) {
-  if (first_link_deadline_tsc_ != 0) [[unlikely]]
+  if (awaiting_first_link_) [[unlikely]]
     await_first_link();
   std::array<rte_mbuf*, kMaxBurst> mbufs;
   for (size_t done = 0; done < n;) {

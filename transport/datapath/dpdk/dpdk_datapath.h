@@ -29,6 +29,7 @@
 // a core.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -124,6 +125,8 @@ class DpdkDatapath {
   void send_arp_request(uint32_t target_ipv4);
   // Sends control frames (ARP) right away; they are rare.
   void send_now(rte_mbuf* m);
+  // Sleeps until the link is up or `deadline` passes; whether it is up.
+  bool link_up_by(std::chrono::steady_clock::time_point deadline) const;
   // The first bursts' wait for the link (DpdkConfig::first_link_wait); afterwards a no-op.
   void await_first_link();
 
@@ -138,9 +141,11 @@ class DpdkDatapath {
   bool rx_interrupts_ = false;
   int rx_interrupt_fd_ = -1;  // the RX queue's event fd, owned by the PMD
   uint64_t arp_holdoff_cycles_ = 0;
-  // TSC by which the link must be up for a burst to wait for it; 0 once it was seen up
-  // or the wait gave up, so tx_burst checks a single word after the start.
-  uint64_t first_link_deadline_tsc_ = 0;
+  // Whether bursts still wait for the link (DpdkConfig::first_link_wait), until when:
+  // cleared by the first burst, which waits at most to the deadline, so tx_burst checks
+  // a single flag after the start.
+  bool awaiting_first_link_ = false;
+  std::chrono::steady_clock::time_point first_link_deadline_{};
   std::vector<std::pair<uint32_t, uint64_t>> arp_pending_;  // (ip, TSC of last request)
   DpdkStats stats_;
 };

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "transport/datapath/dpdk/dpdk_datapath.h"
 #include "transport/datapath/dpdk/dpdk_eal.h"
@@ -174,11 +175,9 @@ DpdkDatapath::DpdkDatapath(const DpdkConfig& config, uint16_t port_id, rte_mempo
   local_.ip[2] = static_cast<uint8_t>(ipv4 >> 8);
   local_.ip[3] = static_cast<uint8_t>(ipv4);
   arp_holdoff_cycles_ = rte_get_tsc_hz() / 1000;
-  if (config.first_link_wait.ps > 0) {
-    const auto wait_cycles = static_cast<uint64_t>(config.first_link_wait.as_seconds() *
-                                                   static_cast<double>(rte_get_tsc_hz()));
-    first_link_deadline_tsc_ = rte_get_tsc_cycles() + wait_cycles;
-  }
+  awaiting_first_link_ = config.first_link_wait.ps > 0;
+  first_link_deadline_ =
+      std::chrono::steady_clock::now() + std::chrono::nanoseconds(config.first_link_wait.ps / 1000);
   arp_pending_.reserve(kMaxPendingArp);
 }
 
@@ -187,10 +186,15 @@ bool DpdkDatapath::link_up() const {
   return rte_eth_link_get_nowait(port_id_, &link) == 0 && link.link_status == RTE_ETH_LINK_UP;
 }
 
+bool DpdkDatapath::link_up_by(std::chrono::steady_clock::time_point deadline) const {
+  while (!link_up() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  return link_up();
+}
+
 bool DpdkDatapath::await_link(Duration timeout) {
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::nanoseconds(timeout.ps / 1000);
-  while (!link_up() && std::chrono::steady_clock::now() < deadline) wait(Duration::milliseconds(1));
+  link_up_by(std::chrono::steady_clock::now() + std::chrono::nanoseconds(timeout.ps / 1000));
   std::array<PacketBuf*, 32> received{};
   free(received.data(), rx_burst(received.data(), received.size()));
   return link_up();

@@ -16,6 +16,7 @@
 #include <fmt/format.h>
 
 #include "transport/datapath/ecn.h"
+#include "transport/datapath/udp/bound_socket.h"
 #include "transport/datapath/udp/socket_address.h"
 #include "transport/datapath/udp/udp_datapath.h"
 
@@ -42,16 +43,6 @@ bool enable_ecn(int fd, int family, std::string& error) {
   return true;
 }
 
-// Sets a socket buffer to `bytes`: past net.core.{r,w}mem_max when the process may
-// (CAP_NET_ADMIN: the FORCE option), else as far as that cap allows. Best effort: what
-// was granted is read back by UdpDatapath::socket_buffers(), and the provider warns
-// when it falls short.
-void set_buffer_size(int fd, int force_option, int option, uint32_t bytes) {
-  const int size = static_cast<int>(std::min<uint32_t>(bytes, INT32_MAX / 2));
-  if (::setsockopt(fd, SOL_SOCKET, force_option, &size, sizeof(size)) == 0) return;
-  ::setsockopt(fd, SOL_SOCKET, option, &size, sizeof(size));
-}
-
 // Creates and binds one socket; on failure fills `error` and returns -1.
 int open_socket(const UdpConfig& c, const NetAddr& addr, std::string& error) {
   const int family = addr.family == NetAddr::Family::kIpv6 ? AF_INET6 : AF_INET;
@@ -60,8 +51,7 @@ int open_socket(const UdpConfig& c, const NetAddr& addr, std::string& error) {
     error = fmt::format("socket(): {}", std::strerror(errno));
     return -1;
   }
-  set_buffer_size(fd, SO_RCVBUFFORCE, SO_RCVBUF, c.socket_buffer_bytes);
-  set_buffer_size(fd, SO_SNDBUFFORCE, SO_SNDBUF, c.socket_buffer_bytes);
+  set_socket_buffers(fd, c.socket_buffer_bytes);  // read back by socket_buffers()
   if (family == AF_INET6) {
     const int only = 1;
     ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &only, sizeof(only));
