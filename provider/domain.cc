@@ -100,12 +100,24 @@ int domain_open(fid_fabric*, fi_info* info, fid_domain** out, void* context) {
   d->info = fi_dupinfo(info);
   if (info->domain_attr && info->domain_attr->data_progress == FI_PROGRESS_AUTO) {
     try {
-      d->progress_thread = std::make_unique<ProgressThread>(*d);
+      d->progress_thread = std::make_unique<ProgressThread>(*d, ProgressThread::Mode::kAlways,
+                                                            std::chrono::milliseconds{});
     } catch (const std::exception& e) {  // no thread to be had: fail the open, not the process
       SPRAY_WARN(FI_LOG_DOMAIN, "cannot start the FI_PROGRESS_AUTO thread: %s\n", e.what());
       fi_freeinfo(d->info);
       delete d;
       return -FI_ENOMEM;
+    }
+  } else if (params().standby_progress_ms > 0) {
+    try {
+      d->progress_thread =
+          std::make_unique<ProgressThread>(*d, ProgressThread::Mode::kWhenAway,
+                                           std::chrono::milliseconds(params().standby_progress_ms));
+    } catch (const std::exception& e) {  // manual progress works without it
+      SPRAY_WARN(FI_LOG_DOMAIN,
+                 "cannot start the standby progress thread (%s): peers may declare this "
+                 "process unreachable while it makes no progress call\n",
+                 e.what());
     }
   }
   d->fid.fid.fclass = FI_CLASS_DOMAIN;

@@ -512,6 +512,9 @@ void endpoint_transmit(Endpoint& ep) {
 }
 
 bool domain_progress(Domain& d) {
+  // One writer (the mutex is held): a plain increment, no locked instruction.
+  d.application_passes.store(d.application_passes.load(std::memory_order_relaxed) + 1,
+                             std::memory_order_relaxed);
   bool busy = false;
   for (Endpoint* ep : d.endpoints) {
     const ProgressDone done = endpoint_progress(*ep);
@@ -521,7 +524,7 @@ bool domain_progress(Domain& d) {
 }
 
 bool wait_for_progress_thread(Domain& d, int timeout_ms) {
-  if (!d.progress_thread) return false;
+  if (!d.progress_thread || !d.progress_thread->always()) return false;
   std::unique_lock lock(d.mutex);
   d.completions_delivered.wait_for(lock, std::chrono::milliseconds(timeout_ms));
   return true;

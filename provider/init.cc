@@ -12,7 +12,10 @@
 namespace spray::fi {
 namespace {
 
-void cleanup() {}
+// libfabric unloads the provider next: no thread of ours may still run its code.
+void cleanup() {
+  ProgressThread::stop_all();
+}
 
 // Every parameter once: its name (FI_SPRAY_<NAME>), its field, and help text whose
 // "Default:" is printed from Params{} so the default is stated in one place.
@@ -127,6 +130,13 @@ constexpr IntParam kIntParams[] = {
      "fi_cq_read (or fi_cntr_read) calls in a row that find no completion and move no "
      "packet before one gives the CPU away (sched_yield), so that a peer sharing the core "
      "runs at once rather than at the end of the caller's time slice; 0: never."},
+    {"standby_progress_ms", &Params::standby_progress_ms,
+     "Under FI_PROGRESS_MANUAL: when the application makes no progress call (fi_cq_read, "
+     "fi_cntr_read, their blocking forms) on a domain for this many milliseconds, a thread "
+     "of the domain progresses its endpoints until it calls again, so that what peers "
+     "send is acknowledged and answered, and what is in flight retransmitted, while it "
+     "computes or blocks elsewhere. Without it a peer takes such a process for dead once "
+     "its retries run out (FI_SPRAY_RETRIES). 0: no such thread (strict manual progress)."},
 };
 
 Params load_params() {

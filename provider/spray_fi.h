@@ -6,7 +6,8 @@
 // FI_THREAD_DOMAIN alike). Calls, not packets, take it: one progress call moves a burst.
 // Progress: fi_cq_read / fi_cntr_read / fi_cq_sread on an object drive the engines of
 // the domain's endpoints (FI_PROGRESS_MANUAL, advertised by default); a domain opened
-// with FI_PROGRESS_AUTO also has a ProgressThread doing the same in the background.
+// with FI_PROGRESS_AUTO also has a ProgressThread doing the same in the background, and
+// under manual progress one stands by for when the application stops calling.
 #pragma once
 
 #include <rdma/fabric.h>
@@ -22,6 +23,7 @@
 #include <rdma/providers/fi_prov.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -92,6 +94,10 @@ struct Params {
   // FI_SPRAY_YIELD_AFTER: fi_cq_read (or fi_cntr_read) calls in a row that find nothing
   // and move no packet before one yields the CPU (see idle_yield.h); 0: never.
   int yield_after = 64;
+  // FI_SPRAY_STANDBY_PROGRESS_MS: under manual progress, how long the application may make
+  // no progress call before a standby thread progresses for it (progress_thread.h); 0: no
+  // such thread.
+  int standby_progress_ms = 10;
   // FI_SPRAY_JOB_ID: UET's JobID (0..2^24-1) in every packet this process's endpoints
   // send, and required of every packet they take (see Engine::of_our_job): endpoints of
   // different jobs ignore each other. 0: the job of every process that names none.
@@ -172,7 +178,11 @@ struct Domain {
   // FI_PROGRESS_AUTO: notified (mutex held) when the progress thread delivered
   // completions, so fi_cq_sread / fi_cntr_wait wake without polling the datapath.
   std::condition_variable completions_delivered;
-  // FI_PROGRESS_AUTO only; last, so it stops before the members it uses go away.
+  // Progress passes the application made (domain_progress): written with the mutex
+  // held, read without it by a standing-by progress thread to see whether it is away.
+  std::atomic<uint64_t> application_passes{0};
+  // FI_PROGRESS_AUTO's thread, or manual progress's standby (FI_SPRAY_STANDBY_PROGRESS_MS);
+  // last, so it stops before the members it uses go away.
   std::unique_ptr<ProgressThread> progress_thread;
 
   bool mr_endpoint_mode() const { return info->domain_attr->mr_mode & FI_MR_ENDPOINT; }
@@ -283,11 +293,12 @@ ProgressDone endpoint_progress(Endpoint& ep);
 // receiving first (its receive poll is a system call that usually finds nothing, and
 // held every message back by it); elsewhere a whole endpoint_progress.
 void endpoint_transmit(Endpoint& ep);
-// endpoint_progress on every endpoint of the domain (domain mutex held): true when any
-// packet moved or any completion was delivered.
+// endpoint_progress on every endpoint of the domain for the application (domain mutex
+// held; counted in Domain::application_passes): true when any packet moved or any
+// completion was delivered.
 bool domain_progress(Domain& d);
 // Under FI_PROGRESS_AUTO: waits (domain mutex not held) for the progress thread to
-// deliver completions, at most `timeout_ms`; false at once without a progress thread.
+// deliver completions, at most `timeout_ms`; false at once without such a thread.
 bool wait_for_progress_thread(Domain& d, int timeout_ms);
 // Blocks up to `timeout_ms` for traffic on the endpoint's datapath (domain mutex not held).
 void endpoint_wait(Endpoint& ep, int timeout_ms);

@@ -1,6 +1,13 @@
-// FI_PROGRESS_AUTO: a domain opened with it moves data while the application makes no
-// libfabric call at all; the manual-progress control shows the same message waits for
-// the application there (so the first test can fail).
+// Progress while the application makes no libfabric call. FI_PROGRESS_AUTO: a domain
+// opened with it moves data at once. FI_PROGRESS_MANUAL: the standby thread moves it once
+// the application has been away for a while (so a peer does not take a process that
+// computes for dead); with the thread off (FI_SPRAY_STANDBY_PROGRESS_MS=0) the same
+// message waits for the application, which shows that the other tests can fail. And the
+// threads' lifecycle: a child of fork() and a process that exits without closing.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <thread>
 
 #include "tests/provider/fabric_fixture.h"
@@ -104,6 +111,7 @@ TEST_F(AutoProgress, close__frees_the_port_before_it_returns) {
 }
 
 TEST_F(Fabric, manual_progress__a_message_waits_for_the_application) {
+  SKIP_UNLESS_STRICT_MANUAL_PROGRESS();
   EXPECT_NE(info->domain_attr->data_progress, FI_PROGRESS_AUTO);
   endpoint();
   endpoint();
@@ -112,6 +120,97 @@ TEST_F(Fabric, manual_progress__a_message_waits_for_the_application) {
   EXPECT_FALSE(lands_without_calls(*this, into, data, std::chrono::milliseconds(200)));
   wait(2);  // reading the CQ progresses: now it arrives
   EXPECT_EQ(into, data);
+}
+
+#define SKIP_IF_STRICT_MANUAL_PROGRESS() \
+  if (strict_manual_progress()) GTEST_SKIP() << "the standby thread is off here"
+
+TEST_F(Fabric, standby__a_message_lands_while_the_application_makes_no_call) {
+  SKIP_IF_STRICT_MANUAL_PROGRESS();
+  EXPECT_NE(info->domain_attr->data_progress, FI_PROGRESS_AUTO);
+  endpoint();
+  endpoint();
+  const std::vector<uint8_t> data = pattern(1 << 20, 5);
+  std::vector<uint8_t> into(data.size());
+  EXPECT_TRUE(lands_without_calls(*this, into, data, std::chrono::seconds(10)));
+  wait(2);  // and both completions are there to read, once each
+  EXPECT_EQ(into, data);
+  fi_cq_tagged_entry e;
+  EXPECT_EQ(fi_cq_read(cq, &e, 1), -FI_EAGAIN);
+}
+
+// What the standby thread is for: the receiver's application posts its receive and then
+// makes no call (it computes, or waits in another library, as fi_pingpong does on its
+// control socket), so only its domain's standby thread can acknowledge the message and,
+// at this size, read it from the sender. The sender's send completes and the receive is
+// there, once, when the receiver comes back. Without the thread the sender resends into
+// silence until its retries run out and the send fails "peer unreachable".
+TEST_F(Fabric, standby__a_send_completes_while_its_receiver_makes_no_call) {
+  SKIP_IF_STRICT_MANUAL_PROGRESS();
+  fid_ep* a = endpoint();
+  SeparateDomain far;
+  ASSERT_TRUE(far.open(fabric, info, av, a));
+  const std::vector<uint8_t> data = pattern(1 << 20, 3);
+  std::vector<uint8_t> into(data.size());
+  ASSERT_EQ(fi_recv(far.ep, into.data(), into.size(), nullptr, far.near, &into), 0);
+  ASSERT_EQ(fi_send(a, data.data(), data.size(), nullptr, far.address, nullptr), 0);
+  const auto sent = wait(1);  // far's application makes no call meanwhile
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_TRUE(sent[0].flags & FI_SEND);
+  EXPECT_EQ(far.poll(1, 10000), 1);
+  EXPECT_EQ(into, data);
+  EXPECT_EQ(far.poll(1, 50), 0);  // exactly once
+}
+
+// Waits up to 10 s for `child`; its wait status, or -1 (killed) if it did not end.
+int wait_for_child(pid_t child) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  int status = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (waitpid(child, &status, WNOHANG) == child) return status;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  kill(child, SIGKILL);
+  waitpid(child, &status, 0);
+  return -1;
+}
+
+// fork() copies no thread: a child closing its copy of the domain must not wait for the
+// parent's (standby or auto) progress thread, which does not exist there.
+TEST_F(Fabric, fork__a_child_closes_its_copy_of_the_domain_at_once) {
+  endpoint();
+  std::fflush(nullptr);  // the child must not write the parent's buffered output again
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int failures = 0;
+    for (fid_ep* ep : eps) failures += fi_close(&ep->fid) != 0;
+    for (fid* f : {&cq->fid, &av->fid, &domain->fid}) failures += fi_close(f) != 0;
+    _exit(failures == 0 ? 0 : 1);
+  }
+  const int status = wait_for_child(child);
+  ASSERT_NE(status, -1) << "the child hung closing its domain";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "wait status " << status;
+}
+
+// A process that exits with a domain and endpoint still open, its own standby thread at
+// work and, being a child of fork(), the records of its parent's threads: exit(0) ends
+// with status 0. (Stopping a record's thread as if it were there threw ESRCH from
+// std::thread and aborted the exit.)
+TEST_F(Fabric, exit__with_a_domain_still_open_ends_cleanly) {
+  endpoint();
+  std::fflush(nullptr);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    static SeparateDomain* open_at_exit = new SeparateDomain;  // never closed
+    if (!open_at_exit->open(fabric, info, av, eps[0])) _exit(1);
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));  // its thread is at work
+    std::exit(0);
+  }
+  const int status = wait_for_child(child);
+  ASSERT_NE(status, -1) << "the child hung at exit";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "wait status " << status;
 }
 
 }  // namespace

@@ -222,6 +222,20 @@ struct SeparateDomain {
   }
 };
 
+// Whether manual progress is strict in this run: FI_SPRAY_STANDBY_PROGRESS_MS=0 turns off
+// the thread that otherwise progresses a domain whose application makes no call for a
+// while (provider/progress_thread.h). Tests that watch what does not happen without
+// calls need it off; tests of the standby thread need it on.
+inline bool strict_manual_progress() {
+  const char* v = std::getenv("FI_SPRAY_STANDBY_PROGRESS_MS");
+  return v != nullptr && *v != '\0' && std::atoi(v) <= 0;
+}
+#define SKIP_UNLESS_STRICT_MANUAL_PROGRESS()                                                \
+  if (!strict_manual_progress())                                                            \
+  GTEST_SKIP() << "runs with FI_SPRAY_STANDBY_PROGRESS_MS=0 (ctest "                        \
+                  "provider_strict_manual_progress_*): here the standby thread progresses " \
+                  "a domain whose application makes no call"
+
 inline std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
   std::vector<uint8_t> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(seed + i * 7 + (i >> 9));

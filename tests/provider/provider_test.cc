@@ -274,6 +274,7 @@ TEST_F(Fabric, queues__receives_fill_the_rx_queue_only_and_sends_still_go) {
 }
 
 TEST_F(Fabric, more__sends_posted_with_FI_MORE_leave_with_the_next_one_without_it) {
+  SKIP_UNLESS_STRICT_MANUAL_PROGRESS();
   ASSERT_EQ(info->domain_attr->data_progress, FI_PROGRESS_MANUAL);
   fid_ep* a = endpoint();
   SeparateDomain far;

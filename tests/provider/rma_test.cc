@@ -104,6 +104,7 @@ TEST_F(Rma, inject_write__needs_no_buffer_and_reports_nothing) {
 }
 
 TEST_F(Rma, more__a_write_posted_with_FI_MORE_lands_with_the_next_one_without_it) {
+  SKIP_UNLESS_STRICT_MANUAL_PROGRESS();
   ASSERT_EQ(info->domain_attr->data_progress, FI_PROGRESS_MANUAL);
   fid_ep* a = endpoint();
   SeparateDomain far;
