@@ -67,7 +67,12 @@ ProgressThread::ProgressThread(Domain& domain, Mode mode, std::chrono::milliseco
     ::pthread_atfork(lock_all, unlock_all, in_child);
   });
   std::lock_guard lock(registry().mutex);
-  thread_ = std::thread([this] { run(); });  // throws without a thread: nothing registered
+  try {
+    thread_ = std::thread([this] { run(); });
+  } catch (...) {  // no thread to be had: nothing registered, nothing left open
+    if (wake_fd_ >= 0) ::close(wake_fd_);
+    throw;
+  }
   registry().threads.push_back(this);
 }
 
