@@ -122,9 +122,6 @@ TEST_F(Fabric, manual_progress__a_message_waits_for_the_application) {
   EXPECT_EQ(into, data);
 }
 
-#define SKIP_IF_STRICT_MANUAL_PROGRESS() \
-  if (strict_manual_progress()) GTEST_SKIP() << "the standby thread is off here"
-
 TEST_F(Fabric, standby__a_message_lands_while_the_application_makes_no_call) {
   SKIP_IF_STRICT_MANUAL_PROGRESS();
   EXPECT_NE(info->domain_attr->data_progress, FI_PROGRESS_AUTO);

@@ -235,6 +235,8 @@ inline bool strict_manual_progress() {
   GTEST_SKIP() << "runs with FI_SPRAY_STANDBY_PROGRESS_MS=0 (ctest "                        \
                   "provider_strict_manual_progress_*): here the standby thread progresses " \
                   "a domain whose application makes no call"
+#define SKIP_IF_STRICT_MANUAL_PROGRESS() \
+  if (strict_manual_progress()) GTEST_SKIP() << "the standby thread is off here"
 
 inline std::vector<uint8_t> pattern(size_t n, uint8_t seed) {
   std::vector<uint8_t> v(n);
