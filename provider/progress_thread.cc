@@ -94,10 +94,7 @@ void ProgressThread::halt() {
     new (&thread_) std::thread();
     return;
   }
-  if (wake_fd_ >= 0) {
-    const uint64_t one = 1;
-    [[maybe_unused]] const ssize_t n = ::write(wake_fd_, &one, sizeof one);
-  }
+  wake_up();
   thread_.join();  // at most one pass away
 }
 
@@ -119,10 +116,7 @@ bool ProgressThread::finish_poll() {
   if (forked_away_) return true;  // no thread here polls anything
   std::unique_lock lock(passes_mutex_);
   const uint64_t now = passes_;
-  if (wake_fd_ >= 0) {
-    const uint64_t one = 1;
-    [[maybe_unused]] const ssize_t n = ::write(wake_fd_, &one, sizeof one);
-  }
+  wake_up();
   // Without the eventfd the poll still ends within its timeout.
   return pass_started_.wait_for(lock, kFinishPollBound, [&] { return passes_ != now; });
 }
@@ -140,10 +134,18 @@ void ProgressThread::sleep_until_woken(std::chrono::milliseconds timeout) {
     return;
   }
   pollfd p{wake_fd_, POLLIN, 0};
-  if (::poll(&p, 1, static_cast<int>(timeout.count())) > 0) {
-    uint64_t count;
-    [[maybe_unused]] const ssize_t n = ::read(wake_fd_, &count, sizeof count);
-  }
+  if (::poll(&p, 1, static_cast<int>(timeout.count())) > 0) clear_wake_up();
+}
+
+void ProgressThread::wake_up() {
+  if (wake_fd_ < 0) return;  // its sleeps end within their timeout all the same
+  const uint64_t one = 1;
+  [[maybe_unused]] const ssize_t n = ::write(wake_fd_, &one, sizeof one);
+}
+
+void ProgressThread::clear_wake_up() {
+  uint64_t count;
+  [[maybe_unused]] const ssize_t n = ::read(wake_fd_, &count, sizeof count);
 }
 
 void ProgressThread::run() {
@@ -193,8 +195,7 @@ void ProgressThread::run() {
     if (without_fd) {
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     } else if (::poll(fds_.data(), fds_.size(), sleep_ms) > 0 && wake_fd_ >= 0 && fds_[0].revents) {
-      uint64_t count;
-      [[maybe_unused]] const ssize_t n = ::read(wake_fd_, &count, sizeof count);
+      clear_wake_up();
     }
   }
 }

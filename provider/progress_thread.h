@@ -88,6 +88,8 @@ class ProgressThread {
   bool application_passed(uint64_t& seen) const;
   // Sleeps in poll() until `timeout` passes or finish_poll / stop wakes the thread.
   void sleep_until_woken(std::chrono::milliseconds timeout);
+  void wake_up();        // ends the thread's sleep (eventfd written)
+  void clear_wake_up();  // the eventfd read back, after a poll saw it readable
   void halt();  // stop_ set, the thread joined (or left, in a child of fork)
 
   Domain& domain_;
