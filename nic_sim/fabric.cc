@@ -10,6 +10,9 @@
 namespace spray::sim {
 namespace {
 
+// A duplicate leaves up to this many nanoseconds after its original (apply_faults).
+constexpr uint64_t kDuplicateJitterNs = 5000;
+
 uint32_t frame_check(const dp::PacketBuf* b) {
   return static_cast<uint32_t>(crc32(0L, b->data, b->len));
 }
@@ -36,6 +39,19 @@ Fabric::~Fabric() = default;
 
 Time Fabric::next_event() const {
   return events_.empty() ? Time{INT64_MAX} : events_.top().at;
+}
+
+Duration Fabric::longest_transit() const {
+  // In seconds, as a double: a queue of a slow link can hold more than int64
+  // picoseconds say; such a bound is as good as forever.
+  const auto hop = [&](const QueueConfig& q) {
+    const double bytes = static_cast<double>(q.capacity_bytes) + cfg_.mtu_bytes;
+    return bytes * 8.0 / (q.gbps * 1e9) + q.propagation.as_seconds();
+  };
+  const double seconds = 2 * hop(cfg_.host_link) + hop(cfg_.path_link) +
+                         cfg_.faults.reorder_delay.as_seconds() + kDuplicateJitterNs * 1e-9;
+  if (seconds >= 1e6) return Duration{INT64_MAX};
+  return Duration{static_cast<int64_t>(seconds * 1e12) + 1};
 }
 
 void Fabric::schedule(Time at, dp::PacketBuf* buf, uint32_t src, uint32_t dst, Hop hop) {
@@ -118,8 +134,8 @@ void Fabric::apply_faults(const Event& e) {
       copy->peer = b->peer;
       copy->entropy = b->entropy;
       fcs_[copy->owner_tag] = fcs_[b->owner_tag];
-      schedule(at + Duration::nanoseconds(static_cast<int64_t>(rng_.below(5000))), copy, e.src,
-               e.dst, Hop::kDownlink);
+      schedule(at + Duration::nanoseconds(static_cast<int64_t>(rng_.below(kDuplicateJitterNs))),
+               copy, e.src, e.dst, Hop::kDownlink);
       ++stats_.duplicated;
     }
   }

@@ -103,6 +103,11 @@ class Fabric {
   Time next_event() const;
   Time now() const { return now_; }
   bool idle() const { return events_.empty(); }
+  // The longest a packet can spend between entering the fabric and reaching its
+  // destination's receive ring: each of its three queues full ahead of it, their
+  // propagation, the longest reordering hold and a duplicate's jitter. A packet that
+  // entered at t has been delivered or lost by t + longest_transit().
+  Duration longest_transit() const;
 
   // Called by SimNic::tx_burst. Takes ownership of the buffers.
   void inject(uint32_t src_host, dp::PacketBuf** bufs, size_t n);

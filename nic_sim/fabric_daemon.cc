@@ -64,7 +64,7 @@ FabricDaemon::FabricDaemon(const FabricDaemonConfig& config, int socket, dp::Net
     : cfg_(config),
       socket_(socket),
       address_(address),
-      relay_(config.fabric),
+      relay_(config.fabric, config.host_idle),
       // One byte more than the largest datagram allowed, so a larger one shows as such.
       receive_area_(kBatch * (dp::kRelayHeaderBytes + config.fabric.mtu_bytes + 1)) {
   // Packets go only to this host's own addresses (any port), as read now.

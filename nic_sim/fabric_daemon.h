@@ -24,7 +24,9 @@ struct FabricDaemonConfig {
   std::string address = "127.0.0.1";  // local address to bind
   uint16_t port = 0;                  // 0 picks one (see FabricDaemon::address())
   uint32_t socket_buffer_bytes = 16 << 20;
-  FabricConfig fabric;  // hosts: the most endpoints; mtu_bytes: the largest packet
+  FabricConfig fabric;  // hosts: the most endpoints at once; mtu_bytes: the largest packet
+  // A host idle this long may go to a new endpoint once all are taken (FabricRelay).
+  Duration host_idle = FabricRelay::kDefaultHostIdle;
   std::vector<PathOutage> outages;
 };
 

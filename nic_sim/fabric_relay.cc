@@ -1,5 +1,6 @@
 #include "nic_sim/fabric_relay.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace spray::sim {
@@ -11,20 +12,43 @@ void apply_outages(Fabric& fabric, const std::vector<PathOutage>& outages, Durat
   }
 }
 
-FabricRelay::FabricRelay(const FabricConfig& config) : fabric_(config) {
+FabricRelay::FabricRelay(const FabricConfig& config, Duration host_idle)
+    : fabric_(config), host_idle_(host_idle) {
   addresses_.reserve(config.hosts);
+  last_active_.reserve(config.hosts);
   hosts_.reserve(config.hosts);
 }
 
-bool FabricRelay::host_of(const dp::NetAddr& a, uint32_t& host) {
+bool FabricRelay::reclaimable(uint32_t host, Time now) const {
+  const Time last = last_active_[host];
+  if (now - last < host_idle_) return false;
+  const Duration transit = fabric_.longest_transit();
+  return transit.ps < INT64_MAX - last.ps && last + transit <= drained_until_;
+}
+
+bool FabricRelay::host_of(const dp::NetAddr& a, Time now, uint32_t& host) {
   if (const auto it = hosts_.find(a); it != hosts_.end()) {
     host = it->second;
+    last_active_[host] = std::max(last_active_[host], now);
     return true;
   }
-  if (addresses_.size() >= fabric_.hosts()) return false;
-  host = static_cast<uint32_t>(addresses_.size());
-  addresses_.push_back(a);
+  if (addresses_.size() < fabric_.hosts()) {
+    host = static_cast<uint32_t>(addresses_.size());
+    addresses_.push_back(a);
+    last_active_.push_back(now);
+    hosts_.emplace(a, host);
+    return true;
+  }
+  // Every host is taken: the one idle longest, if it may go. A scan, but only for an
+  // address seen for the first time on a full fabric.
+  const auto oldest = std::min_element(last_active_.begin(), last_active_.end());
+  host = static_cast<uint32_t>(oldest - last_active_.begin());
+  if (!reclaimable(host, now)) return false;
+  hosts_.erase(addresses_[host]);
+  addresses_[host] = a;
+  last_active_[host] = now;
   hosts_.emplace(a, host);
+  ++stats_.hosts_reclaimed;
   return true;
 }
 
@@ -48,7 +72,10 @@ bool FabricRelay::take(std::span<const uint8_t> datagram, const dp::NetAddr& fro
     return false;
   }
   uint32_t src = 0, dst = 0;
-  if (!host_of(from, src) || !host_of(h.other, dst)) {
+  // The packet enters at `now`, or later if the fabric has been moved past it already
+  // (the daemon collects a little ahead of its clock).
+  const Time entry = std::max(now, fabric_.now());
+  if (!host_of(from, entry, src) || !host_of(h.other, entry, dst)) {
     ++stats_.no_host_left;
     return false;
   }
@@ -86,6 +113,8 @@ size_t FabricRelay::collect(Time now, std::span<Outgoing> out) {
     }
   }
   stats_.delivered += filled;
+  // Every ring is empty and everything due by `now` is in one: drained up to `now`.
+  if (filled < out.size()) drained_until_ = std::max(drained_until_, now);
   return filled;
 }
 

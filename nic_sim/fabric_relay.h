@@ -5,9 +5,13 @@
 //
 // Each process endpoint is a host of the fabric, named by the UDP address it sends
 // from; hosts are given out in the order addresses are first seen, as a source or as a
-// destination, up to FabricConfig::hosts. A datagram from a process carries a relay
-// header (transport/datapath/fabric/relay_header.h) naming its destination; its packet
-// enters the fabric from the sender's host on the path its EV picks, and leaves at the
+// destination, up to FabricConfig::hosts. When every host is taken, a new address gets
+// the host idle longest, if it has neither sent nor been sent to for `host_idle` and no
+// packet of its old address can still be in the fabric or a receive ring (see
+// reclaimable()): processes come and go, and a long-running daemon would otherwise
+// refuse newcomers once as many endpoints as hosts had ever opened. A datagram from a process
+// carries a relay header (transport/datapath/fabric/relay_header.h) naming its destination; its
+// packet enters the fabric from the sender's host on the path its EV picks, and leaves at the
 // destination's host with a header naming the sender, the EV, and whether the fabric
 // trimmed it or marked it CE.
 #pragma once
@@ -29,10 +33,11 @@ struct RelayStats {
   uint64_t taken = 0;         // packets that entered the fabric
   uint64_t malformed = 0;     // datagrams without a valid relay header
   uint64_t too_large = 0;     // packets longer than the fabric's MTU
-  uint64_t no_host_left = 0;  // from or to an address beyond FabricConfig::hosts
+  uint64_t no_host_left = 0;  // from or to a new address while no host was free or idle
   uint64_t not_allowed = 0;   // to a new address the destination check refused
   uint64_t no_buffer = 0;     // the fabric's buffers were all in flight
   uint64_t delivered = 0;     // packets handed out by collect()
+  uint64_t hosts_reclaimed = 0;  // idle hosts given to a new address
 
   // Datagrams dropped at the door, for every reason above.
   uint64_t refused() const {
@@ -53,7 +58,10 @@ void apply_outages(Fabric& fabric, const std::vector<PathOutage>& outages, Durat
 
 class FabricRelay {
  public:
-  explicit FabricRelay(const FabricConfig& config);
+  // A host idle this long may go to a new address once every host is taken.
+  static constexpr Duration kDefaultHostIdle = Duration::seconds(1);
+
+  explicit FabricRelay(const FabricConfig& config, Duration host_idle = kDefaultHostIdle);
 
   // Whether a destination not seen before may be given a host. Without a check any
   // address may; the daemon allows only this host's own addresses, so that a datagram
@@ -76,7 +84,8 @@ class FabricRelay {
     dp::PacketBuf* packet;
   };
   // Moves the fabric to `now` and fills `out` with packets delivered by then; returns
-  // how many. Call until it returns less than out.size().
+  // how many. Call until it returns less than out.size() (until then no idle host is
+  // reclaimed: one of its packets may still wait in a ring).
   size_t collect(Time now, std::span<Outgoing> out);
   void release(std::span<Outgoing> sent);
 
@@ -92,11 +101,21 @@ class FabricRelay {
   struct AddrHash {
     size_t operator()(const dp::NetAddr& a) const { return a.hash(); }
   };
-  // The host of `a`, given out now if new; false when every host is taken.
-  bool host_of(const dp::NetAddr& a, uint32_t& host);
+  // The host of `a` at `now`, given out now if new; false when every host is taken and
+  // none is reclaimable.
+  bool host_of(const dp::NetAddr& a, Time now, uint32_t& host);
+  // Whether `host` may go to a new address at `now`: idle for host_idle_, and its last
+  // packet (sent or sent to it at last_active_) delivered or lost by a time at which
+  // collect() then emptied every ring.
+  bool reclaimable(uint32_t host, Time now) const;
 
   Fabric fabric_;
   std::vector<dp::NetAddr> addresses_;  // by host
+  std::vector<Time> last_active_;       // by host: its last datagram, sent or sent to it
+  Duration host_idle_;
+  // The latest time up to which every packet that had entered was delivered into a
+  // ring (or lost) and every ring was then emptied by collect(); Time{-1}: none yet.
+  Time drained_until_{-1};
   // Set up before any packet flows (a host's first datagram), never on the per-packet
   // path after that.
   std::unordered_map<dp::NetAddr, uint32_t, AddrHash> hosts_;

@@ -137,6 +137,72 @@ TEST(FabricRelay, hosts_are_given_out_on_first_sight_and_no_further_than_configu
   EXPECT_EQ(collect_all(relay, kLater).size(), 2u);
 }
 
+// Processes come and go: once every host is taken, a new address gets the host idle
+// longest, when it has been idle for host_idle and its last packet has left the fabric.
+TEST(FabricRelay, a_new_address_gets_the_host_idle_longest_once_every_host_is_taken) {
+  const Duration idle = Duration::milliseconds(10);
+  FabricRelay relay(small_fabric(/*hosts=*/3), idle);
+  const dp::NetAddr a = process(5000), b = process(5008), c = process(5016), d = process(5024);
+  const Time t0{}, t1 = t0 + Duration::milliseconds(5);
+  ASSERT_TRUE(relay.take(datagram(b, 0, 10), a, t0));  // a and b
+  ASSERT_TRUE(relay.take(datagram(a, 0, 10), c, t1));  // c; a active again
+  EXPECT_EQ(collect_all(relay, t1 + Duration::milliseconds(1)).size(), 2u);
+  EXPECT_FALSE(relay.take(datagram(a, 0, 10), d, t0 + idle - Duration::nanoseconds(1)))
+      << "b, idle longest, has not been idle long enough yet";
+  EXPECT_EQ(relay.stats().no_host_left, 1u);
+
+  const Time t2 = t0 + idle;
+  ASSERT_TRUE(relay.take(datagram(a, 0, 10, 0x22), d, t2));
+  EXPECT_EQ(relay.stats().hosts_reclaimed, 1u);
+  EXPECT_EQ(relay.address_of(1), d) << "b's host";
+  auto got = collect_all(relay, t2 + Duration::milliseconds(1));
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].to, a);
+  EXPECT_EQ(got[0].header.other, d);
+  EXPECT_EQ(got[0].bytes, std::vector<uint8_t>(10, 0x22));
+
+  // b comes back as a newcomer and takes c's host (idle since t1), not a's or d's.
+  ASSERT_TRUE(relay.take(datagram(d, 0, 10, 0x33), b, t1 + idle));
+  EXPECT_EQ(relay.stats().hosts_reclaimed, 2u);
+  EXPECT_EQ(relay.address_of(2), b);
+  got = collect_all(relay, t1 + idle + Duration::milliseconds(1));
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].to, d);
+  EXPECT_EQ(got[0].header.other, b);
+  EXPECT_EQ(relay.hosts_in_use(), 3u);
+}
+
+// A host whose last packet may still be on a link, or in a ring collect() has not
+// emptied, keeps its address: that packet reaches the process it was meant for, and a
+// newcomer never receives it or is named as its source.
+TEST(FabricRelay, a_host_keeps_its_address_while_a_packet_of_it_may_remain) {
+  FabricConfig config = small_fabric(/*hosts=*/2);
+  config.host_link.propagation = Duration::milliseconds(40);  // 80 ms up and down
+  FabricRelay relay(config, Duration::milliseconds(1));
+  const dp::NetAddr a = process(5000), b = process(5008), d = process(5024);
+  ASSERT_TRUE(relay.take(datagram(b, 0, 10, 0x11), a, Time{}));
+  const Time on_the_way = Time{} + Duration::milliseconds(10);
+  EXPECT_FALSE(relay.take(datagram(a, 0, 10), d, on_the_way)) << "a's packet is on a link";
+
+  const Time in_the_ring = Time{} + Duration::milliseconds(200);
+  relay.fabric().advance_to(in_the_ring);  // delivered to b's ring, not collected
+  EXPECT_FALSE(relay.take(datagram(a, 0, 10), d, in_the_ring)) << "it waits in b's ring";
+  EXPECT_EQ(relay.stats().hosts_reclaimed, 0u);
+
+  auto got = collect_all(relay, in_the_ring);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].to, b) << "the process it was sent to";
+  EXPECT_EQ(got[0].header.other, a);
+  EXPECT_EQ(got[0].bytes, std::vector<uint8_t>(10, 0x11));
+
+  ASSERT_TRUE(relay.take(datagram(a, 0, 10, 0x44), d, in_the_ring)) << "now both may go";
+  EXPECT_EQ(relay.stats().hosts_reclaimed, 2u) << "d took a's host, and a then b's";
+  got = collect_all(relay, in_the_ring + Duration::milliseconds(200));
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].to, a);
+  EXPECT_EQ(got[0].header.other, d);
+}
+
 // A new destination must pass the check (the daemon's: an address of this host); one
 // that has sent to the fabric itself is known and needs none.
 TEST(FabricRelay, a_new_destination_must_pass_the_check) {

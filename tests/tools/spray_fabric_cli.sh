@@ -29,6 +29,7 @@ expect_refusal 2 "PATH:FROM_MS" --port 0 --path-down 1:10abc
 expect_refusal 2 "PATH:FROM_MS" --port 0 --path-down 1:10:20:30
 expect_refusal 1 "path 9 cannot go down" --port 0 --paths 4 --path-down 9:10
 expect_refusal 2 "--loss" --port 0 --loss 1.5
+expect_refusal 2 "--host-idle-ms" --port 0 --host-idle-ms -5
 expect_refusal 1 "not an IPv4 or IPv6 address" --address nowhere --port 0
 expect_refusal 1 "192.0.2.1" --address 192.0.2.1 --port 0
 

@@ -84,6 +84,7 @@ nlohmann::json stats_json(const sim::FabricDaemon& d) {
         {"dropped_rx_ring", f.dropped_rx_ring},
         {"path_packets", f.path_packets}}},
       {"hosts", hosts},
+      {"hosts_reclaimed", r.hosts_reclaimed},
   };
 }
 
@@ -97,14 +98,20 @@ int main(int argc, char** argv) {
   c.fabric.mtu_bytes = 9000;
   c.fabric.nic_rx_ring = 4096;  // per host: 32 KiB of pointers each, even at --hosts 4096
   double seconds = 600, propagation_us = 1, reorder_delay_us = 20;
+  double host_idle_ms = c.host_idle.as_seconds() * 1000;
   bool no_trim = false;
   std::vector<std::string> outages;
   std::string stats_path, port_file;
   app.add_option("--address", c.address, "local address to listen on");
   app.add_option("--port", c.port, "UDP port to listen on; 0 picks one")->capture_default_str();
-  app.add_option("--hosts", c.fabric.hosts, "most endpoints on the fabric")
+  app.add_option("--hosts", c.fabric.hosts, "most endpoints on the fabric at once")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
+  app.add_option("--host-idle-ms", host_idle_ms,
+                 "an endpoint silent this long gives up its host to a new one when all are "
+                 "taken")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 86400e3));
   app.add_option("--paths", c.fabric.paths, "spine paths; a packet takes path EV mod paths")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
@@ -163,6 +170,7 @@ int main(int argc, char** argv) {
   c.fabric.host_link.ecn_threshold_bytes = c.fabric.path_link.ecn_threshold_bytes;
   c.fabric.faults.reorder_delay =
       Duration::nanoseconds(static_cast<int64_t>(reorder_delay_us * 1000));
+  c.host_idle = Duration::microseconds(static_cast<int64_t>(host_idle_ms * 1000));
   for (const std::string& text : outages) {
     sim::PathOutage o;
     if (!parse_outage(text, o)) {
@@ -194,11 +202,13 @@ int main(int argc, char** argv) {
 
   const sim::FabricStats& f = daemon->fabric_stats();
   fmt::print(
-      "spray-fabric: {} hosts; packets in {} out {}; lost {} duplicated {} corrupted {} "
-      "reordered {} trimmed {} ECN {}; dropped with a path down {}, queue full {}; refused {}\n",
-      daemon->relay().hosts_in_use(), daemon->stats().datagrams_in, daemon->stats().datagrams_out,
-      f.lost, f.duplicated, f.dropped_fcs, f.reordered, f.trimmed, f.ecn_marked,
-      f.dropped_path_down, f.dropped_queue_full, daemon->relay().stats().refused());
+      "spray-fabric: {} hosts ({} reclaimed); packets in {} out {}; lost {} duplicated {} "
+      "corrupted {} reordered {} trimmed {} ECN {}; dropped with a path down {}, queue full {}; "
+      "refused {}\n",
+      daemon->relay().hosts_in_use(), daemon->relay().stats().hosts_reclaimed,
+      daemon->stats().datagrams_in, daemon->stats().datagrams_out, f.lost, f.duplicated,
+      f.dropped_fcs, f.reordered, f.trimmed, f.ecn_marked, f.dropped_path_down,
+      f.dropped_queue_full, daemon->relay().stats().refused());
   if (!stats_path.empty()) std::ofstream(stats_path) << stats_json(*daemon).dump(2) << "\n";
   return 0;
 }

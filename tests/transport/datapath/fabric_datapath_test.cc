@@ -184,6 +184,35 @@ TEST(FabricDatapath, the_fabric_refuses_to_deliver_off_this_host) {
   EXPECT_EQ(fabric.daemon->relay().stats().taken, 0u);
 }
 
+// A long-running spray-fabric outlives its endpoints: once every host is taken, those of
+// endpoints gone quiet go to new ones (here a 2-host fabric carries a second pair).
+TEST(FabricDatapath, endpoints_that_went_away_leave_their_hosts_to_new_ones) {
+  sim::FabricDaemonConfig c = quiet_fabric();
+  c.fabric.hosts = 2;
+  c.host_idle = Duration::milliseconds(20);
+  RunningFabric fabric(c);
+  ASSERT_TRUE(fabric.daemon);
+  // One burst from a new `a` to a new `b`; true when all of it arrives from `a`.
+  const auto burst_crosses = [&] {
+    auto a = open_ok(fabric.address()), b = open_ok(fabric.address());
+    if (!a || !b) return false;
+    std::array<PacketBuf*, 8> out{};
+    if (!test::make_burst(*a, std::span(out), b->local_address(), 300)) return false;
+    a->tx_burst(out.data(), out.size());
+    const auto got = test::receive(*b, out.size());
+    bool from_a = true;
+    for (PacketBuf* p : got) from_a = from_a && p->peer == a->local_address();
+    b->free(const_cast<PacketBuf**>(got.data()), got.size());
+    return got.size() == out.size() && from_a;
+  };
+  ASSERT_TRUE(burst_crosses());
+  EXPECT_EQ(fabric.daemon->relay().stats().hosts_reclaimed, 0u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));  // both hosts idle 20 ms
+  EXPECT_TRUE(burst_crosses()) << "a full fabric refused the second pair";
+  EXPECT_EQ(fabric.daemon->relay().stats().hosts_reclaimed, 2u);
+  EXPECT_EQ(fabric.daemon->relay().stats().no_host_left, 0u);
+}
+
 // Two engines through a fabric that does everything a bad network does at once, and a
 // path that goes down for good mid-run: every message arrives whole. The fabric's
 // counters show each fault really happened.
