@@ -44,6 +44,7 @@ size_t max_datagram_bytes(const std::string& address) {
 // provider-chosen keys, virtual addressing, regions bound to endpoints, and the promise
 // that registered memory is allocated (true of any buffer we are given).
 constexpr uint64_t kMrModes = FI_MR_PROV_KEY | FI_MR_VIRT_ADDR | FI_MR_ENDPOINT | FI_MR_ALLOCATED;
+constexpr uint64_t kMrBasicBits = FI_MR_PROV_KEY | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED;
 
 char* dup(const char* s) {
   return s ? strdup(s) : nullptr;
@@ -214,7 +215,8 @@ bool narrow(fi_info* info, const fi_info* hints) {
     if (d->av_type != FI_AV_UNSPEC) info->domain_attr->av_type = d->av_type;
     if (d->resource_mgmt == FI_RM_DISABLED) info->domain_attr->resource_mgmt = FI_RM_DISABLED;
     // We require no mode bit; we honour the ones we can when the application offers them.
-    if (d->mr_mode > 0) info->domain_attr->mr_mode = d->mr_mode & kMrModes;
+    if (d->mr_mode > 0)
+      info->domain_attr->mr_mode = static_cast<int>(mr_mode_bits(d->mr_mode) & kMrModes);
     if (d->cq_data_size > info->domain_attr->cq_data_size) return false;
     if (d->mr_key_size > info->domain_attr->mr_key_size) return false;
     if (d->caps & ~(FI_LOCAL_COMM | FI_REMOTE_COMM)) return false;
@@ -298,10 +300,28 @@ std::optional<uint32_t> job_id_of_auth_key(const uint8_t* key, size_t size, std:
   return job;
 }
 
+uint64_t mr_mode_bits(int mr_mode) {
+  if (mr_mode == FI_MR_BASIC) return kMrBasicBits;
+  if (mr_mode == FI_MR_SCALABLE) return 0;
+  return static_cast<uint64_t>(mr_mode);
+}
+
+namespace {
+
+// An application of an API before 1.5 reads mr_mode as FI_MR_BASIC or FI_MR_SCALABLE.
+// (MPICH asks first with version 0: its settings, which hold the version, are read only
+// once it has picked a provider from that first list.)
+void present_mr_mode_to(uint32_t version, fi_info* info) {
+  if (!FI_VERSION_LT(version, FI_VERSION(1, 5))) return;
+  const uint64_t bits = mr_mode_bits(info->domain_attr->mr_mode);
+  info->domain_attr->mr_mode = (bits & kMrBasicBits) == kMrBasicBits ? FI_MR_BASIC : FI_MR_SCALABLE;
+}
+
+}  // namespace
+
 int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
             const fi_info* hints, fi_info** out) {
   *out = nullptr;
-  if (FI_VERSION_LT(version, FI_VERSION(1, 5))) return -FI_ENODATA;
   const std::string& dp = params().datapath;
   if (dp != "udp" && dp != "auto" && dp != "dpdk" && dp != "shm" && dp != "verbs" &&
       dp != "fabric") {
@@ -344,6 +364,7 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
       fi_freeinfo(info);
       continue;
     }
+    present_mr_mode_to(version, info);
     *tail = info;
     tail = &info->next;
   }

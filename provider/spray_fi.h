@@ -276,6 +276,11 @@ int mr_reg(fid* fid, const void* buf, size_t len, uint64_t access, uint64_t offs
            uint64_t requested_key, uint64_t flags, fid_mr** mr, void* context);
 int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
             const fi_info* hints, fi_info** info);
+// The mr_mode bits an application's domain_attr->mr_mode stands for. FI_MR_BASIC and
+// FI_MR_SCALABLE, the whole choice before libfabric 1.5 and still accepted, are the
+// values 1 and 2, which no combination of the later bits takes: BASIC is provider keys,
+// virtual addresses and allocated memory; SCALABLE is none of them.
+uint64_t mr_mode_bits(int mr_mode);
 
 // Enters a region with remote access into an endpoint's engine (domain mutex held).
 int mr_register_at(MemoryRegion& mr, Endpoint& ep);

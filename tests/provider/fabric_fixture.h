@@ -35,10 +35,10 @@ inline fi_info* hints_for(fi_ep_type type, uint64_t caps) {
   return h;
 }
 
-// fi_getinfo with these hints; nullptr when nothing matched.
-inline fi_info* getinfo(fi_info* hints) {
+// fi_getinfo with these hints (freed) at this API version; nullptr when nothing matched.
+inline fi_info* getinfo(fi_info* hints, uint32_t version = kVersion) {
   fi_info* info = nullptr;
-  const int rc = fi_getinfo(kVersion, nullptr, nullptr, 0, hints, &info);
+  const int rc = fi_getinfo(version, nullptr, nullptr, 0, hints, &info);
   fi_freeinfo(hints);
   return rc == 0 ? info : nullptr;
 }
@@ -53,13 +53,14 @@ struct Fabric : ::testing::Test {
   std::vector<fi_addr_t> addrs;
   fi_wait_obj cq_wait = FI_WAIT_UNSPEC;            // set before open()
   fi_progress data_progress = FI_PROGRESS_UNSPEC;  // set before open()
+  uint32_t api_version = kVersion;                 // set before open()
 
   void SetUp() override { open(FI_EP_RDM, FI_MSG | FI_TAGGED | FI_DIRECTED_RECV | FI_SOURCE); }
   void open(fi_ep_type type, uint64_t caps, int mr_mode = 0) {
     fi_info* hints = hints_for(type, caps);
     hints->domain_attr->mr_mode = mr_mode;
     hints->domain_attr->data_progress = data_progress;
-    info = getinfo(hints);
+    info = getinfo(hints, api_version);
     ASSERT_NE(info, nullptr);
     ASSERT_EQ(fi_fabric(info->fabric_attr, &fabric, nullptr), 0);
     ASSERT_EQ(fi_domain(fabric, info, &domain, nullptr), 0);

@@ -80,6 +80,90 @@ TEST(GetInfo, hints__modes_threading_progress_and_mr_bits_are_honoured) {
   fi_freeinfo(info);
 }
 
+// Before API 1.5 mr_mode was one of FI_MR_BASIC and FI_MR_SCALABLE; an application of
+// that API gets its answer in those terms, and either value is understood at any version
+// (BASIC: provider keys, virtual addresses, allocated memory; SCALABLE: none of them).
+TEST(GetInfo, api_before_1_5__answers_mr_basic_or_scalable) {
+  fi_info* info = nullptr;
+  ASSERT_EQ(fi_getinfo(FI_VERSION(0, 0), nullptr, nullptr, 0, nullptr, &info), 0);
+  int spray = 0;
+  for (fi_info* i = info; i; i = i->next) {
+    if (std::strcmp(i->fabric_attr->prov_name, "spray") != 0) continue;
+    ++spray;
+    EXPECT_EQ(i->domain_attr->mr_mode, FI_MR_SCALABLE);
+  }
+  EXPECT_EQ(spray, 2) << "RDM and DGRAM";
+  fi_freeinfo(info);
+
+  fi_info* h = hints_for(FI_EP_RDM, FI_RMA);
+  h->domain_attr->mr_mode = FI_MR_BASIC;
+  info = getinfo(h, FI_VERSION(1, 4));
+  ASSERT_NE(info, nullptr);
+  EXPECT_EQ(info->domain_attr->mr_mode, FI_MR_BASIC);
+  fi_freeinfo(info);
+
+  h = hints_for(FI_EP_RDM, FI_RMA);
+  h->domain_attr->mr_mode = FI_MR_BASIC;
+  info = getinfo(h);
+  ASSERT_NE(info, nullptr);
+  EXPECT_EQ(info->domain_attr->mr_mode, FI_MR_PROV_KEY | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED);
+  fi_freeinfo(info);
+}
+
+// MPICH 4.0's ch4:ofi netmod finds its provider in two steps (init_provider.c): a list
+// for NULL hints at version 0 (its settings, which hold the version, are not read yet),
+// then its own hints (init_settings.c) at the real version, relaxing msg_order and then
+// mr_mode to the first answer's while nothing matches; it refuses an answer whose
+// threading is not FI_THREAD_DOMAIN. Refusing version 0 once kept MPICH off spray
+// entirely. scripts/mpich-over-spray.sh runs MPICH itself; this keeps its steps in CI.
+TEST(GetInfo, mpich_ch4_ofi__finds_spray_in_its_two_steps) {
+  fi_info* listed = nullptr;
+  ASSERT_EQ(fi_getinfo(FI_VERSION(0, 0), nullptr, nullptr, 0, nullptr, &listed), 0);
+  const fi_info* picked = nullptr;
+  for (const fi_info* i = listed; i; i = i->next) {
+    if (std::strcmp(i->fabric_attr->prov_name, "spray") == 0 && i->ep_attr->type == FI_EP_RDM) {
+      picked = i;
+    }
+  }
+  ASSERT_NE(picked, nullptr);
+  fi_info* h = fi_allocinfo();
+  h->fabric_attr->prov_name = strdup("spray");
+  h->caps = picked->caps | FI_DIRECTED_RECV;
+  h->mode = FI_CONTEXT | FI_ASYNC_IOV | FI_RX_CQ_DATA | FI_CONTEXT2;
+  h->addr_format = FI_FORMAT_UNSPEC;
+  h->domain_attr->threading = FI_THREAD_DOMAIN;
+  h->domain_attr->control_progress = FI_PROGRESS_MANUAL;
+  h->domain_attr->data_progress = FI_PROGRESS_MANUAL;
+  h->domain_attr->resource_mgmt = FI_RM_ENABLED;
+  h->domain_attr->av_type = FI_AV_TABLE;
+  h->domain_attr->mr_mode = 0;
+  h->domain_attr->mode = FI_RESTRICTED_COMP;
+  h->domain_attr->cq_data_size = 4;
+  h->tx_attr->op_flags = FI_COMPLETION | FI_DELIVERY_COMPLETE;
+  h->tx_attr->msg_order = FI_ORDER_SAS | FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW |
+                          FI_ORDER_ATOMIC_WAR | FI_ORDER_ATOMIC_WAW;
+  h->tx_attr->comp_order = FI_ORDER_NONE;
+  h->rx_attr->op_flags = FI_COMPLETION;
+  h->ep_attr->type = FI_EP_RDM;
+  h->ep_attr->mem_tag_format = 0x0000000fffffffffULL;
+  fi_info* found = nullptr;
+  if (fi_getinfo(kVersion, nullptr, nullptr, 0, h, &found) != 0) {
+    h->tx_attr->msg_order = picked->tx_attr->msg_order;
+    if (fi_getinfo(kVersion, nullptr, nullptr, 0, h, &found) != 0) {
+      h->domain_attr->mr_mode = picked->domain_attr->mr_mode;
+      EXPECT_EQ(fi_getinfo(kVersion, nullptr, nullptr, 0, h, &found), 0);
+    }
+  }
+  ASSERT_NE(found, nullptr);
+  EXPECT_EQ(found->domain_attr->threading, FI_THREAD_DOMAIN);
+  constexpr uint64_t kMpichCaps = FI_TAGGED | FI_DIRECTED_RECV | FI_MSG | FI_MULTI_RECV | FI_RMA |
+                                  FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+  EXPECT_EQ(found->caps & kMpichCaps, kMpichCaps);
+  fi_freeinfo(found);
+  fi_freeinfo(h);
+  fi_freeinfo(listed);
+}
+
 TEST(GetInfo, node_and_service__become_the_destination_or_with_fi_source_the_source) {
   fi_info* info = nullptr;
   fi_info* h = hints_for(FI_EP_RDM, FI_MSG);

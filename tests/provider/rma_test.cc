@@ -262,6 +262,33 @@ TEST_F(RmaOffsets, keys_are_the_applications_and_addresses_are_offsets) {
   EXPECT_EQ(landed, v);
 }
 
+// An application of the API before 1.5 names provider keys and virtual addresses
+// FI_MR_BASIC, and hands that value to fi_domain.
+struct RmaBasicModeOfOldApi : Rma {
+  void SetUp() override {
+    api_version = FI_VERSION(1, 4);
+    open(FI_EP_RDM, kRma, FI_MR_BASIC);
+  }
+};
+
+TEST_F(RmaBasicModeOfOldApi, keys_are_the_providers_and_addresses_virtual) {
+  ASSERT_EQ(info->domain_attr->mr_mode, FI_MR_BASIC);
+  fid_ep* a = endpoint();
+  endpoint();
+  std::vector<uint8_t> target(128, 0);
+  fid_mr* mr = reg(target.data(), target.size(), FI_REMOTE_WRITE, 77);
+  fid_mr* other = reg(target.data(), 8, FI_REMOTE_WRITE, 77);
+  ASSERT_NE(other, nullptr) << "a key the application asked for twice: ours, not its";
+  EXPECT_NE(fi_mr_key(mr), fi_mr_key(other));
+  const uint64_t v = 0x0123456789abcdefULL;
+  const uint64_t address = reinterpret_cast<uintptr_t>(target.data()) + 16;
+  ASSERT_EQ(fi_write(a, &v, 8, nullptr, addrs[1], address, fi_mr_key(mr), nullptr), 0);
+  wait(1);
+  uint64_t landed = 0;
+  std::memcpy(&landed, target.data() + 16, 8);
+  EXPECT_EQ(landed, v);
+}
+
 // FI_MR_ENDPOINT: a region serves remote access only once bound to an endpoint and enabled.
 struct RmaEndpointRegions : Rma {
   void SetUp() override {
