@@ -8,10 +8,12 @@
 // destination, up to FabricConfig::hosts. When every host is taken, a new address gets
 // the host idle longest, if it has neither sent nor been sent to for `host_idle` and no
 // packet of its old address can still be in the fabric or a receive ring (see
-// reclaimable()): processes come and go, and a long-running daemon would otherwise
-// refuse newcomers once as many endpoints as hosts had ever opened. A datagram from a process
-// carries a relay header (transport/datapath/fabric/relay_header.h) naming its destination; its
-// packet enters the fabric from the sender's host on the path its EV picks, and leaves at the
+// reclaimable()): processes come and go, and a long-running daemon would otherwise refuse
+// newcomers once as many endpoints as hosts had ever opened.
+//
+// A datagram from a process carries a relay header
+// (transport/datapath/fabric/relay_header.h) naming its destination; its packet enters
+// the fabric from the sender's host on the path its EV picks, and leaves at the
 // destination's host with a header naming the sender, the EV, and whether the fabric
 // trimmed it or marked it CE.
 #pragma once

@@ -215,8 +215,9 @@ bool narrow(fi_info* info, const fi_info* hints) {
     if (d->av_type != FI_AV_UNSPEC) info->domain_attr->av_type = d->av_type;
     if (d->resource_mgmt == FI_RM_DISABLED) info->domain_attr->resource_mgmt = FI_RM_DISABLED;
     // We require no mode bit; we honour the ones we can when the application offers them.
-    if (d->mr_mode > 0)
+    if (d->mr_mode > 0) {
       info->domain_attr->mr_mode = static_cast<int>(mr_mode_bits(d->mr_mode) & kMrModes);
+    }
     if (d->cq_data_size > info->domain_attr->cq_data_size) return false;
     if (d->mr_key_size > info->domain_attr->mr_key_size) return false;
     if (d->caps & ~(FI_LOCAL_COMM | FI_REMOTE_COMM)) return false;
