@@ -311,10 +311,10 @@ namespace {
 
 // An application of an API before 1.5 reads mr_mode as FI_MR_BASIC or FI_MR_SCALABLE.
 // (MPICH asks first with version 0: its settings, which hold the version, are read only
-// once it has picked a provider from that first list.)
+// once it has picked a provider from that first list.) `info` holds bits (narrow).
 void present_mr_mode_to(uint32_t version, fi_info* info) {
   if (!FI_VERSION_LT(version, FI_VERSION(1, 5))) return;
-  const uint64_t bits = mr_mode_bits(info->domain_attr->mr_mode);
+  const auto bits = static_cast<uint64_t>(info->domain_attr->mr_mode);
   info->domain_attr->mr_mode = (bits & kMrBasicBits) == kMrBasicBits ? FI_MR_BASIC : FI_MR_SCALABLE;
 }
 

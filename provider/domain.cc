@@ -106,7 +106,7 @@ int domain_open(fid_fabric*, fi_info* info, fid_domain** out, void* context) {
   }
   // mr.cc reads the bits: an application of the API before 1.5 names them by its enum.
   d->info->domain_attr->mr_mode = static_cast<int>(mr_mode_bits(d->info->domain_attr->mr_mode));
-  if (info->domain_attr && info->domain_attr->data_progress == FI_PROGRESS_AUTO) {
+  if (d->info->domain_attr->data_progress == FI_PROGRESS_AUTO) {
     try {
       d->progress_thread = std::make_unique<ProgressThread>(*d, ProgressThread::Mode::kAlways,
                                                             std::chrono::milliseconds{});
