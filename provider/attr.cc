@@ -30,7 +30,6 @@ constexpr uint64_t kDgramCaps =
 // target a report per access, so RDM endpoints have it only when the hints ask for it
 // (a secondary capability that is not reported unasked).
 constexpr uint64_t kRdmOnRequest = FI_RMA_EVENT;
-constexpr uint64_t kMsgOrder = FI_ORDER_SAS;
 constexpr size_t kQueueSize = 1024;
 constexpr size_t kMaxMsgSize = size_t{1} << 30;
 
@@ -84,7 +83,7 @@ fi_info* make_template(fi_ep_type type, const std::string& address) {
 
   info->tx_attr->caps =
       info->caps & (FI_MSG | FI_TAGGED | FI_SEND | FI_RMA | FI_ATOMIC | FI_READ | FI_WRITE);
-  info->tx_attr->msg_order = rdm ? kMsgOrder : 0;
+  info->tx_attr->msg_order = rdm ? kRdmMsgOrder : 0;
   info->tx_attr->comp_order = FI_ORDER_NONE;
   info->tx_attr->inject_size = static_cast<size_t>(params().inject_size);
   info->tx_attr->size = kQueueSize;
@@ -94,7 +93,7 @@ fi_info* make_template(fi_ep_type type, const std::string& address) {
   info->rx_attr->caps =
       info->caps & (FI_MSG | FI_TAGGED | FI_RECV | FI_DIRECTED_RECV | FI_SOURCE | FI_RMA |
                     FI_ATOMIC | FI_REMOTE_READ | FI_REMOTE_WRITE | FI_MULTI_RECV);
-  info->rx_attr->msg_order = rdm ? kMsgOrder : 0;
+  info->rx_attr->msg_order = rdm ? kRdmMsgOrder : 0;
   info->rx_attr->comp_order = FI_ORDER_NONE;
   info->rx_attr->size = kQueueSize;
   info->rx_attr->iov_limit = kIovLimit;
@@ -108,6 +107,17 @@ fi_info* make_template(fi_ep_type type, const std::string& address) {
   // Tagged matching compares all 64 bits (with the receive's ignore mask), none reserved:
   // the generic format (FI_TAG_GENERIC in later libfabric headers; 1.17 lacks the name).
   if (rdm) info->ep_attr->mem_tag_format = 0xaaaaaaaaaaaaaaaaULL;
+  if (rdm) {
+    // Data order on an RDM endpoint opened with any of kRdmMsgOrder: its writes, reads and
+    // atomics to a peer go on one ROD PDC, and the peer applies each packet in PSN order
+    // as it arrives (across PDCs too). So a read sees every write before it and a write
+    // lands after every one before it, whatever their sizes (-1: any size); a read shows
+    // none of the writes after it only up to Ses::kSnapshotReadBytes, since a larger one
+    // is answered from memory as its packets leave.
+    info->ep_attr->max_order_raw_size = SIZE_MAX;
+    info->ep_attr->max_order_waw_size = SIZE_MAX;
+    info->ep_attr->max_order_war_size = ses::Ses::kSnapshotReadBytes;
+  }
 
   info->domain_attr->name = dup("spray");
   info->domain_attr->threading = FI_THREAD_SAFE;
@@ -182,6 +192,11 @@ bool narrow(fi_info* info, const fi_info* hints) {
     if (e->type != FI_EP_UNSPEC && e->type != info->ep_attr->type) return false;
     if (e->max_msg_size > info->ep_attr->max_msg_size) return false;
     if (e->tx_ctx_cnt > 1 || e->rx_ctx_cnt > 1) return false;
+    if (e->max_order_raw_size > info->ep_attr->max_order_raw_size ||
+        e->max_order_war_size > info->ep_attr->max_order_war_size ||
+        e->max_order_waw_size > info->ep_attr->max_order_waw_size) {
+      return false;
+    }
     if (e->protocol != FI_PROTO_UNSPEC && e->protocol != info->ep_attr->protocol) return false;
     if (!take_auth_key(e->auth_key, e->auth_key_size, info->ep_attr->auth_key,
                        info->ep_attr->auth_key_size)) {

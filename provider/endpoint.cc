@@ -568,7 +568,7 @@ int endpoint_open(fid_domain* domain, fi_info* info, fid_ep** out, void* context
   ep->domain = d;
   ep->info = fi_dupinfo(info);
   ep->type = type;
-  ep->ordered = type == FI_EP_RDM && info->tx_attr && (info->tx_attr->msg_order & FI_ORDER_SAS);
+  ep->ordered = type == FI_EP_RDM && info->tx_attr && (info->tx_attr->msg_order & kRdmMsgOrder);
   if (info->tx_attr) ep->tx_op_flags = info->tx_attr->op_flags;
   if (info->rx_attr) ep->rx_op_flags = info->rx_attr->op_flags;
 

@@ -50,7 +50,7 @@ struct Endpoint {
   uint64_t tx_op_flags = 0;
   uint64_t rx_op_flags = 0;
   bool enabled = false;
-  bool ordered = true;  // FI_ORDER_SAS: messages use ROD PDCs
+  bool ordered = true;  // any of kRdmMsgOrder asked: every operation uses ROD PDCs
   // FI_OPT_MIN_MULTI_RECV: a multi-receive buffer with less room than this is released.
   size_t min_multi_recv = 64;
 

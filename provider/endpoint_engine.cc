@@ -63,9 +63,9 @@ class EngineOver final : public EndpointEngine {
     return engine_.write(peer, local, len, remote_addr, key, ctx, spec);
   }
   Status read(pds::PeerIndex peer, void* local, uint64_t len, uint64_t remote_addr, uint64_t key,
-              ses::UserContext ctx) override {
+              ses::UserContext ctx, pds::Mode mode) override {
     engine_.advance_clock(dp::monotonic_now());
-    return engine_.read(peer, local, len, remote_addr, key, ctx);
+    return engine_.read(peer, local, len, remote_addr, key, ctx, mode);
   }
   Status atomic(pds::PeerIndex peer, const ses::AtomicSpec& spec, uint64_t remote_addr,
                 uint64_t key, ses::UserContext ctx, pds::Mode mode) override {
@@ -113,17 +113,18 @@ class EngineOver final : public EndpointEngine {
     const std::string transport = fmt::format(
         "packets tx {} rx {}; retransmits {} (rack {}, timeout {}, twin copies {}); "
         "duplicates {}; acks sent {} received {} (stale {}); nacks sent {} received {}; bad {}; "
-        "malformed {}; of another job {}; refused {}; unknown peers {}; pdcs opened {} closed {} "
+        "malformed {}; of another job {}; refused {}; ordered lines stalled {} (behind an older "
+        "pdc {}); unknown peers {}; pdcs opened {} closed {} "
         "failed {} refused {} reclaimed {} (close requests {}, sends that waited {}, failed "
         "waiting {}); answer detours {}; rendezvous direct reads {} (fell back {}); stale "
         "tickets {}; atomics applied {} refused {}",
         e.tx_packets, e.rx_packets, p.retransmits, p.rack_retransmits, p.timeout_retransmits,
         p.twin_copies, p.rx_duplicates, p.acks_sent, p.acks_received, p.stale_acks, p.nacks_sent,
         p.nacks_received, p.bad_packets, e.rx_malformed, e.rx_foreign_job, e.rx_refused,
-        e.rx_unknown_peer, p.pdcs_opened, p.pdcs_closed, p.pdcs_failed, p.pdcs_refused,
-        p.pdcs_reclaimed, p.close_requests, p.pdc_waits, p.pdc_wait_failures, p.answer_detours,
-        s.direct_reads, s.direct_read_fallbacks, s.stale_tickets, s.atomics_applied,
-        s.atomic_errors);
+        e.rx_rod_stalls, e.rx_rod_behind, e.rx_unknown_peer, p.pdcs_opened, p.pdcs_closed,
+        p.pdcs_failed, p.pdcs_refused, p.pdcs_reclaimed, p.close_requests, p.pdc_waits,
+        p.pdc_wait_failures, p.answer_detours, s.direct_reads, s.direct_read_fallbacks,
+        s.stale_tickets, s.atomics_applied, s.atomic_errors);
     return transport + tss_stats() + datapath_stats();
   }
   // What only the DPDK and fabric datapaths count: what they could not send and what they

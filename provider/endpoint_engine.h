@@ -41,7 +41,7 @@ class EndpointEngine {
   virtual Status write(pds::PeerIndex peer, const void* local, uint64_t len, uint64_t remote_addr,
                        uint64_t key, ses::UserContext ctx, const ses::SendSpec& spec) = 0;
   virtual Status read(pds::PeerIndex peer, void* local, uint64_t len, uint64_t remote_addr,
-                      uint64_t key, ses::UserContext ctx) = 0;
+                      uint64_t key, ses::UserContext ctx, pds::Mode mode) = 0;
   virtual Status atomic(pds::PeerIndex peer, const ses::AtomicSpec& spec, uint64_t remote_addr,
                         uint64_t key, ses::UserContext ctx, pds::Mode mode) = 0;
   virtual Status register_memory(const ses::MemoryRegion& r) = 0;

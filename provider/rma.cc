@@ -73,7 +73,7 @@ ssize_t post_rma(Endpoint& ep, const RmaOp& r) {
   spec.data = r.data;
   spec.mode = ep.ordered ? pds::Mode::kRod : pds::Mode::kRud;
   const Status s = r.write ? ep.engine->write(peer, local, len, r.addr, r.key, slot, spec)
-                           : ep.engine->read(peer, local, len, r.addr, r.key, slot);
+                           : ep.engine->read(peer, local, len, r.addr, r.key, slot, spec.mode);
   if (s != Status::kOk) {
     ep.release_op(slot);
     if (s == Status::kAgain) endpoint_progress(ep);

@@ -1,8 +1,8 @@
-// MPI one-sided atomics (Open MPI's osc/rdma) whose remote operations are spray's
-// libfabric atomics (through btl/ofi): every rank fetch-and-adds rank 0's counter,
-// compare-and-swaps one of its words and accumulates into another, in a passive-target
-// epoch; rank 0 checks the words and prints PASS. Each rank also reads the counter back
-// with MPI_Get_accumulate(MPI_NO_OP) to see every increment it made.
+// MPI one-sided atomics whose remote operations are spray's libfabric atomics (Open
+// MPI's osc/rdma through btl/ofi; MPICH's ch4:ofi, with FI_ORDER_ATOMIC_*): every rank
+// fetch-and-adds rank 0's counter, compare-and-swaps one of its words and accumulates into another,
+// in a passive-target epoch; rank 0 checks the words and prints PASS. Each rank also reads the
+// counter back with MPI_Get_accumulate(MPI_NO_OP) to see every increment it made.
 //
 // Rank 0 leaves its own window alone: Open MPI 4.1.4's osc/rdma hands btl/ofi a null
 // registration handle for a compare-and-swap on the calling rank's own window (it
@@ -35,8 +35,15 @@ int main(int argc, char** argv) {
   int64_t* words = nullptr;
   MPI_Alloc_mem(4 * sizeof(int64_t), MPI_INFO_NULL, &words);
   for (int i = 0; i < 4; ++i) words[i] = 0;
+  // MPICH (ch4:ofi) does an accumulate with the provider's atomics only when the window
+  // says no rank updates it through shared memory; otherwise it carries every accumulate
+  // as an active message. Open MPI ignores the key.
+  MPI_Info info;
+  MPI_Info_create(&info);
+  MPI_Info_set(info, "disable_shm_accumulate", "true");
   MPI_Win win;
-  MPI_Win_create(words, 4 * sizeof(int64_t), sizeof(int64_t), MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+  MPI_Win_create(words, 4 * sizeof(int64_t), sizeof(int64_t), info, MPI_COMM_WORLD, &win);
+  MPI_Info_free(&info);
   MPI_Barrier(MPI_COMM_WORLD);
 
   int failures = 0;

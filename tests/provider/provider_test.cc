@@ -55,6 +55,15 @@ TEST(GetInfo, hints__narrow_and_unmeetable_hints_match_nothing) {
   h = hints_for(FI_EP_RDM, FI_MSG);
   h->ep_attr->max_msg_size = size_t{1} << 40;
   EXPECT_EQ(getinfo(h), nullptr);
+  h = hints_for(FI_EP_RDM, FI_RMA);
+  h->ep_attr->max_order_war_size = 4096;  // reads above 1024 B are not snapshotted
+  EXPECT_EQ(getinfo(h), nullptr);
+  h = hints_for(FI_EP_RDM, FI_RMA);
+  h->ep_attr->max_order_war_size = 1024;
+  h->ep_attr->max_order_raw_size = SIZE_MAX;  // -1: any size
+  fi_info* ordered = getinfo(h);
+  EXPECT_NE(ordered, nullptr);
+  fi_freeinfo(ordered);
   h = hints_for(FI_EP_RDM, FI_MSG);
   h->domain_attr->name = strdup("not-spray");
   EXPECT_EQ(getinfo(h), nullptr);
@@ -156,6 +165,15 @@ TEST(GetInfo, mpich_ch4_ofi__finds_spray_in_its_two_steps) {
   }
   ASSERT_NE(found, nullptr);
   EXPECT_EQ(found->domain_attr->threading, FI_THREAD_DOMAIN);
+  // MPICH does MPI's accumulates with libfabric atomics only when the provider keeps
+  // these orders (init_settings.c) and data orders of at least an element
+  // (MPIDI_OFI_check_acc_order_size); otherwise as its own active messages.
+  constexpr uint64_t kAtomicOrder =
+      FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAR | FI_ORDER_ATOMIC_WAW;
+  EXPECT_EQ(found->tx_attr->msg_order & kAtomicOrder, kAtomicOrder);
+  EXPECT_GE(found->ep_attr->max_order_raw_size, sizeof(uint64_t));
+  EXPECT_GE(found->ep_attr->max_order_war_size, sizeof(uint64_t));
+  EXPECT_GE(found->ep_attr->max_order_waw_size, sizeof(uint64_t));
   constexpr uint64_t kMpichCaps = FI_TAGGED | FI_DIRECTED_RECV | FI_MSG | FI_MULTI_RECV | FI_RMA |
                                   FI_ATOMIC | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
   EXPECT_EQ(found->caps & kMpichCaps, kMpichCaps);

@@ -63,6 +63,8 @@ struct EngineStats {
   uint64_t rx_unknown_peer = 0;  // the peer table was full
   uint64_t rx_refused = 0;       // SES had no room; NACKed for a later retry
   uint64_t rx_rod_dropped = 0;   // held ROD packet SES found malformed at delivery
+  uint64_t rx_rod_stalls = 0;    // a held ROD packet SES had no room for: its line waits
+  uint64_t rx_rod_behind = 0;    // a ROD packet waited behind the peer's older stalled PDC
   uint64_t rx_foreign_job = 0;   // SES named another job (JobID): ignored, see of_our_job
   uint64_t tx_no_buffer = 0;     // the datapath had no buffer; retried next progress
 };
@@ -121,9 +123,9 @@ class Engine {
     return ses_.write(peer, local, len, remote_addr, key, ctx, spec, now_);
   }
   Status read(PeerIndex peer, void* local, uint64_t len, uint64_t remote_addr, uint64_t key,
-              ses::UserContext ctx) {
+              ses::UserContext ctx, pds::Mode mode = pds::Mode::kRud) {
     if (!known(peer)) return Status::kInvalidArgument;
-    return ses_.read(peer, local, len, remote_addr, key, ctx, now_);
+    return ses_.read(peer, local, len, remote_addr, key, ctx, mode, now_);
   }
   Status atomic(PeerIndex peer, const ses::AtomicSpec& spec, uint64_t remote_addr, uint64_t key,
                 ses::UserContext ctx, pds::Mode mode = pds::Mode::kRud) {
@@ -284,6 +286,9 @@ class Engine {
                                             const wire::Prologue& prologue);
   bool handle_request(PeerIndex peer, dp::PacketBuf* buf, std::span<const uint8_t> in, Time now);
   void deliver_in_order(uint32_t pdc, Time now);
+  static constexpr uint32_t kNoPdc = 0xffffffff;
+  bool behind_a_stalled_line(PeerIndex peer, uint32_t pdc) const;
+  void note_stalled(uint32_t pdc);
   void drain_reports(Time now);
   size_t send_control();
   size_t send_data(Time now);
@@ -314,7 +319,9 @@ class Engine {
     uint16_t entropy;  // the request's: each retransmission's answer takes a new path
   };
   std::vector<RudiReply> rudi_replies_;
-  std::vector<uint32_t> stalled_rod_;   // ROD PDCs whose in-order delivery SES refused
+  // ROD PDCs whose in-order delivery stalls, oldest first: SES refused their head packet,
+  // or an older PDC from the same peer is stalled (behind_a_stalled_line).
+  std::vector<uint32_t> stalled_rod_;
   std::vector<PeerIndex> probe_peers_;  // scratch: peers to probe this round
   ses::DirectRead direct_read_{};       // the one being copied, while direct_read_active_
   uint64_t direct_read_copied_ = 0;     // its bytes copied so far

@@ -216,6 +216,17 @@ bool Engine<D>::handle_request(PeerIndex peer, dp::PacketBuf* buf, std::span<con
   pds::RxClass c = pds_.classify_request(peer, h, trimmed, buf->entropy, now);
   switch (c.verdict) {
     case pds::RxVerdict::kDeliver:
+      if (h.ordered && behind_a_stalled_line(peer, c.open_on_commit ? kNoPdc : c.pdc)) {
+        // Next in its own line, but its peer's older PDC still holds packets that SES
+        // refused: it waits behind them as a held packet, so that the peer's ordered
+        // operations go up in the order it issued them across its PDCs too.
+        if constexpr (requires { dp_.keep(buf); }) buf = dp_.keep(buf);
+        c.verdict = pds::RxVerdict::kHold;
+        pds_.commit_request(c, ecn, reinterpret_cast<uint64_t>(buf));
+        note_stalled(c.pdc);
+        ++stats_.rx_rod_behind;
+        return true;
+      }
       switch (ses_.on_packet(peer, h.next, in.subspan(consumed), false, now)) {
         case ses::RxResult::kAccepted:
           pds_.commit_request(c, ecn);
@@ -249,6 +260,12 @@ bool Engine<D>::handle_request(PeerIndex peer, dp::PacketBuf* buf, std::span<con
 // retried on the next progress: ordered delivery stalls, it never drops.
 template <dp::Datapath D>
 void Engine<D>::deliver_in_order(uint32_t pdc, Time now) {
+  const PeerIndex from = pds_.pdc(pdc)->peer;
+  if (behind_a_stalled_line(from, pdc)) {
+    note_stalled(pdc);
+    ++stats_.rx_rod_behind;
+    return;
+  }
   uint64_t handle = 0;
   while (pds_.pop_in_order(pdc, handle)) {
     auto* held = reinterpret_cast<dp::PacketBuf*>(handle);
@@ -260,13 +277,36 @@ void Engine<D>::deliver_in_order(uint32_t pdc, Time now) {
     const ses::RxResult r = ses_.on_packet(peer, h.next, in.subspan(consumed), false, now);
     if (r == ses::RxResult::kNoResource) {
       pds_.unpop_in_order(pdc, handle);
-      if (std::find(stalled_rod_.begin(), stalled_rod_.end(), pdc) == stalled_rod_.end()) {
-        stalled_rod_.push_back(pdc);
-      }
+      note_stalled(pdc);
+      ++stats_.rx_rod_stalls;
       return;
     }
     if (r == ses::RxResult::kMalformed) ++stats_.rx_rod_dropped;
     dp_.free(&held, 1);
+  }
+}
+
+// Whether another ROD PDC from `peer` is stalled ahead of `pdc` (kNoPdc: one its SYN is
+// about to open). A peer sends on one ROD PDC at a time, but when it closes one (idle:
+// every packet acknowledged), packets we acknowledged may still wait here for SES room,
+// and its next PDC's packets must not overtake them: an atomic or write issued later
+// would be applied first. Only PDCs that stalled earlier are in stalled_rod_ when this
+// runs (progress retries them oldest first and puts back those still stalled), so the
+// older line always goes first. Costs nothing while no line is stalled.
+template <dp::Datapath D>
+bool Engine<D>::behind_a_stalled_line(PeerIndex peer, uint32_t pdc) const {
+  for (uint32_t other : stalled_rod_) {
+    if (other == pdc) continue;
+    const pds::Pdc* p = pds_.pdc(other);
+    if (p != nullptr && p->peer == peer && !p->rx_drained()) return true;
+  }
+  return false;
+}
+
+template <dp::Datapath D>
+void Engine<D>::note_stalled(uint32_t pdc) {
+  if (std::find(stalled_rod_.begin(), stalled_rod_.end(), pdc) == stalled_rod_.end()) {
+    stalled_rod_.push_back(pdc);
   }
 }
 

@@ -172,14 +172,22 @@ class Ses {
   Status post_recv(const RecvSpec& spec);
   Status write(PeerIndex peer, const void* local, uint64_t len, uint64_t remote_addr, uint64_t key,
                UserContext ctx, const SendSpec& spec, Time now);
+  // The request goes on a PDC of `mode`: kRod keeps it behind the writes and atomics
+  // issued before it on ROD (the provider's ordered endpoints); the data returns RUD.
   Status read(PeerIndex peer, void* local, uint64_t len, uint64_t remote_addr, uint64_t key,
-              UserContext ctx, Time now);
+              UserContext ctx, pds::Mode mode, Time now);
   // An atomic on registered memory at the target: one packet each way, so
   // count * element size may not exceed max_atomic_bytes() (kTooLong). kInvalidArgument
   // for an opcode the type does not take or a missing buffer.
   Status atomic(PeerIndex peer, const AtomicSpec& spec, uint64_t remote_addr, uint64_t key,
                 UserContext ctx, pds::Mode mode, Time now);
   uint32_t max_atomic_bytes() const { return payload_per_packet_; }
+  // Reads of at most this many bytes are answered with a copy of the memory taken when the
+  // target serves them (or, if the answer must first wait for a tx slot, when the request
+  // arrives), not with the memory as it is when the answer's packets leave. So a write
+  // that arrives after such a read on the same ROD PDC cannot change what the read
+  // returns: the provider's max_order_war_size. Larger reads stay zero-copy.
+  static constexpr uint64_t kSnapshotReadBytes = 1024;
   // An idempotent write over RUDI: no PDC, each packet acknowledged by its own
   // response. Suits writes that are safe to repeat; immediate data is not carried
   // (a re-executed packet would report it twice).
@@ -539,8 +547,10 @@ class Ses {
   RxResult on_write(PeerIndex peer, const wire::SesStandardRequest& h,
                     std::span<const uint8_t> payload, Time now);
   RxResult on_read(PeerIndex peer, const wire::SesStandardRequest& h, Time now);
+  // `taken`: the bytes, copied when the request arrived (a small read that waited for a
+  // tx slot); null to read them from the region now.
   void serve_read(PeerIndex peer, uint16_t id, uint64_t key, uint64_t offset, uint64_t length,
-                  Time now);
+                  Time now, const uint8_t* taken = nullptr);
   void answer_write(uint32_t rx_slot, Time now);
   // A completion of remote-access kind `op` (see is_remote_access): `peer` accessed
   // `length` bytes of region `key`. Returned for the caller to add what else it knows.
@@ -558,6 +568,11 @@ class Ses {
   // error). Needs one tx slot, which the caller made sure of.
   void answer_atomic(PeerIndex peer, uint16_t id, wire::ReturnCode rc, uint32_t modified,
                      std::span<const uint8_t> old_values, Time now);
+  // Tx slot `slot`'s buffer for the bytes its answer carries (answer_copies_).
+  uint8_t* answer_copy(uint32_t slot);
+  uint64_t answer_copy_bytes() const {
+    return std::max<uint64_t>(payload_per_packet_, kSnapshotReadBytes);
+  }
   // The packet bytes of an atomic's extension for tx message `m`, after its standard header.
   size_t build_atomic_extension(const TxMessage& m, std::span<uint8_t> out) const;
 
@@ -618,11 +633,12 @@ class Ses {
   // entry whose slot no longer has tx_wait set is stale), and the list being worked
   // through. Bounded by the pool, reserved once.
   std::vector<uint32_t> tx_waiters_, tx_resuming_;
-  // Per tx slot, the old values a fetching atomic's answer carries (payload_per_packet_
-  // bytes each): they must outlive retransmissions. Made the first time a slot carries
-  // one and kept, so steady state allocates nothing. atomic_scratch_: where an atomic
-  // leaves them before its answer has a slot.
-  std::vector<std::unique_ptr<uint8_t[]>> atomic_results_;
+  // Per tx slot, the bytes an answer carries that must not change until it is
+  // acknowledged (they outlive retransmissions): a fetching atomic's old values, or a
+  // small read's copy (kSnapshotReadBytes). answer_copy_bytes() each, made the first time
+  // a slot carries one and kept, so steady state allocates nothing. atomic_scratch_:
+  // where an atomic leaves its old values before its answer has a slot.
+  std::vector<std::unique_ptr<uint8_t[]>> answer_copies_;
   std::vector<uint8_t> atomic_scratch_;
   Time now_{};
   SesStats stats_;

@@ -194,16 +194,21 @@ void Ses::answer_atomic(PeerIndex peer, uint16_t id, wire::ReturnCode rc, uint32
   }
   const uint32_t slot = new_tx(TxKind::kReadResponse, peer, old_values.size());
   if (slot == kNone) return;  // the caller made room; the initiator times out otherwise
-  if (atomic_results_.empty()) atomic_results_.resize(tx_.capacity());
-  auto& results = atomic_results_[slot];
-  if (!results) results = std::make_unique<uint8_t[]>(payload_per_packet_);
-  std::memcpy(results.get(), old_values.data(), old_values.size());
+  uint8_t* results = answer_copy(slot);
+  std::memcpy(results, old_values.data(), old_values.size());
   TxMessage& m = tx_[slot];
-  m.src = results.get();
+  m.src = results;
   m.msg_id = id;
   m.run.packet_count = 1;
   m.run.packet_bytes = cfg_.mtu_bytes;
   (void)start(slot, pds::Mode::kRud, now);
+}
+
+uint8_t* Ses::answer_copy(uint32_t slot) {
+  if (answer_copies_.empty()) answer_copies_.resize(tx_.capacity());
+  auto& copy = answer_copies_[slot];
+  if (!copy) copy = std::make_unique<uint8_t[]>(answer_copy_bytes());
+  return copy.get();
 }
 
 }  // namespace spray::ses

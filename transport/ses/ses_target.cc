@@ -100,6 +100,15 @@ RxResult Ses::on_read(PeerIndex peer, const wire::SesStandardRequest& h, Time no
   m.read_key = h.match_bits;
   m.read_offset = h.buffer_offset;
   m.total = h.request_length;
+  uint8_t* src = nullptr;
+  if (m.total > 0 && m.total <= kSnapshotReadBytes && !tx_by_rendezvous_key_.find(m.read_key) &&
+      regions_.resolve(m.read_key, m.read_offset, m.total, access::kRemoteRead, src) ==
+          Status::kOk) {
+    // A small read is answered with the memory as it is now (kSnapshotReadBytes). The slow
+    // path of a full table: a heap copy is fine here.
+    m.unexpected = std::make_unique<uint8_t[]>(m.total);
+    std::memcpy(m.unexpected.get(), src, m.total);
+  }
   wait_for_tx(*slot, TxWait::kReadResponse);
   return RxResult::kAccepted;
 }
@@ -107,9 +116,10 @@ RxResult Ses::on_read(PeerIndex peer, const wire::SesStandardRequest& h, Time no
 // Answers a read request with its data, or with an error response (bad key, bounds,
 // rights) or an empty one. Needs one tx slot, which the caller made sure of.
 void Ses::serve_read(PeerIndex peer, uint16_t id, uint64_t key, uint64_t offset, uint64_t length,
-                     Time now) {
+                     Time now, const uint8_t* taken) {
   uint8_t* src = nullptr;
-  const Status s = regions_.resolve(key, offset, length, access::kRemoteRead, src);
+  const Status s =
+      taken ? Status::kOk : regions_.resolve(key, offset, length, access::kRemoteRead, src);
   if (s != Status::kOk || length == 0) {
     if (s != Status::kOk) ++stats_.rma_errors;
     if (s == Status::kOk && cfg_.report_remote_access) {
@@ -127,6 +137,11 @@ void Ses::serve_read(PeerIndex peer, uint16_t id, uint64_t key, uint64_t offset,
     ++tx_[*send].read_responses;
   } else {
     m.serves_remote_read = true;
+    if (length <= kSnapshotReadBytes) {
+      uint8_t* copy = answer_copy(slot);
+      std::memcpy(copy, taken ? taken : src, length);
+      m.src = copy;
+    }
   }
   m.msg_id = id;
   m.run.packet_count = packets_for(length);
@@ -204,8 +219,9 @@ void Ses::resume_waiting(Time now) {
         const PeerIndex peer = m.peer;
         const uint16_t id = m.msg_id;
         const uint64_t key = m.read_key, offset = m.read_offset, length = m.total;
+        const std::unique_ptr<uint8_t[]> taken = std::move(m.unexpected);
         free_rx(slot);
-        serve_read(peer, id, key, offset, length, now);
+        serve_read(peer, id, key, offset, length, now, taken.get());
         break;
       }
       case TxWait::kWriteResponse:

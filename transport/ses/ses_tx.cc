@@ -259,13 +259,13 @@ Status Ses::write(PeerIndex peer, const void* local, uint64_t len, uint64_t remo
 }
 
 Status Ses::read(PeerIndex peer, void* local, uint64_t len, uint64_t remote_addr, uint64_t key,
-                 UserContext ctx, Time now) {
+                 UserContext ctx, pds::Mode mode, Time now) {
   if (const Status s = check_operation(peer, local, len); s != Status::kOk) return s;
   const auto slot = new_read(peer, static_cast<uint8_t*>(local), len, remote_addr, key);
   if (!slot) return Status::kAgain;
   tx_[*slot].user_op = true;
   tx_[*slot].context = ctx;
-  return start(*slot, pds::Mode::kRud, now);
+  return start(*slot, mode, now);
 }
 
 // A read request: one packet out, data (or an error response) back.
