@@ -568,11 +568,8 @@ class Ses {
   // error). Needs one tx slot, which the caller made sure of.
   void answer_atomic(PeerIndex peer, uint16_t id, wire::ReturnCode rc, uint32_t modified,
                      std::span<const uint8_t> old_values, Time now);
-  // Tx slot `slot`'s buffer for the bytes its answer carries (answer_copies_).
-  uint8_t* answer_copy(uint32_t slot);
-  uint64_t answer_copy_bytes() const {
-    return std::max<uint64_t>(payload_per_packet_, kSnapshotReadBytes);
-  }
+  // Tx slot `slot`'s buffer for the `bytes` its answer carries (answer_copies_).
+  uint8_t* answer_copy(uint32_t slot, uint64_t bytes);
   // The packet bytes of an atomic's extension for tx message `m`, after its standard header.
   size_t build_atomic_extension(const TxMessage& m, std::span<uint8_t> out) const;
 
@@ -635,10 +632,15 @@ class Ses {
   std::vector<uint32_t> tx_waiters_, tx_resuming_;
   // Per tx slot, the bytes an answer carries that must not change until it is
   // acknowledged (they outlive retransmissions): a fetching atomic's old values, or a
-  // small read's copy (kSnapshotReadBytes). answer_copy_bytes() each, made the first time
-  // a slot carries one and kept, so steady state allocates nothing. atomic_scratch_:
-  // where an atomic leaves its old values before its answer has a slot.
-  std::vector<std::unique_ptr<uint8_t[]>> answer_copies_;
+  // small read's copy (kSnapshotReadBytes). Made the first time a slot carries one, as
+  // large as it needs (at least kSnapshotReadBytes, at most a packet's payload), and
+  // kept, so steady state allocates nothing. atomic_scratch_: where an atomic leaves its
+  // old values before its answer has a slot.
+  struct AnswerCopy {
+    std::unique_ptr<uint8_t[]> bytes;
+    uint64_t capacity = 0;
+  };
+  std::vector<AnswerCopy> answer_copies_;
   std::vector<uint8_t> atomic_scratch_;
   Time now_{};
   SesStats stats_;

@@ -194,7 +194,7 @@ void Ses::answer_atomic(PeerIndex peer, uint16_t id, wire::ReturnCode rc, uint32
   }
   const uint32_t slot = new_tx(TxKind::kReadResponse, peer, old_values.size());
   if (slot == kNone) return;  // the caller made room; the initiator times out otherwise
-  uint8_t* results = answer_copy(slot);
+  uint8_t* results = answer_copy(slot, old_values.size());
   std::memcpy(results, old_values.data(), old_values.size());
   TxMessage& m = tx_[slot];
   m.src = results;
@@ -202,13 +202,6 @@ void Ses::answer_atomic(PeerIndex peer, uint16_t id, wire::ReturnCode rc, uint32
   m.run.packet_count = 1;
   m.run.packet_bytes = cfg_.mtu_bytes;
   (void)start(slot, pds::Mode::kRud, now);
-}
-
-uint8_t* Ses::answer_copy(uint32_t slot) {
-  if (answer_copies_.empty()) answer_copies_.resize(tx_.capacity());
-  auto& copy = answer_copies_[slot];
-  if (!copy) copy = std::make_unique<uint8_t[]>(answer_copy_bytes());
-  return copy.get();
 }
 
 }  // namespace spray::ses

@@ -1,6 +1,7 @@
 // SES as the target of RMA, and what a target owes its peers: writes placed and
 // answered, reads served, and the answers (write responses, read responses, a rendezvous
 // receive's read) that wait for a tx slot rather than be refused or dropped.
+#include <algorithm>
 #include <cstring>
 
 #include "transport/ses/ses.h"
@@ -138,7 +139,7 @@ void Ses::serve_read(PeerIndex peer, uint16_t id, uint64_t key, uint64_t offset,
   } else {
     m.serves_remote_read = true;
     if (length <= kSnapshotReadBytes) {
-      uint8_t* copy = answer_copy(slot);
+      uint8_t* copy = answer_copy(slot, length);
       std::memcpy(copy, taken ? taken : src, length);
       m.src = copy;
     }
@@ -147,6 +148,16 @@ void Ses::serve_read(PeerIndex peer, uint16_t id, uint64_t key, uint64_t offset,
   m.run.packet_count = packets_for(length);
   m.run.packet_bytes = cfg_.mtu_bytes;
   (void)start(slot, pds::Mode::kRud, now);
+}
+
+uint8_t* Ses::answer_copy(uint32_t slot, uint64_t bytes) {
+  if (answer_copies_.empty()) answer_copies_.resize(tx_.capacity());
+  AnswerCopy& copy = answer_copies_[slot];
+  if (copy.capacity < bytes) {
+    copy.capacity = std::max(bytes, kSnapshotReadBytes);
+    copy.bytes = std::make_unique<uint8_t[]>(copy.capacity);
+  }
+  return copy.bytes.get();
 }
 
 Completion& Ses::report_remote_access(OpKind op, PeerIndex peer, uint64_t key, uint64_t length) {
