@@ -55,6 +55,42 @@ TEST_F(Rma, write_then_read__every_size_lands_exactly_where_addressed) {
   }
 }
 
+// An endpoint opened with spray's msg_order (any RDM endpoint from fi_getinfo) keeps the
+// data orders it reports (max_order_raw_size -1, max_order_war_size 1024): posted without
+// waiting, a read sees all of a large write before it, and a small read does not see the
+// write after it. When reads went on a PDC of their own, the read overtook the 300 KB
+// write over plain loopback.
+TEST_F(Rma, ordered__a_read_sees_the_writes_before_it_and_none_after) {
+  EXPECT_EQ(info->ep_attr->max_order_raw_size, SIZE_MAX);
+  EXPECT_EQ(info->ep_attr->max_order_war_size, 1024u);
+  fid_ep* a = endpoint();
+  endpoint();
+  constexpr size_t kBlock = 300000;
+  std::vector<uint8_t> target(kBlock + 8, 0);  // a block, then a word
+  fid_mr* mr = reg(target.data(), target.size(), FI_REMOTE_READ | FI_REMOTE_WRITE);
+  const uint64_t key = fi_mr_key(mr);
+  uint8_t* const word = target.data() + kBlock;
+  for (uint8_t round = 1; round <= 20; ++round) {
+    SCOPED_TRACE(static_cast<int>(round));
+    const std::vector<uint8_t> block(kBlock, round);
+    const std::vector<uint8_t> next(8, round);
+    std::vector<uint8_t> block_end(8, 0xee), word_before(8, 0xee);
+    ASSERT_EQ(fi_write(a, block.data(), kBlock, nullptr, addrs[1], remote(target.data(), 0), key,
+                       nullptr),
+              0);
+    ASSERT_EQ(fi_read(a, block_end.data(), 8, nullptr, addrs[1], remote(target.data(), kBlock - 8),
+                      key, nullptr),
+              0);
+    ASSERT_EQ(fi_read(a, word_before.data(), 8, nullptr, addrs[1], remote(word, 0), key, nullptr),
+              0);
+    ASSERT_EQ(fi_write(a, next.data(), 8, nullptr, addrs[1], remote(word, 0), key, nullptr), 0);
+    ASSERT_EQ(wait(4).size(), 4u);
+    EXPECT_EQ(block_end, std::vector<uint8_t>(8, round));        // read after write
+    EXPECT_EQ(word_before, std::vector<uint8_t>(8, round - 1));  // write after read
+    EXPECT_EQ(std::vector<uint8_t>(word, word + 8), next);       // the last write
+  }
+}
+
 TEST_F(Rma, writedata__completes_at_the_target_with_its_data) {
   fid_ep* a = endpoint();
   endpoint();
