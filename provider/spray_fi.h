@@ -276,17 +276,19 @@ int mr_reg(fid* fid, const void* buf, size_t len, uint64_t access, uint64_t offs
            uint64_t requested_key, uint64_t flags, fid_mr** mr, void* context);
 int getinfo(uint32_t version, const char* node, const char* service, uint64_t flags,
             const fi_info* hints, fi_info** info);
-// The order an RDM endpoint keeps (tx_attr and rx_attr msg_order). Asked for, any of
-// these puts all the endpoint's operations on one ROD PDC per peer (Endpoint::ordered):
-// SES matches sends in their sequence, and the target applies each atomic, one packet
-// whole, in PSN order, as it arrives, across the initiator's successive PDCs too
-// (Engine::behind_a_stalled_line), so atomics keep their order among themselves
-// (FI_ORDER_ATOMIC_*; MPICH uses libfabric atomics for MPI's only with all four).
-// The data orders (max_order_*_size, attr.cc) rest on the same. The RMA and send orders
-// (FI_ORDER_RAW, FI_ORDER_SAW, ...) are not offered yet: the one ROD PDC would keep them
-// too, but no test checks sends against RMA.
-inline constexpr uint64_t kRdmMsgOrder = FI_ORDER_SAS | FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW |
-                                         FI_ORDER_ATOMIC_WAR | FI_ORDER_ATOMIC_WAW;
+// The order an RDM endpoint keeps (tx_attr and rx_attr msg_order): every pair of sends,
+// reads, writes and atomics (FI_ORDER_STRICT and the RMA_ and ATOMIC_ forms). Asked for,
+// any of these puts all the endpoint's operations to a peer, in the order posted, on one
+// ROD PDC (Endpoint::ordered), whose target takes each packet in PSN order as it arrives,
+// across the initiator's successive PDCs too (Engine::behind_a_stalled_line). That orders
+// how operations are processed (matched, applied, served); the data orders are
+// max_order_*_size (attr.cc). Not offered: FI_ORDER_DATA (a rendezvous send's data is
+// pulled after later operations may have been processed). MPICH uses libfabric atomics
+// for MPI's accumulates only with the four ATOMIC_ orders. tests/transport/engine/
+// rod_order_test.cc checks each kind against the others.
+inline constexpr uint64_t kRdmMsgOrder =
+    FI_ORDER_STRICT | FI_ORDER_RMA_RAR | FI_ORDER_RMA_RAW | FI_ORDER_RMA_WAR | FI_ORDER_RMA_WAW |
+    FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAR | FI_ORDER_ATOMIC_WAW;
 // The mr_mode bits an application's domain_attr->mr_mode stands for. FI_MR_BASIC and
 // FI_MR_SCALABLE, the whole choice before libfabric 1.5 and still accepted, are the
 // values 1 and 2, which no combination of the later bits takes: BASIC is provider keys,

@@ -50,7 +50,7 @@ TEST(GetInfo, hints__narrow_and_unmeetable_hints_match_nothing) {
   h->domain_attr->cq_data_size = 16;
   EXPECT_EQ(getinfo(h), nullptr);
   h = hints_for(FI_EP_RDM, FI_MSG);
-  h->tx_attr->msg_order = FI_ORDER_RAW;
+  h->tx_attr->msg_order = FI_ORDER_DATA;  // a rendezvous send's data comes later
   EXPECT_EQ(getinfo(h), nullptr);
   h = hints_for(FI_EP_RDM, FI_MSG);
   h->ep_attr->max_msg_size = size_t{1} << 40;

@@ -2,15 +2,16 @@
 // were issued, across the initiator's PDCs too. An initiator closes a ROD PDC once every
 // packet on it is acknowledged, but the target acknowledges a packet it holds in order
 // before SES has taken it, and SES may have no room for it yet; the next PDC's packets
-// must then wait behind it (Engine::behind_a_stalled_line). The provider's
-// FI_ORDER_ATOMIC_* and max_order_*_size (and MPICH's native MPI accumulates, which ask
-// for them) rest on this.
+// must then wait behind it (Engine::behind_a_stalled_line). The provider's msg_order
+// (kRdmMsgOrder: every pair of sends, reads, writes and atomics) and max_order_*_size
+// rest on this, and so do MPICH's native MPI accumulates, which ask for them.
 //
 // Each test is a chain whose every link depends on the one before: an operation applied
 // out of order reads or swaps the wrong value, and the chain shows where.
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "tests/support/engine_harness.h"
@@ -42,6 +43,7 @@ class OrderedTraffic {
               Status::kOk);
   }
   sim::SimEngine& initiator() { return cluster_.engine(kInitiator); }
+  sim::SimEngine& target() { return cluster_.engine(kTarget); }
 
   // Posts `steps` steps, `burst` at a time, by calling post(step) (which posts the
   // step's operations and returns how many, or 0 on failure); true when every operation
@@ -93,6 +95,7 @@ class OrderedTraffic {
     if (host != kTarget) return;
     e.ses.max_rx_messages = 4;
     e.ses.max_tx_messages = 4;
+    e.ses.report_remote_access = true;  // the target sees each write and atomic applied
   }
   sim::Cluster cluster_;
 };
@@ -170,6 +173,56 @@ TEST(RodOrder, reads_see_the_writes_before_them_and_none_after) {
     EXPECT_EQ(stale_or_early, 0u);
     EXPECT_EQ(memory[0], kSteps);
     EXPECT_EQ(std::vector<uint64_t>(memory.begin() + 1, memory.end()), blocks.back());
+  }
+}
+
+// Step i writes i over a word with immediate data i, sends an 8-byte message tagged i
+// and adds 1 to a counter. The target's completions come in the order it processed them
+// (each operation here ends with the packet that carries it), so they must read write 0,
+// message 0, atomic 0, write 1, ...: no send overtakes a write or atomic issued before it
+// and none is overtaken by one issued after it (the send and RMA orders, and SAS).
+TEST(RodOrder, sends_writes_and_atomics_are_processed_in_the_order_issued) {
+  constexpr uint32_t kSteps = 150;
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    SCOPED_TRACE(testing::Message() << "seed " << seed);
+    OrderedTraffic t(seed);
+    uint64_t memory[2] = {0, 0};  // the word, the counter
+    t.expose(memory, sizeof memory);
+    std::vector<uint64_t> values(kSteps), received(kSteps, ~uint64_t{0});
+    for (uint32_t i = 0; i < kSteps; ++i) {
+      ASSERT_EQ(t.target().post_recv({reinterpret_cast<uint8_t*>(&received[i]), 8, i, true, i}),
+                Status::kOk);
+    }
+    const uint64_t one = 1;
+    const bool done = t.run(kSteps, 3, [&](uint32_t i) -> uint32_t {
+      values[i] = i;
+      sim::SimEngine& e = t.initiator();
+      const uint64_t ctx = uint64_t{i} * 3;
+      const ses::SendSpec write{.has_data = true, .data = i, .mode = pds::Mode::kRod};
+      const ses::SendSpec send{.tagged = true, .tag = i, .mode = pds::Mode::kRod};
+      const ses::AtomicSpec add{AmoOpcode::kSum, AmoDatatype::kUint64, 1, &one};
+      const bool ok = e.write(kTarget, &values[i], 8, 0, kKey, ctx, write) == Status::kOk &&
+                      e.send(kTarget, &values[i], 8, ctx + 1, send) == Status::kOk &&
+                      e.atomic(kTarget, add, 8, kKey, ctx + 2, pds::Mode::kRod) == Status::kOk;
+      return ok ? 3 : 0;
+    });
+    ASSERT_TRUE(done);
+    std::vector<std::string> seen, expected;
+    ses::Completion c;
+    while (t.target().poll_completion(c)) {
+      if (c.op == ses::OpKind::kRemoteWrite) seen.push_back("write " + std::to_string(c.data));
+      if (c.op == ses::OpKind::kTaggedRecv) seen.push_back("send " + std::to_string(c.tag));
+      if (c.op == ses::OpKind::kRemoteAtomic) seen.push_back("atomic");
+    }
+    for (uint32_t i = 0; i < kSteps; ++i) {
+      expected.push_back("write " + std::to_string(i));
+      expected.push_back("send " + std::to_string(i));
+      expected.push_back("atomic");
+    }
+    EXPECT_EQ(seen, expected);
+    EXPECT_EQ(memory[0], kSteps - 1);
+    EXPECT_EQ(memory[1], kSteps);
+    for (uint32_t i = 0; i < kSteps; ++i) EXPECT_EQ(received[i], i);
   }
 }
 
