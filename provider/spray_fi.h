@@ -285,7 +285,8 @@ int getinfo(uint32_t version, const char* node, const char* service, uint64_t fl
 // max_order_*_size (attr.cc). Not offered: FI_ORDER_DATA (a rendezvous send's data is
 // pulled after later operations may have been processed). MPICH uses libfabric atomics
 // for MPI's accumulates only with the four ATOMIC_ orders. tests/transport/engine/
-// rod_order_test.cc checks each kind against the others.
+// rod_order_test.cc checks atomics against atomics across PDC closes, reads against
+// writes, and sends against writes and atomics.
 inline constexpr uint64_t kRdmMsgOrder =
     FI_ORDER_STRICT | FI_ORDER_RMA_RAR | FI_ORDER_RMA_RAW | FI_ORDER_RMA_WAR | FI_ORDER_RMA_WAW |
     FI_ORDER_ATOMIC_RAR | FI_ORDER_ATOMIC_RAW | FI_ORDER_ATOMIC_WAR | FI_ORDER_ATOMIC_WAW;

@@ -63,8 +63,8 @@ struct EngineStats {
   uint64_t rx_unknown_peer = 0;  // the peer table was full
   uint64_t rx_refused = 0;       // SES had no room; NACKed for a later retry
   uint64_t rx_rod_dropped = 0;   // held ROD packet SES found malformed at delivery
-  uint64_t rx_rod_stalls = 0;    // a held ROD packet SES had no room for: its line waits
-  uint64_t rx_rod_behind = 0;    // a ROD packet waited behind the peer's older stalled PDC
+  uint64_t rx_rod_stalls = 0;    // times SES had no room for a held ROD packet: its line waits
+  uint64_t rx_rod_behind = 0;    // times a ROD line waited behind its peer's older stalled one
   uint64_t rx_foreign_job = 0;   // SES named another job (JobID): ignored, see of_our_job
   uint64_t tx_no_buffer = 0;     // the datapath had no buffer; retried next progress
 };

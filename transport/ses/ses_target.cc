@@ -133,7 +133,10 @@ void Ses::serve_read(PeerIndex peer, uint16_t id, uint64_t key, uint64_t offset,
   TxMessage& m = tx_[slot];
   m.src = src;
   m.key_or_tag = key;
-  if (const auto send = tx_by_rendezvous_key_.find(key)) {
+  // A rendezvous send's data (read by its receiver) is never copied: on_read takes no
+  // copy for such a key, so `taken` names a peer's read of registered memory.
+  const auto send = taken ? std::nullopt : tx_by_rendezvous_key_.find(key);
+  if (send) {
     m.rendezvous_tx = *send;  // the send's buffer must outlive this response
     ++tx_[*send].read_responses;
   } else {
