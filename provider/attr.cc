@@ -104,10 +104,11 @@ fi_info* make_template(fi_ep_type type, const std::string& address) {
   info->ep_attr->max_msg_size = rdm ? kMaxMsgSize : max_datagram_bytes(address);
   info->ep_attr->tx_ctx_cnt = 1;
   info->ep_attr->rx_ctx_cnt = 1;
-  // Tagged matching compares all 64 bits (with the receive's ignore mask), none reserved:
-  // the generic format (FI_TAG_GENERIC in later libfabric headers; 1.17 lacks the name).
-  if (rdm) info->ep_attr->mem_tag_format = 0xaaaaaaaaaaaaaaaaULL;
   if (rdm) {
+    // Tagged matching compares all 64 bits (with the receive's ignore mask), none
+    // reserved: the generic format (FI_TAG_GENERIC in later libfabric headers; 1.17 lacks
+    // the name).
+    info->ep_attr->mem_tag_format = 0xaaaaaaaaaaaaaaaaULL;
     // Data order on an RDM endpoint opened with any of kRdmMsgOrder: its writes, reads and
     // atomics to a peer go on one ROD PDC, and the peer applies each packet in PSN order
     // as it arrives (across PDCs too). So a read sees every write before it and a write

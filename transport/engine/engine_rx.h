@@ -214,19 +214,15 @@ bool Engine<D>::handle_request(PeerIndex peer, dp::PacketBuf* buf, std::span<con
   const bool trimmed = (buf->flags & dp::PacketBuf::kTrimmed) != 0;
   const bool ecn = (buf->flags & dp::PacketBuf::kEcnCe) != 0;
   pds::RxClass c = pds_.classify_request(peer, h, trimmed, buf->entropy, now);
+  if (c.verdict == pds::RxVerdict::kDeliver && h.ordered &&
+      behind_a_stalled_line(peer, c.open_on_commit ? kNoPdc : c.pdc)) {
+    // Next in its own line, but its peer's older PDC still holds packets that SES
+    // refused: held, it waits behind them (deliver_in_order), so that the peer's ordered
+    // operations go up in the order it issued them across its PDCs too.
+    c.verdict = pds::RxVerdict::kHold;
+  }
   switch (c.verdict) {
     case pds::RxVerdict::kDeliver:
-      if (h.ordered && behind_a_stalled_line(peer, c.open_on_commit ? kNoPdc : c.pdc)) {
-        // Next in its own line, but its peer's older PDC still holds packets that SES
-        // refused: it waits behind them as a held packet, so that the peer's ordered
-        // operations go up in the order it issued them across its PDCs too.
-        if constexpr (requires { dp_.keep(buf); }) buf = dp_.keep(buf);
-        c.verdict = pds::RxVerdict::kHold;
-        pds_.commit_request(c, ecn, reinterpret_cast<uint64_t>(buf));
-        note_stalled(c.pdc);
-        ++stats_.rx_rod_behind;
-        return true;
-      }
       switch (ses_.on_packet(peer, h.next, in.subspan(consumed), false, now)) {
         case ses::RxResult::kAccepted:
           pds_.commit_request(c, ecn);
@@ -273,8 +269,7 @@ void Engine<D>::deliver_in_order(uint32_t pdc, Time now) {
     wire::PdsRequest h;
     size_t consumed = 0;
     (void)wire::decode(in, h, &consumed);  // decoded once already when it arrived
-    const PeerIndex peer = pds_.pdc(pdc)->peer;
-    const ses::RxResult r = ses_.on_packet(peer, h.next, in.subspan(consumed), false, now);
+    const ses::RxResult r = ses_.on_packet(from, h.next, in.subspan(consumed), false, now);
     if (r == ses::RxResult::kNoResource) {
       pds_.unpop_in_order(pdc, handle);
       note_stalled(pdc);
