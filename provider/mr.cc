@@ -140,7 +140,7 @@ int mr_reg(fid* f, const void* buf, size_t len, uint64_t access, uint64_t offset
   if (access & ~kAccess) return -FI_EINVAL;
   auto* d = fid_to<Domain>(f);
   std::lock_guard lock(d->mutex);
-  const uint64_t mode = d->info->domain_attr->mr_mode;
+  const auto mode = static_cast<uint64_t>(d->info->domain_attr->mr_mode);
   uint64_t key = requested_key;
   if (mode & FI_MR_PROV_KEY) {
     while (d->keys.count(d->next_key)) ++d->next_key;

@@ -65,6 +65,8 @@ void rabenseifner_all_reduce(Communicator& c, const void* send, void* recv, size
   const int v = r < 2 * extra ? r / 2 : r - extra;
   auto real = [&](int w) { return w < extra ? 2 * w + 1 : w + extra; };
   const std::vector<size_t> blocks = equal_blocks(count, pow2);
+  // Block b's first element (block numbers, like ranks, are ints here).
+  auto block_start = [&](int b) { return blocks[static_cast<size_t>(b)]; };
   uint32_t step = 1;
 
   // Reduce-scatter by recursive halving: [lo, hi) is the range of blocks this rank
@@ -78,21 +80,21 @@ void rabenseifner_all_reduce(Communicator& c, const void* send, void* recv, size
     const int keep_lo = keep_low ? lo : mid, keep_hi = keep_low ? mid : hi;
     const int send_lo = keep_low ? mid : lo, send_hi = keep_low ? hi : mid;
     const int partner = real(v ^ mask);
-    const size_t keep_count = blocks[keep_hi] - blocks[keep_lo];
+    const size_t keep_count = block_start(keep_hi) - block_start(keep_lo);
     requests.clear();
     post_recv_pieces(c, partner, incoming, keep_count * es, step, requests);
     const size_t receives = requests.size();
-    const size_t send_bytes = (blocks[send_hi] - blocks[send_lo]) * es;
+    const size_t send_bytes = (block_start(send_hi) - block_start(send_lo)) * es;
     if (own != work && send_bytes > 0) {
       // The first step sends from the caller's buffer: stage it in work's half that this
       // rank does not reduce into, and send from there (huge pages, see above).
-      std::memcpy(work + blocks[send_lo] * es, own + blocks[send_lo] * es, send_bytes);
+      std::memcpy(work + block_start(send_lo) * es, own + block_start(send_lo) * es, send_bytes);
     }
-    post_send_pieces(c, partner, work + blocks[send_lo] * es, send_bytes, step, sends);
+    post_send_pieces(c, partner, work + block_start(send_lo) * es, send_bytes, step, sends);
     // Reduce each piece as it arrives, while later ones are still on the wire.
     const size_t piece_elems = piece_bytes(keep_count * es) / es;
-    uint8_t* target = work + blocks[keep_lo] * es;
-    const uint8_t* mine = own + blocks[keep_lo] * es;
+    uint8_t* target = work + block_start(keep_lo) * es;
+    const uint8_t* mine = own + block_start(keep_lo) * es;
     for (size_t k = 0; k < receives; ++k) {
       c.link().wait(requests[k], c.deadline());
       const size_t first = k * piece_elems;
@@ -115,13 +117,14 @@ void rabenseifner_all_reduce(Communicator& c, const void* send, void* recv, size
     const bool partner_below = (v & mask) != 0;
     const bool last = mask * 2 == pow2;
     const int other_lo = partner_below ? lo - mask : hi, other_hi = other_lo + mask;
-    const size_t held = (blocks[hi] - blocks[lo]) * es;
+    const size_t held = (block_start(hi) - block_start(lo)) * es;
     requests.clear();
-    post_recv_pieces(c, partner, (last ? buf : work) + blocks[other_lo] * es,
-                     (blocks[other_hi] - blocks[other_lo]) * es, step, requests);
-    post_send_pieces(c, partner, work + blocks[lo] * es, held, step, sends);
+    post_recv_pieces(c, partner, (last ? buf : work) + block_start(other_lo) * es,
+                     (block_start(other_hi) - block_start(other_lo)) * es, step, requests);
+    post_send_pieces(c, partner, work + block_start(lo) * es, held, step, sends);
     // The sends only read work, so this copy may run while the partner reads them.
-    if (last && held > 0) std::memcpy(buf + blocks[lo] * es, work + blocks[lo] * es, held);
+    if (last && held > 0)
+      std::memcpy(buf + block_start(lo) * es, work + block_start(lo) * es, held);
     c.link().wait_all(requests, c.deadline());
     lo = std::min(lo, other_lo);
     hi = std::max(hi, other_hi);

@@ -44,7 +44,9 @@ void ring_reduce_scatter(Communicator& c, void* data, std::span<const size_t> bl
   const size_t es = size_of(type);
   auto* bytes = static_cast<uint8_t*>(data);
   size_t largest = 0;
-  for (int b = 0; b < p; ++b) largest = std::max(largest, blocks[b + 1] - blocks[b]);
+  for (size_t b = 0; b < static_cast<size_t>(p); ++b) {
+    largest = std::max(largest, blocks[b + 1] - blocks[b]);
+  }
   uint8_t* incoming = c.scratch(0, largest * es);
   const int right = (r + 1) % p, left = (r + p - 1) % p;
   std::vector<Request> recvs, sends;

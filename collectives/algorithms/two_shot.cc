@@ -35,7 +35,9 @@ void two_shot_all_reduce(Communicator& c, const void* send, void* recv, size_t c
   const auto* own = static_cast<const uint8_t*>(send);
   if (p == 1) return single_rank_all_reduce(send, recv, count * es);
   const std::vector<size_t> blocks = equal_blocks(count, p);
-  auto block_bytes = [&](int q) { return (blocks[q + 1] - blocks[q]) * es; };
+  // Block b's first element (block numbers, like ranks, are ints here).
+  auto block_start = [&](int b) { return blocks[static_cast<size_t>(b)]; };
+  auto block_bytes = [&](int q) { return (block_start(q + 1) - block_start(q)) * es; };
   const size_t mine = block_bytes(r);
   // Peer q's copy of block r lands at incoming + slot(q) * mine.
   auto slot = [&](int q) { return static_cast<size_t>(q < r ? q : q - 1); };
@@ -52,14 +54,14 @@ void two_shot_all_reduce(Communicator& c, const void* send, void* recv, size_t c
   for (int k = 1; k < p; ++k) {  // r + 1 first: rank q hears from q - 1 first, and so on
     const int q = (r + k) % p;
     bound_deferred_sends(c, sends);
-    post_send_pieces(c, q, own + blocks[q] * es, block_bytes(q), 1, sends);
+    post_send_pieces(c, q, own + block_start(q) * es, block_bytes(q), 1, sends);
   }
   // Reduce piece by piece, peer by peer, each as soon as it is in. The order is fixed,
   // r - 1, r - 2, ..., r + 1: the order in which the peers send to this rank.
-  uint8_t* target = buf + blocks[r] * es;
-  const uint8_t* first = own + blocks[r] * es;  // the running sum's first operand
+  uint8_t* target = buf + block_start(r) * es;
+  const uint8_t* first = own + block_start(r) * es;  // the running sum's first operand
   const size_t pieces = piece_count(mine), piece_elems = piece_bytes(mine) / es;
-  const size_t elems = blocks[r + 1] - blocks[r];
+  const size_t elems = block_start(r + 1) - block_start(r);
   for (int k = 1; k < p; ++k) {
     const int q = (r - k + p) % p;
     const uint8_t* from = incoming + slot(q) * mine;
@@ -82,7 +84,7 @@ void two_shot_all_reduce(Communicator& c, const void* send, void* recv, size_t c
 
   // All-gather: every rank's reduced block to every other rank.
   for (int q = 0; q < p; ++q) {
-    if (q != r) post_recv_pieces(c, q, buf + blocks[q] * es, block_bytes(q), 2, receives);
+    if (q != r) post_recv_pieces(c, q, buf + block_start(q) * es, block_bytes(q), 2, receives);
   }
   for (int k = 1; k < p; ++k) {
     bound_deferred_sends(c, sends);

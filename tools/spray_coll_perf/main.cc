@@ -160,7 +160,9 @@ struct Point {
                : count * es * un;
   }
   // Small integers: every reduction of them is exact in every type.
-  static double value(int r, size_t i) { return static_cast<double>((r + 1) + i % 3); }
+  static double value(int r, size_t i) {
+    return static_cast<double>(static_cast<size_t>(r + 1) + i % 3);
+  }
 
   void run(Communicator& c) {
     switch (coll) {

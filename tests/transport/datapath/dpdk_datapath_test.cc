@@ -161,8 +161,9 @@ TEST(DpdkDatapath, burst__carries_the_entropy_value_in_the_source_port) {
   ASSERT_TRUE(test::make_burst(*a, std::span(out), b->local_address(), 100));
   EXPECT_EQ(a->tx_burst(out.data(), out.size()), out.size());
   std::set<uint16_t> evs;
+  const NetAddr sender = a->local_address();  // the sender's base, whatever EV
   const size_t got = receive(*b, 32, [&](const PacketBuf& p) {
-    EXPECT_EQ(p.peer, a->local_address());  // the sender's base, whatever EV
+    EXPECT_EQ(p.peer, sender);
     EXPECT_EQ(p.len, 100u);
     EXPECT_EQ(p.data[0] % 8, p.entropy);
     EXPECT_EQ(p.data[99], p.data[0]);
@@ -193,7 +194,8 @@ TEST(DpdkDatapath, burst__right_after_open_waits_for_the_first_link_up) {
 TEST(DpdkDatapath, arp__resolves_an_unknown_neighbour) {
   auto [a, b] = open_pair(/*with_neighbours=*/false);
   ASSERT_TRUE(a && b);
-  auto send_one = [&] {
+  // Named captures: clang before 16 cannot capture structured bindings implicitly.
+  auto send_one = [&a = a, &b = b] {
     PacketBuf* p = nullptr;
     ASSERT_EQ(a->alloc(&p, 1), 1u);
     p->len = 10;

@@ -114,7 +114,7 @@ void VerbsDatapath::reap_sends() {
   std::array<ibv_wc, kMaxBurst> wc{};
   int got = 0;
   while ((got = ibv_poll_cq(send_cq_, static_cast<int>(kMaxBurst), wc.data())) > 0) {
-    for (int i = 0; i < got; ++i) {
+    for (size_t i = 0; i < static_cast<size_t>(got); ++i) {
       if (wc[i].status != IBV_WC_SUCCESS) ++stats_.tx_errors;
       pool_.release(from_wr_id(wc[i].wr_id));
     }

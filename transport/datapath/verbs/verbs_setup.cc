@@ -131,7 +131,8 @@ bool VerbsDatapath::setup(std::string& error) {
     error = fmt::format("verbs: cannot create PD/CQs: {}", std::strerror(errno));
     return false;
   }
-  mr_ = ibv_reg_mr(pd_, pool_.arena(), pool_.arena_bytes(), IBV_ACCESS_LOCAL_WRITE);
+  // An int, not the enum: the ibv_reg_mr macro ands it with an enum of another type.
+  mr_ = ibv_reg_mr(pd_, pool_.arena(), pool_.arena_bytes(), int{IBV_ACCESS_LOCAL_WRITE});
   if (mr_ == nullptr) {
     error = fmt::format("verbs: cannot register {} bytes: {}", pool_.arena_bytes(),
                         std::strerror(errno));
