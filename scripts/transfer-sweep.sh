@@ -4,7 +4,8 @@
 # and small PDC tables came from sweeps like this one.
 #   clean   no path dies: loss up to 10 %, trims, reordering, duplicates, corruption,
 #           any path selector, nscc or fixed, ring or all-to-all, 2-9 PDCs an engine,
-#           messages of 0 B to 1 MiB. Every run must deliver everything (exit 0).
+#           messages of 0 B to 1 MiB, message tables of 4-64 slots in a third of runs.
+#           Every run must deliver everything (exit 0).
 #   faults  as clean with 2-4 paths, path 0 dying in half the runs. A selector on a
 #           dead path may fail operations (exit 1); every operation must still end
 #           (exit 2 means one never did) and nothing may crash.
@@ -71,6 +72,12 @@ for ((seed = first; seed <= last; ++seed)); do
     fi
   else
     draw 4; args+=(--paths $((1 + r)))
+  fi
+  # Drawn last, so that the draws above give each seed the configuration it had before
+  # message tables were swept (a third of runs: 4-64 slots for sends and for receives).
+  draw 3
+  if ((r == 0)); then
+    pick 4 5 8 16 64; args+=(--message-slots "$r")
   fi
   "$transfer" "${args[@]}" >"$out" 2>&1
   rc=$?

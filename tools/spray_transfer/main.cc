@@ -37,6 +37,9 @@ struct Options {
   uint64_t seed = 1;
   double link_gbps = 100;
   uint32_t max_pdcs = 1024;  // per engine; a few force idle PDCs to close for room
+  // SES message table sizes (tx and rx) per engine; a few make targets refuse requests
+  // for want of room (NO_SES_MSG_AVAIL) and senders wait for slots.
+  uint32_t message_slots = ses::SesConfig{}.max_rx_messages;
   bool all_to_all = false;
   bool json = false;
 };
@@ -79,6 +82,10 @@ int main(int argc, char** argv) {
                  "PDCs each engine may hold (a host talks to 2 peers in the ring, to all in "
                  "--all-to-all; fewer PDCs than that make it close idle ones for room)")
       ->check(CLI::Range(2, 32768));
+  app.add_option("--message-slots", o.message_slots,
+                 "SES message slots each engine has for sends and for receives (an eighth of "
+                 "each is kept for answers and in-order sends)")
+      ->check(CLI::Range(4, 65536));
   app.add_flag("--all-to-all", o.all_to_all,
                "each host sends its messages to every other host in turn, not to the next");
   app.add_flag("--json", o.json, "print the result as JSON");
@@ -100,6 +107,8 @@ int main(int argc, char** argv) {
   e.pds.path_name = o.path_selection;
   e.pds.cc.line_rate_gbps = o.link_gbps;
   e.pds.max_pdcs = o.max_pdcs;
+  e.ses.max_tx_messages = o.message_slots;
+  e.ses.max_rx_messages = o.message_slots;
   if (!cc::make_congestion_control(o.cc, {}) || !paths::make_path_selector(o.path_selection, {})) {
     fmt::print(stderr, "unknown --cc or --path-selection\n");
     return 2;

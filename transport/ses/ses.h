@@ -55,7 +55,7 @@ namespace spray::ses {
 struct SesConfig {
   uint32_t mtu_bytes = 4096;  // max UET packet (PDS header on) the datapath carries
   uint32_t max_peers = 65536;
-  uint32_t max_tx_messages = 8192;  // an eighth kept for answers to peers' requests
+  uint32_t max_tx_messages = 8192;  // at least 4; an eighth (at least 2) kept for answers
   uint32_t max_rx_messages = 8192;
   uint32_t max_posted_receives = 8192;
   uint32_t max_memory_regions = 4096;
@@ -391,6 +391,9 @@ class Ses {
     // copy from it on every (re)transmission, so the send completes (and hands the buffer
     // back to the application) only after they are all acknowledged.
     uint32_t read_responses = 0;     // kRendezvous: read responses in flight copying from src
+    // kRendezvous: a tx slot is promised (tx_promised_) for the read response that serves
+    // the receiver's read, until that read comes or the send ends (see Ses::send).
+    bool read_response_promised = false;
     uint32_t rendezvous_tx = kNone;  // kReadResponse: the rendezvous send whose src it reads
     bool source_gone = false;        // kReadResponse: that send ended anyway (failure); no payload
     // kReadResponse: answers a peer's read of registered memory (not a rendezvous read or
@@ -453,6 +456,13 @@ class Ses {
     if (m.tx_promised == 0) return;
     --m.tx_promised;
     --tx_promised_;
+  }
+  // Gives back a rendezvous send's promised slot (see Ses::send); true if it held one.
+  bool release_read_response_promise(TxMessage& m) {
+    if (!m.read_response_promised) return false;
+    m.read_response_promised = false;
+    --tx_promised_;
+    return true;
   }
   // Sends from one peer are matched in its order, so a send that arrives early holds an
   // rx slot until the ones before it are in. If early ones filled the table, the next in
@@ -614,6 +624,18 @@ class Ses {
   // and no later send may come (chaos runs with 4 retries per PSN left such messages
   // undelivered for good). Slow path: empty in normal operation.
   std::vector<Skip> skips_;
+  uint32_t skips_in_flight_ = 0;  // MSG_ERRs in tx slots
+  // A MSG_ERR goes within the user's share of the tx table, keeping room for the send it
+  // may precede; or, one at a time, beyond it. The target holds our later sends until it
+  // learns of the failed ones, so when those later sends fill the user's share only a
+  // MSG_ERR beyond it can end the wait (faults sweep seed 80352, 5-slot tables: the
+  // target's rx table full of sends waiting behind three failed ones, our share full of
+  // sends it refused, their MSG_ERRs waiting for room, for good). One at a time, so that
+  // MSG_ERRs to a dead peer, which hold their slots until their PDC fails, never take
+  // more than one of the slots kept for answers.
+  bool room_for_a_skip() const {
+    return tx_committed() + 1 < user_tx_limit_ || (skips_in_flight_ == 0 && tx_room_for(1));
+  }
   // The earliest not_before among skips with tries on a timer left (skip_timed); none:
   // INT64_MAX. take_pds_reports, called per packet, looks at skips_ only from then on,
   // so skips that wait for the next send (a dead peer's) cost the fast path nothing.

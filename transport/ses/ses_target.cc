@@ -86,7 +86,12 @@ RxResult Ses::on_read(PeerIndex peer, const wire::SesStandardRequest& h, Time no
   if (!(id & 0x8000) || !h.common.has(wire::ses_flags::kStartOfMessage)) {
     return RxResult::kMalformed;
   }
-  if (tx_room_for(1)) {
+  // A read of one of our rendezvous sends is answered in the slot that send promised, so
+  // it never waits for room; the first read of it, that is (a second, after a failure,
+  // takes its chances like any read).
+  const auto send = tx_by_rendezvous_key_.find(h.match_bits);
+  if ((send && tx_[*send].peer == peer && release_read_response_promise(tx_[*send])) ||
+      tx_room_for(1)) {
     serve_read(peer, id, h.match_bits, h.buffer_offset, h.request_length, now);
     return RxResult::kAccepted;
   }

@@ -86,6 +86,9 @@ Ses::Ses(const SesConfig& config, pds::Pds& pds)
   if (config.max_tx_messages > kMaxTxMessages) {
     throw std::invalid_argument("SesConfig::max_tx_messages above 2^20 (see Ses::ticket)");
   }
+  if (config.max_tx_messages < 4) {  // the user's share must hold a rendezvous send (two)
+    throw std::invalid_argument("SesConfig::max_tx_messages below 4");
+  }
   // Queues hold message slots, so their reach is bounded by the pool: reserve it once
   // and the fast path never grows them.
   datagrams_.reserve(config.max_tx_messages);
@@ -152,6 +155,13 @@ Status Ses::send(PeerIndex peer, const void* buf, uint64_t len, UserContext ctx,
   if (const Status s = check_operation(peer, buf, len); s != Status::kOk) return s;
   if (!skips_.empty()) send_skips([peer](const Skip& k) { return k.peer == peer; }, now);
   const bool rendezvous = len > cfg_.rendezvous_threshold_bytes;
+  // A rendezvous send takes two of the user's slots: its own, and one promised for the
+  // read response that will serve its receiver's read. Without the promise the read could
+  // need a slot that only this engine's own waiting operations hold: two engines whose
+  // tables were full of rendezvous sends to each other (and their receives' reads) refused
+  // each other's read requests for good (spray-transfer --hosts 2 --message-slots 4
+  // --bytes 70000 --messages 2, with no fault at all).
+  if (rendezvous && tx_committed() + 2 > user_tx_limit_) return Status::kAgain;
   const uint32_t slot = new_tx(rendezvous ? TxKind::kRendezvous : TxKind::kEager, peer, len);
   if (slot == kNone) return Status::kAgain;
   TxMessage& m = tx_[slot];
@@ -189,7 +199,11 @@ Status Ses::send(PeerIndex peer, const void* buf, uint64_t len, UserContext ctx,
   }
   ++send_seq_[peer];
   ++stats_.messages_sent;
-  if (rendezvous) ++stats_.rendezvous_sends;
+  if (rendezvous) {
+    ++stats_.rendezvous_sends;
+    tx_[slot].read_response_promised = true;
+    ++tx_promised_;
+  }
   return Status::kOk;
 }
 
@@ -198,7 +212,7 @@ void Ses::send_skips(Due due, Time now) {
   auto keep = skips_.begin();
   for (auto it = skips_.begin(); it != skips_.end(); ++it) {
     bool sent = false;
-    if (due(*it) && tx_committed() + 1 < user_tx_limit_) {  // + 1: the send it may precede
+    if (due(*it) && room_for_a_skip()) {
       if (const uint32_t slot = new_tx(TxKind::kSkip, it->peer, 0); slot != kNone) {
         TxMessage& m = tx_[slot];
         m.msg_id = it->id;
@@ -206,6 +220,7 @@ void Ses::send_skips(Due due, Time now) {
         m.run.packet_count = 1;
         m.run.packet_bytes = static_cast<uint32_t>(16 + wire::kSesStandardBytes);
         sent = start(slot, pds::Mode::kRud, now) == Status::kOk;
+        if (sent) ++skips_in_flight_;
       }
     }
     if (!sent) *keep++ = *it;
@@ -527,9 +542,11 @@ void Ses::peers_awaiting_response(std::vector<PeerIndex>& out) {
 void Ses::finish_tx(uint32_t slot) {
   TxMessage& m = tx_[slot];
   if (m.needs_response) tx_by_id_.erase(id_key(m.peer, m.msg_id));
+  if (m.kind == TxKind::kSkip) --skips_in_flight_;
   if (m.kind == TxKind::kRendezvous) {
     regions_.remove(m.rendezvous_key);
     tx_by_rendezvous_key_.erase(m.rendezvous_key);
+    release_read_response_promise(m);  // read directly (shared memory), or never read
     if (m.read_responses > 0) detach_read_responses(slot);  // failing: the buffer goes back now
   }
   // A read response of a rendezvous send: the send may complete once the last is done.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tests/support/engine_harness.h"
+#include "transport/wire/pds_header.h"
 
 namespace spray {
 namespace {
@@ -91,9 +92,11 @@ TEST(SmallTables, rendezvous_receives_complete_while_the_user_fills_the_tx_table
   std::vector<uint8_t> src1(kBytes, 0x31);
   size_t blocked = 0;
   while (cluster.engine(1).send(0, src1.data(), kBytes, 100 + blocked) == Status::kOk) ++blocked;
-  ASSERT_EQ(blocked, 6u);  // the user's share of 8 slots
+  // The user's share of 8 slots is 6, and a rendezvous send takes two: its own and one
+  // promised for the read response that will serve it.
+  ASSERT_EQ(blocked, 3u);
 
-  constexpr size_t kMessages = 4;
+  constexpr size_t kMessages = 3;  // as many as host 0's table takes at once
   std::vector<std::vector<uint8_t>> src0(kMessages), dst1(kMessages);
   for (size_t i = 0; i < kMessages; ++i) {
     src0[i].assign(kBytes, static_cast<uint8_t>(i + 1));
@@ -121,6 +124,128 @@ TEST(SmallTables, rendezvous_receives_complete_while_the_user_fills_the_tx_table
     EXPECT_EQ(tx->status, Status::kOk);
     EXPECT_EQ(dst0[i], src1) << i;
   }
+}
+
+// Both engines send rendezvous messages to each other as fast as their tables let them,
+// every receive posted in advance. Each receive sends a read request, which the sender
+// must answer with a read response, itself a tx slot. The senders' tables used to fill
+// with their own sends and their receives' reads, so each refused the other's read
+// requests for good (NO_RESOURCE, resent every RTO) and nothing ever completed, on a
+// fabric with no fault at all. A rendezvous send now brings the slot its read response
+// needs (Ses::send).
+TEST(SmallTables, rendezvous_sends_both_ways_complete_when_both_tx_tables_are_full) {
+  for (const uint32_t slots : {4u, 8u}) {
+    SCOPED_TRACE(testing::Message() << slots << " slots");
+    sim::FabricConfig f;
+    f.hosts = 2;
+    engine::EngineConfig e;
+    e.ses.max_tx_messages = e.ses.max_rx_messages = slots;
+    sim::Cluster cluster(f, e);
+    constexpr size_t kMessages = 12, kBytes = 70000;  // past the 64 KiB rendezvous threshold
+    std::vector<uint8_t> src[2], dst[2];
+    for (uint32_t h = 0; h < 2; ++h) {
+      src[h].resize(kMessages * kBytes);
+      dst[h].assign(kMessages * kBytes, 0);
+      for (size_t i = 0; i < src[h].size(); ++i) src[h][i] = byte_of(h, i / kBytes, i);
+    }
+    size_t posted[2] = {0, 0}, issued[2] = {0, 0}, sent[2] = {0, 0}, received[2] = {0, 0};
+    bool saw_again = false;
+    const bool finished = cluster.run_until(
+        [&] {
+          for (uint32_t h = 0; h < 2; ++h) {
+            auto& engine = cluster.engine(h);
+            while (posted[h] < kMessages &&
+                   engine.post_recv({dst[h].data() + posted[h] * kBytes, kBytes,
+                                     1000 + posted[h]}) == Status::kOk) {
+              ++posted[h];
+            }
+            while (issued[h] < kMessages) {
+              const Status s =
+                  engine.send(1 - h, src[h].data() + issued[h] * kBytes, kBytes, issued[h]);
+              if (s == Status::kAgain) {
+                saw_again = true;
+                break;
+              }
+              EXPECT_EQ(s, Status::kOk);
+              ++issued[h];
+            }
+            ses::Completion c;
+            while (engine.poll_completion(c)) {
+              EXPECT_EQ(c.status, Status::kOk) << "host " << h << " op " << c.context;
+              ++(c.context >= 1000 ? received : sent)[h];
+            }
+          }
+          return sent[0] + sent[1] + received[0] + received[1] == 4 * kMessages;
+        },
+        Duration::seconds(5));
+    ASSERT_TRUE(finished) << "sent " << sent[0] << " and " << sent[1] << ", received "
+                          << received[0] << " and " << received[1] << " of " << kMessages;
+    EXPECT_TRUE(saw_again);  // the tables really were full
+    EXPECT_EQ(dst[0], src[1]);
+    EXPECT_EQ(dst[1], src[0]);
+  }
+}
+
+// A send fails while later sends to the same target, on another PDC, arrived and wait
+// there behind it (matched in send order), filling the target's rx table; one more waits
+// in the sender's table, refused. Only the MSG_ERR for the failed send can end the wait,
+// and it used to need room in the user's share of the tx table, which the refused send
+// held: it never went (faults sweep seed 80352). It now goes beyond the share.
+TEST(SmallTables, a_failed_sends_msg_err_goes_while_refused_sends_fill_the_users_share) {
+  sim::FabricConfig f;
+  f.hosts = 2;
+  engine::EngineConfig e;
+  e.ses.max_tx_messages = e.ses.max_rx_messages = 4;  // 2 for the user, 2 kept
+  sim::Cluster cluster(f, e);
+  CompletionWaiter waiter(cluster);
+  // Host 0's RUD requests are lost: the failed send (RUD) and, until it has failed, its
+  // MSG_ERRs. The later sends go ROD, on a PDC of their own.
+  bool lose_rud = true;
+  cluster.fabric().set_drop_filter([&](uint32_t from, uint32_t, const dp::PacketBuf& p) {
+    wire::Prologue h;
+    if (!lose_rud || from != 0 ||
+        wire::decode_prologue({p.data, p.len}, h) != wire::DecodeError::kOk) {
+      return false;
+    }
+    return h.type == wire::PdsType::kRudRequest || h.type == wire::PdsType::kRudCcRequest;
+  });
+  constexpr size_t kMessages = 4, kBytes = 1000;
+  std::vector<std::vector<uint8_t>> src(kMessages), dst(kMessages);
+  for (size_t i = 0; i < kMessages; ++i) {
+    src[i].assign(kBytes, static_cast<uint8_t>(i + 1));
+    dst[i].assign(kBytes, 0);
+    ASSERT_EQ(cluster.engine(1).post_recv({dst[i].data(), kBytes, i, true, i, 0}), Status::kOk);
+  }
+  auto spec = [](uint64_t tag, pds::Mode mode) {
+    return ses::SendSpec{.tagged = true, .tag = tag, .mode = mode};
+  };
+  ASSERT_EQ(cluster.engine(0).send(1, src[0].data(), kBytes, 0, spec(0, pds::Mode::kRud)),
+            Status::kOk);           // will fail
+  for (size_t i = 1; i < 3; ++i) {  // arrive, wait behind send 0, and fill host 1's share
+    ASSERT_EQ(cluster.engine(0).send(1, src[i].data(), kBytes, i, spec(i, pds::Mode::kRod)),
+              Status::kOk);
+    auto tx = waiter.wait(0, i);
+    ASSERT_TRUE(tx) << i;
+    EXPECT_EQ(tx->status, Status::kOk);
+  }
+  ASSERT_EQ(cluster.engine(0).send(1, src[3].data(), kBytes, 3, spec(3, pds::Mode::kRod)),
+            Status::kOk);  // refused
+  auto failed = waiter.wait(0, 0, Duration::seconds(60));
+  ASSERT_TRUE(failed);
+  EXPECT_EQ(failed->status, Status::kPeerUnreachable);
+  EXPECT_GT(cluster.engine(1).pds().stats().nacks_sent, 0u);  // send 3 was refused
+  lose_rud = false;
+  for (size_t i = 1; i < kMessages; ++i) {
+    auto rx = waiter.wait(1, i, Duration::seconds(30));
+    ASSERT_TRUE(rx) << i;
+    EXPECT_EQ(rx->status, Status::kOk);
+    EXPECT_EQ(dst[i], src[i]) << i;
+  }
+  auto tx = waiter.wait(0, 3);
+  ASSERT_TRUE(tx);
+  EXPECT_EQ(tx->status, Status::kOk);
+  EXPECT_FALSE(waiter.take(1, 0));  // the failed send was skipped, never delivered
+  cluster.fabric().set_drop_filter({});
 }
 
 }  // namespace
