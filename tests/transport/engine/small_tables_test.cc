@@ -28,6 +28,41 @@ uint8_t byte_of(uint32_t host, size_t op, size_t i) {
   return static_cast<uint8_t>(host * 101 + op * 7 + i);
 }
 
+// Hosts 0 and 1 each issue `count` operations to the other as fast as their tables let
+// them: issue(h, i) starts host h's operation i, and on kAgain is called again later.
+// Every completion must be kOk; done_by[h] counts host h's. Runs until each host has
+// seen `completions_each`, or 5 s of virtual time. True if they did; `saw_again` says
+// whether a table was ever full (the point of these tests).
+template <class Issue>
+bool issue_both_ways(sim::Cluster& cluster, size_t count, size_t completions_each, Issue issue,
+                     bool& saw_again) {
+  size_t issued[2] = {0, 0}, done_by[2] = {0, 0};
+  const bool finished = cluster.run_until(
+      [&] {
+        for (uint32_t h = 0; h < 2; ++h) {
+          while (issued[h] < count) {
+            const Status s = issue(h, issued[h]);
+            if (s == Status::kAgain) {
+              saw_again = true;
+              break;
+            }
+            EXPECT_EQ(s, Status::kOk);
+            ++issued[h];
+          }
+          ses::Completion c;
+          while (cluster.engine(h).poll_completion(c)) {
+            EXPECT_EQ(c.status, Status::kOk) << "host " << h << " op " << c.context;
+            ++done_by[h];
+          }
+        }
+        return done_by[0] == completions_each && done_by[1] == completions_each;
+      },
+      Duration::seconds(5));
+  EXPECT_TRUE(finished) << "done " << done_by[0] << " and " << done_by[1] << " of "
+                        << completions_each;
+  return finished;
+}
+
 // Both engines write to each other as fast as their tables let them. Every write needs
 // its target to send a response; with the tables full of the targets' own writes, the
 // responses used to find no slot (dropped, so the write never completed) or the writes
@@ -48,32 +83,14 @@ TEST(SmallTables, writes_both_ways_complete_when_both_tx_tables_are_full) {
                   {region[h].data(), region[h].size(), 0, kKey, ses::access::kRemoteWrite}),
               Status::kOk);
   }
-  size_t issued[2] = {0, 0}, done[2] = {0, 0};
   bool saw_again = false;
-  const bool finished = cluster.run_until(
-      [&] {
-        for (uint32_t h = 0; h < 2; ++h) {
-          while (issued[h] < kWrites) {
-            const size_t at = issued[h] * kBytes;
-            const Status s =
-                cluster.engine(h).write(1 - h, src[h].data() + at, kBytes, at, kKey, issued[h]);
-            if (s == Status::kAgain) {
-              saw_again = true;
-              break;
-            }
-            EXPECT_EQ(s, Status::kOk);
-            ++issued[h];
-          }
-          ses::Completion c;
-          while (cluster.engine(h).poll_completion(c)) {
-            EXPECT_EQ(c.status, Status::kOk) << "host " << h << " write " << c.context;
-            ++done[h];
-          }
-        }
-        return done[0] == kWrites && done[1] == kWrites;
+  ASSERT_TRUE(issue_both_ways(
+      cluster, kWrites, kWrites,
+      [&](uint32_t h, size_t op) {
+        const size_t at = op * kBytes;
+        return cluster.engine(h).write(1 - h, src[h].data() + at, kBytes, at, kKey, op);
       },
-      Duration::seconds(5));
-  ASSERT_TRUE(finished) << "done " << done[0] << " and " << done[1] << " of " << kWrites;
+      saw_again));
   EXPECT_TRUE(saw_again);  // the tables really were full
   EXPECT_EQ(region[0], src[1]);
   EXPECT_EQ(region[1], src[0]);
@@ -148,38 +165,19 @@ TEST(SmallTables, rendezvous_sends_both_ways_complete_when_both_tx_tables_are_fu
       dst[h].assign(kMessages * kBytes, 0);
       for (size_t i = 0; i < src[h].size(); ++i) src[h][i] = byte_of(h, i / kBytes, i);
     }
-    size_t posted[2] = {0, 0}, issued[2] = {0, 0}, sent[2] = {0, 0}, received[2] = {0, 0};
+    for (uint32_t h = 0; h < 2; ++h) {
+      for (size_t i = 0; i < kMessages; ++i) {
+        ASSERT_EQ(cluster.engine(h).post_recv({dst[h].data() + i * kBytes, kBytes, 1000 + i}),
+                  Status::kOk);
+      }
+    }
     bool saw_again = false;
-    const bool finished = cluster.run_until(
-        [&] {
-          for (uint32_t h = 0; h < 2; ++h) {
-            auto& engine = cluster.engine(h);
-            while (posted[h] < kMessages &&
-                   engine.post_recv({dst[h].data() + posted[h] * kBytes, kBytes,
-                                     1000 + posted[h]}) == Status::kOk) {
-              ++posted[h];
-            }
-            while (issued[h] < kMessages) {
-              const Status s =
-                  engine.send(1 - h, src[h].data() + issued[h] * kBytes, kBytes, issued[h]);
-              if (s == Status::kAgain) {
-                saw_again = true;
-                break;
-              }
-              EXPECT_EQ(s, Status::kOk);
-              ++issued[h];
-            }
-            ses::Completion c;
-            while (engine.poll_completion(c)) {
-              EXPECT_EQ(c.status, Status::kOk) << "host " << h << " op " << c.context;
-              ++(c.context >= 1000 ? received : sent)[h];
-            }
-          }
-          return sent[0] + sent[1] + received[0] + received[1] == 4 * kMessages;
+    ASSERT_TRUE(issue_both_ways(
+        cluster, kMessages, 2 * kMessages,
+        [&](uint32_t h, size_t i) {
+          return cluster.engine(h).send(1 - h, src[h].data() + i * kBytes, kBytes, i);
         },
-        Duration::seconds(5));
-    ASSERT_TRUE(finished) << "sent " << sent[0] << " and " << sent[1] << ", received "
-                          << received[0] << " and " << received[1] << " of " << kMessages;
+        saw_again));         // each host: its sends and its receives
     EXPECT_TRUE(saw_again);  // the tables really were full
     EXPECT_EQ(dst[0], src[1]);
     EXPECT_EQ(dst[1], src[0]);
