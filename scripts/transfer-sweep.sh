@@ -4,7 +4,8 @@
 # and small PDC tables came from sweeps like this one.
 #   clean   no path dies: loss up to 10 %, trims, reordering, duplicates, corruption,
 #           any path selector, nscc or fixed, ring or all-to-all, 2-9 PDCs an engine,
-#           messages of 0 B to 1 MiB, message tables of 4-64 slots in a third of runs.
+#           messages of 0 B to 1 MiB, message tables of 4-64 slots in a third of runs,
+#           moved by sends, or in half of runs by RMA writes, reads or both.
 #           Every run must deliver everything (exit 0).
 #   faults  as clean with 2-4 paths, path 0 dying in half the runs. A selector on a
 #           dead path may fail operations (exit 1); every operation must still end
@@ -74,11 +75,13 @@ for ((seed = first; seed <= last; ++seed)); do
     draw 4; args+=(--paths $((1 + r)))
   fi
   # Drawn last, so that the draws above give each seed the configuration it had before
-  # message tables were swept (a third of runs: 4-64 slots for sends and for receives).
+  # message tables (a third of runs: 4-64 slots for sends and for receives) and RMA
+  # (half of runs: writes, reads or all three in turn instead of sends) were swept.
   draw 3
   if ((r == 0)); then
     pick 4 5 8 16 64; args+=(--message-slots "$r")
   fi
+  pick send send send write read mixed; args+=(--operation "$r")
   "$transfer" "${args[@]}" >"$out" 2>&1
   rc=$?
   ((rc == 1)) && ended_in_error=$((ended_in_error + 1))

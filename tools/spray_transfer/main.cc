@@ -41,8 +41,14 @@ struct Options {
   // for want of room (NO_SES_MSG_AVAIL) and senders wait for slots.
   uint32_t message_slots = ses::SesConfig{}.max_rx_messages;
   bool all_to_all = false;
+  // What moves each message: a tagged send; an RMA write by the sender into the
+  // receiver's registered buffer; an RMA read by the receiver from the sender's; or each
+  // of the three in turn (message m by m % 3).
+  std::string operation = "send";
   bool json = false;
 };
+
+enum class Operation : uint8_t { kSend, kWrite, kRead };
 
 }  // namespace
 
@@ -88,6 +94,10 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(4, 65536));
   app.add_flag("--all-to-all", o.all_to_all,
                "each host sends its messages to every other host in turn, not to the next");
+  app.add_option("--operation", o.operation,
+                 "send | write (RMA, by the sender) | read (RMA, by the receiver) | mixed (each "
+                 "in turn)")
+      ->check(CLI::IsMember({"send", "write", "read", "mixed"}));
   app.add_flag("--json", o.json, "print the result as JSON");
   CLI11_PARSE(app, argc, argv);
 
@@ -123,20 +133,45 @@ int main(int argc, char** argv) {
     const uint64_t step = o.all_to_all ? 1 + (m % o.messages) % (o.hosts - 1) : 1;
     return static_cast<uint32_t>((sender_of(m) + step) % o.hosts);
   };
+  const auto operation_of = [&](uint64_t m) {
+    if (o.operation == "mixed") return static_cast<Operation>(m % 3);
+    return o.operation == "write"  ? Operation::kWrite
+           : o.operation == "read" ? Operation::kRead
+                                   : Operation::kSend;
+  };
+  // An RMA message's buffer is a region of its own, keyed by the message: the receiver's
+  // dst for a write, the sender's src for a read.
+  const auto key_of = [](uint64_t m) { return m + 1; };
   std::vector<std::vector<uint8_t>> src(total_messages), dst(total_messages);
   for (uint64_t m = 0; m < total_messages; ++m) {
     src[m].resize(o.bytes);
     spray::tools::fill_pattern(src[m], m);
     dst[m].assign(o.bytes, 0);
-    ses::RecvSpec r{dst[m].data(), o.bytes, m, true, m, 0, sender_of(m)};
-    if (cluster.engine(receiver_of(m)).post_recv(r) != Status::kOk) {
-      fmt::print(stderr, "could not post receive {}\n", m);
+    Status s = Status::kOk;
+    switch (operation_of(m)) {
+      case Operation::kSend:
+        s = cluster.engine(receiver_of(m))
+                .post_recv({dst[m].data(), o.bytes, m, true, m, 0, sender_of(m)});
+        break;
+      case Operation::kWrite:
+        s = cluster.engine(receiver_of(m))
+                .register_memory({dst[m].data(), o.bytes, 0, key_of(m), ses::access::kRemoteWrite});
+        break;
+      case Operation::kRead:
+        s = cluster.engine(sender_of(m))
+                .register_memory({src[m].data(), o.bytes, 0, key_of(m), ses::access::kRemoteRead});
+        break;
+    }
+    if (s != Status::kOk) {
+      fmt::print(stderr, "could not post the receive or register the region of message {}: {}\n", m,
+                 to_string(s));
       return 1;
     }
   }
   // What became of each message's send and receive. A receive whose send failed never
   // completes (nothing comes for it; posted receives wait, as in MPI), so a message has
-  // ended once its send ended and, if that succeeded, its receive too.
+  // ended once its send ended and, if that succeeded, its receive too. An RMA message has
+  // one completion, its initiator's, kept as its send's end; its receive "ends" with it.
   enum class End : uint8_t { kOpen, kOk, kError };
   std::vector<End> send_end(total_messages, End::kOpen), recv_end(total_messages, End::kOpen);
   const auto ended = [&](uint64_t m) {
@@ -150,11 +185,21 @@ int main(int argc, char** argv) {
           cluster.fabric().set_path_up(0, false);
         }
         while (next < total_messages) {
-          ses::SendSpec s{.tagged = true, .tag = next};
-          if (cluster.engine(sender_of(next))
-                  .send(receiver_of(next), src[next].data(), o.bytes, next, s) != Status::kOk) {
-            break;
+          const uint32_t from = sender_of(next), to = receiver_of(next);
+          Status s = Status::kOk;
+          switch (operation_of(next)) {
+            case Operation::kSend:
+              s = cluster.engine(from).send(to, src[next].data(), o.bytes, next,
+                                            {.tagged = true, .tag = next});
+              break;
+            case Operation::kWrite:
+              s = cluster.engine(from).write(to, src[next].data(), o.bytes, 0, key_of(next), next);
+              break;
+            case Operation::kRead:
+              s = cluster.engine(to).read(from, dst[next].data(), o.bytes, 0, key_of(next), next);
+              break;
           }
+          if (s != Status::kOk) break;
           ++next;
         }
         for (uint32_t h = 0; h < o.hosts; ++h) {
@@ -163,14 +208,20 @@ int main(int argc, char** argv) {
             const uint64_t m = c.context;
             const bool was_ended = ended(m);
             const bool is_recv = c.op == ses::OpKind::kTaggedRecv;
+            const bool is_rma = c.op == ses::OpKind::kWrite || c.op == ses::OpKind::kRead;
             if (c.status != Status::kOk) {
               ++errors;
-              fmt::print(stderr, "host {}: {} {} failed: {}\n", h, is_recv ? "receive" : "send", m,
-                         to_string(c.status));
-            } else if (is_recv) {
+              const char* what = is_recv                       ? "receive"
+                                 : c.op == ses::OpKind::kWrite ? "write"
+                                 : c.op == ses::OpKind::kRead  ? "read"
+                                                               : "send";
+              fmt::print(stderr, "host {}: {} {} failed: {}\n", h, what, m, to_string(c.status));
+            } else if (is_recv || is_rma) {
               received_ok += c.length == o.bytes && dst[m] == src[m];
             }
-            (is_recv ? recv_end : send_end)[m] = c.status == Status::kOk ? End::kOk : End::kError;
+            const End end = c.status == Status::kOk ? End::kOk : End::kError;
+            (is_recv ? recv_end : send_end)[m] = end;
+            if (is_rma) recv_end[m] = end;
             ended_messages += !was_ended && ended(m);
           }
         }

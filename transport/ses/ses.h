@@ -624,17 +624,35 @@ class Ses {
   // and no later send may come (chaos runs with 4 retries per PSN left such messages
   // undelivered for good). Slow path: empty in normal operation.
   std::vector<Skip> skips_;
-  uint32_t skips_in_flight_ = 0;  // MSG_ERRs in tx slots
+  std::vector<std::pair<PeerIndex, uint16_t>> skips_sent_;  // MSG_ERRs in tx slots
   // A MSG_ERR goes within the user's share of the tx table, keeping room for the send it
-  // may precede; or, one at a time, beyond it. The target holds our later sends until it
-  // learns of the failed ones, so when those later sends fill the user's share only a
-  // MSG_ERR beyond it can end the wait (faults sweep seed 80352, 5-slot tables: the
-  // target's rx table full of sends waiting behind three failed ones, our share full of
-  // sends it refused, their MSG_ERRs waiting for room, for good). One at a time, so that
-  // MSG_ERRs to a dead peer, which hold their slots until their PDC fails, never take
-  // more than one of the slots kept for answers.
-  bool room_for_a_skip() const {
-    return tx_committed() + 1 < user_tx_limit_ || (skips_in_flight_ == 0 && tx_room_for(1));
+  // may precede; or beyond it if it is the oldest of its peer's, waiting or sent. The
+  // target holds our later sends until it learns of the failed ones, so when those later
+  // sends fill the user's share only a MSG_ERR beyond it can end the wait (faults sweep
+  // seed 80352, 5-slot tables: the target's rx table full of sends waiting behind three
+  // failed ones, our share full of sends it refused, their MSG_ERRs waiting for room, for
+  // good). The oldest, because only the id next in the target's order is sure to be taken
+  // when its rx table is full; a newer one is refused and holds its slot (seed 81037,
+  // where one MSG_ERR at a time beyond the share was a newer one, for good). So beyond
+  // the share a peer has one MSG_ERR in flight, and MSG_ERRs to dead peers, which hold
+  // their slots until their PDC fails, take at most one of the slots kept for answers
+  // each.
+  bool room_for_a_skip(const Skip& k) const {
+    return tx_committed() + 1 < user_tx_limit_ || (tx_room_for(1) && oldest_skip_of_its_peer(k));
+  }
+  // How long ago send id `id` to `peer` was given (1: the last one); larger is older.
+  uint16_t send_age(PeerIndex peer, uint16_t id) const {
+    return static_cast<uint16_t>((send_seq_[peer] - id) & 0x7fff);
+  }
+  bool oldest_skip_of_its_peer(const Skip& k) const {
+    const uint16_t age = send_age(k.peer, k.id);
+    for (const Skip& o : skips_) {
+      if (o.peer == k.peer && send_age(o.peer, o.id) > age) return false;
+    }
+    for (const auto& [peer, id] : skips_sent_) {
+      if (peer == k.peer && send_age(peer, id) > age) return false;
+    }
+    return true;
   }
   // The earliest not_before among skips with tries on a timer left (skip_timed); none:
   // INT64_MAX. take_pds_reports, called per packet, looks at skips_ only from then on,

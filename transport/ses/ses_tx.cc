@@ -212,7 +212,7 @@ void Ses::send_skips(Due due, Time now) {
   auto keep = skips_.begin();
   for (auto it = skips_.begin(); it != skips_.end(); ++it) {
     bool sent = false;
-    if (due(*it) && room_for_a_skip()) {
+    if (due(*it) && room_for_a_skip(*it)) {
       if (const uint32_t slot = new_tx(TxKind::kSkip, it->peer, 0); slot != kNone) {
         TxMessage& m = tx_[slot];
         m.msg_id = it->id;
@@ -220,7 +220,7 @@ void Ses::send_skips(Due due, Time now) {
         m.run.packet_count = 1;
         m.run.packet_bytes = static_cast<uint32_t>(16 + wire::kSesStandardBytes);
         sent = start(slot, pds::Mode::kRud, now) == Status::kOk;
-        if (sent) ++skips_in_flight_;
+        if (sent) skips_sent_.emplace_back(it->peer, it->id);
       }
     }
     if (!sent) *keep++ = *it;
@@ -542,7 +542,9 @@ void Ses::peers_awaiting_response(std::vector<PeerIndex>& out) {
 void Ses::finish_tx(uint32_t slot) {
   TxMessage& m = tx_[slot];
   if (m.needs_response) tx_by_id_.erase(id_key(m.peer, m.msg_id));
-  if (m.kind == TxKind::kSkip) --skips_in_flight_;
+  if (m.kind == TxKind::kSkip) {
+    std::erase(skips_sent_, std::pair{m.peer, m.msg_id});
+  }
   if (m.kind == TxKind::kRendezvous) {
     regions_.remove(m.rendezvous_key);
     tx_by_rendezvous_key_.erase(m.rendezvous_key);
