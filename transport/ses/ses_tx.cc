@@ -160,7 +160,7 @@ Status Ses::send(PeerIndex peer, const void* buf, uint64_t len, UserContext ctx,
   // need a slot that only this engine's own waiting operations hold: two engines whose
   // tables were full of rendezvous sends to each other (and their receives' reads) refused
   // each other's read requests for good (spray-transfer --hosts 2 --message-slots 4
-  // --bytes 70000 --messages 2, with no fault at all).
+  // --bytes 70000 --messages 2 --loss 0 --reorder 0 --duplicate 0 --corrupt 0).
   if (rendezvous && tx_committed() + 2 > user_tx_limit_) return Status::kAgain;
   const uint32_t slot = new_tx(rendezvous ? TxKind::kRendezvous : TxKind::kEager, peer, len);
   if (slot == kNone) return Status::kAgain;
