@@ -111,7 +111,9 @@ class Engine {
   Status send(PeerIndex peer, const void* buf, uint64_t len, ses::UserContext ctx,
               const ses::SendSpec& spec = {}) {
     if (!known(peer)) return Status::kInvalidArgument;
-    return ses_.send(peer, buf, len, ctx, spec, now_);
+    const Status s = ses_.send(peer, buf, len, ctx, spec, now_);
+    publish_readable_keys();  // a rendezvous send's key, before its header can leave
+    return s;
   }
   Status post_recv(const ses::RecvSpec& spec) {
     if (spec.source != pds::kNoPeer && !known(spec.source)) return Status::kInvalidArgument;
@@ -160,7 +162,10 @@ class Engine {
   // Before the engine goes away: starts closing all its PDCs (Pds::close_all). The owner
   // calls it, then progress(), until it returns 0 or the owner stops waiting.
   uint32_t close_all(Time now) { return pds_.close_all(now); }
-  bool poll_completion(ses::Completion& out) { return ses_.poll_completion(out); }
+  bool poll_completion(ses::Completion& out) {
+    publish_readable_keys();  // ended sends' keys withdrawn before their completions show
+    return ses_.poll_completion(out);
+  }
 
   // --- progress -----------------------------------------------------------------------
   // One step: a receive burst, due timers, control packets, then data. Returns the
@@ -207,10 +212,28 @@ class Engine {
   // are sprayed rather than returned on their request's EV.
   static constexpr bool kHidesArrivalEntropy = requires { requires D::kHidesArrivalEntropy; };
   // A datapath that can copy from a peer's memory (shared memory between processes):
-  // rendezvous receives are then one copy, done here, instead of read requests.
+  // rendezvous receives are then one copy, done here, instead of read requests. A
+  // sender's datapath is told which rendezvous keys may be copied from (offered while
+  // the send lives), and a copy made after its key was withdrawn fails.
   static constexpr bool kDirectReads = requires(D & d, const dp::NetAddr& a, uint8_t* p) {
-    d.read_peer_memory(a, uint64_t{}, p, size_t{});
+    d.read_peer_memory(a, uint64_t{}, uint64_t{}, p, size_t{});
+    d.offer_for_reading(uint64_t{});
+    d.withdraw_from_reading(uint64_t{});
   };
+  // Hands SES's offered and withdrawn rendezvous keys to the datapath, in order.
+  void publish_readable_keys() {
+    if constexpr (kDirectReads) {
+      std::vector<ses::ReadableKeyChange>& changes = ses_.readable_key_changes();
+      for (const ses::ReadableKeyChange& c : changes) {
+        if (c.readable) {
+          dp_.offer_for_reading(c.key);
+        } else {
+          dp_.withdraw_from_reading(c.key);
+        }
+      }
+      changes.clear();
+    }
+  }
   // A datapath with paths of two kinds, shared memory on this host and the network
   // (auto): its network peers get EngineConfig::network_base_rtt.
   static constexpr bool kSplitsLocalPeers = requires(D & d, const dp::NetAddr& a) {

@@ -35,6 +35,7 @@ size_t Engine<D>::progress(Time now) {
   drain_reports(now);
   ses_.resume_tx_waiters(now);  // tx slots freed by what was just reported
   if constexpr (kDirectReads) copy_direct_reads(now);
+  publish_readable_keys();
   return received + transmit(now);
 }
 
@@ -54,9 +55,9 @@ void Engine<D>::copy_direct_reads(Time now) {
         continue;
       }
       const uint64_t chunk = std::min(budget, r.length - direct_read_copied_);
-      const bool ok =
-          dp_.read_peer_memory(peers_.address(r.peer), r.remote_address + direct_read_copied_,
-                               r.local + direct_read_copied_, chunk);
+      const bool ok = dp_.read_peer_memory(peers_.address(r.peer), r.read_key,
+                                           r.remote_address + direct_read_copied_,
+                                           r.local + direct_read_copied_, chunk);
       if (ok) {
         direct_read_copied_ += chunk;
         budget -= chunk;

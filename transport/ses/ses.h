@@ -82,8 +82,16 @@ struct DirectRead {
   PeerIndex peer = pds::kNoPeer;
   uint16_t msg_id = 0;
   uint64_t remote_address = 0;
+  uint64_t read_key = 0;  // the sender's rendezvous key, which it offers while the send lives
   uint8_t* local = nullptr;
   uint64_t length = 0;
+};
+
+// A rendezvous send's key becoming copyable from by peers (`readable`) or ceasing to be
+// (SesConfig::direct_reads; see Ses::take_readable_key_changes).
+struct ReadableKeyChange {
+  uint64_t key = 0;
+  bool readable = false;
 };
 
 // The longest SES header Spray writes: the standard request with the atomic
@@ -276,6 +284,13 @@ class Ses {
     return rx_.in_use(r.slot) && rx_[r.slot].direct_read_pending && rx_[r.slot].peer == r.peer &&
            rx_[r.slot].msg_id == r.msg_id;
   }
+
+  // The sender's half of direct reads (SesConfig::direct_reads): each rendezvous send's
+  // key, offered when the send starts and withdrawn when it ends, in order. The engine
+  // hands them to its datapath before the send's header can leave and before its
+  // completion can be read (Engine::publish_readable_keys), so that a receiver's copy
+  // which ends after the application may have reused the buffer is known to be void.
+  std::vector<ReadableKeyChange>& readable_key_changes() { return readable_key_changes_; }
 
   // Sends what was waiting for tx slots (tx_waiters_), as far as slots allow. The engine
   // calls it on every progress; nothing to do costs one comparison.
@@ -607,6 +622,7 @@ class Ses {
   std::vector<uint32_t> datagrams_;
   std::vector<DirectRead> direct_reads_;  // FIFO from direct_reads_head_
   size_t direct_reads_head_ = 0;
+  std::vector<ReadableKeyChange> readable_key_changes_;  // see readable_key_changes()
   // Messages a probe claimed: (claim key, rx slot or kNone once its sender gave up on
   // it). Slow path (MPI_Mprobe); a handful of entries at most.
   std::vector<std::pair<uint64_t, uint32_t>> claimed_;

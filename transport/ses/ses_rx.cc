@@ -512,7 +512,8 @@ void Ses::start_rendezvous_read(uint32_t slot, Time now) {
   }
   if (direct) {
     m.direct_read_pending = true;
-    direct_reads_.push_back({slot, m.peer, m.msg_id, m.read_offset, m.recv.buffer, len});
+    direct_reads_.push_back(
+        {slot, m.peer, m.msg_id, m.read_offset, m.read_key, m.recv.buffer, len});
     return;
   }
   redeem_tx(m);

@@ -92,7 +92,11 @@ Ses::Ses(const SesConfig& config, pds::Pds& pds)
   // Queues hold message slots, so their reach is bounded by the pool: reserve it once
   // and the fast path never grows them.
   datagrams_.reserve(config.max_tx_messages);
-  if (config.direct_reads) direct_reads_.reserve(config.max_rx_messages);
+  if (config.direct_reads) {
+    direct_reads_.reserve(config.max_rx_messages);
+    // Taken on every send and progress: at most an offer and a withdrawal a tx slot.
+    readable_key_changes_.reserve(2 * size_t{config.max_tx_messages});
+  }
   rudi_queue_.resize(config.max_tx_messages);
   finishing_.reserve(config.max_tx_messages);
   awaiting_.reserve(config.max_tx_messages);
@@ -203,6 +207,7 @@ Status Ses::send(PeerIndex peer, const void* buf, uint64_t len, UserContext ctx,
     ++stats_.rendezvous_sends;
     tx_[slot].read_response_promised = true;
     ++tx_promised_;
+    if (cfg_.direct_reads) readable_key_changes_.push_back({key, true});
   }
   return Status::kOk;
 }
@@ -546,6 +551,7 @@ void Ses::finish_tx(uint32_t slot) {
     std::erase(skips_sent_, std::pair{m.peer, m.msg_id});
   }
   if (m.kind == TxKind::kRendezvous) {
+    if (cfg_.direct_reads) readable_key_changes_.push_back({m.rendezvous_key, false});
     regions_.remove(m.rendezvous_key);
     tx_by_rendezvous_key_.erase(m.rendezvous_key);
     release_read_response_promise(m);  // read directly (shared memory), or never read

@@ -340,10 +340,11 @@ TEST(ShmDatapath, wait__sleeps_until_a_sender_rings_the_doorbell) {
 TEST(ShmDatapath, read_peer_memory__copies_from_another_process_and_refuses_bad_requests) {
   auto a = open_ok();
   ASSERT_TRUE(a);
-  Pipe info, go;
+  Pipe info, withdraw, withdrawn, go;
   Child child;
   std::vector<uint8_t> pattern(300000);
   for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = static_cast<uint8_t>(i * 7 + 1);
+  constexpr uint64_t kKey = 0x5000000000000123;
   child.pid = ::fork();
   if (child.pid == 0) {  // holds `pattern` (its own copy after fork) at a known address
     std::string error;
@@ -351,8 +352,12 @@ TEST(ShmDatapath, read_peer_memory__copies_from_another_process_and_refuses_bad_
     const NetAddr addr = d ? d->local_address() : NetAddr{};
     std::vector<uint8_t> mine(pattern);
     const uint64_t where = reinterpret_cast<uint64_t>(mine.data());
+    if (d) d->offer_for_reading(kKey);
     (void)!::write(info.fd[1], &addr, sizeof(addr));
     (void)!::write(info.fd[1], &where, sizeof(where));
+    withdraw.await();
+    if (d) d->withdraw_from_reading(kKey);
+    withdrawn.signal();
     go.await();
     d.reset();
     ::_exit(0);
@@ -362,18 +367,29 @@ TEST(ShmDatapath, read_peer_memory__copies_from_another_process_and_refuses_bad_
   ASSERT_EQ(::read(info.fd[0], &addr, sizeof(addr)), static_cast<ssize_t>(sizeof(addr)));
   ASSERT_EQ(::read(info.fd[0], &where, sizeof(where)), static_cast<ssize_t>(sizeof(where)));
   std::vector<uint8_t> got(pattern.size(), 0);
-  if (a->read_peer_memory(addr, where, got.data(), got.size())) {
+  if (a->read_peer_memory(addr, kKey, where, got.data(), got.size())) {
     EXPECT_EQ(got, pattern);
     EXPECT_EQ(a->stats().peer_read_bytes, pattern.size());
     // An address the peer does not map: refused, nothing written past what was asked.
-    EXPECT_FALSE(a->read_peer_memory(addr, 8, got.data(), 16));
+    EXPECT_FALSE(a->read_peer_memory(addr, kKey, 8, got.data(), 16));
+    // A key the peer does not offer (one sharing the offered key's entry, and none).
+    EXPECT_FALSE(a->read_peer_memory(addr, kKey + shm::kReadableKeys, where, got.data(), 16));
+    EXPECT_FALSE(a->read_peer_memory(addr, 0, where, got.data(), 16));
+    EXPECT_EQ(a->stats().peer_reads_withdrawn, 2u);
+    // Once the peer withdraws the key, copies of the same bytes fail.
+    withdraw.signal();
+    withdrawn.await();
+    EXPECT_FALSE(a->read_peer_memory(addr, kKey, where, got.data(), got.size()));
+    EXPECT_EQ(a->stats().peer_reads_withdrawn, 3u);
+    EXPECT_EQ(a->stats().peer_reads, 1u);
   } else {
     // Cross-memory attach forbidden here (Yama ptrace_scope): the engine falls back.
     std::cout << "note: process_vm_readv refused on this machine\n";
+    withdraw.signal();
   }
   NetAddr nobody = addr;
   nobody.port = static_cast<uint16_t>(nobody.port ^ 0x4000);
-  EXPECT_FALSE(a->read_peer_memory(nobody, where, got.data(), 16));
+  EXPECT_FALSE(a->read_peer_memory(nobody, kKey, where, got.data(), 16));
   EXPECT_GE(a->stats().peer_reads_refused, 1u);
   go.signal();
   ASSERT_TRUE(child.reap());

@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <numeric>
+#include <set>
 #include <vector>
 
 #include "nic_sim/loopback_pair.h"
@@ -14,11 +15,16 @@
 namespace spray {
 namespace {
 
+// The keys senders offer for reading, as the shared-memory region of each would publish
+// them: one table for the whole "host".
+using OfferedKeys = std::set<uint64_t>;
+
 // LoopbackPort plus read_peer_memory, which copies from this process's memory unless
-// told to refuse (a kernel that forbids cross-memory attach, a peer that is gone).
+// told to refuse (a kernel that forbids cross-memory attach, a peer that is gone), and
+// then fails as ShmDatapath does if the key is no longer offered.
 class PeerReadingPort {
  public:
-  explicit PeerReadingPort(sim::LoopbackPort& port) : port_(port) {}
+  PeerReadingPort(sim::LoopbackPort& port, OfferedKeys& offered) : port_(port), offered_(offered) {}
   size_t alloc(dp::PacketBuf** b, size_t n) { return port_.alloc(b, n); }
   size_t tx_burst(dp::PacketBuf** b, size_t n) { return port_.tx_burst(b, n); }
   size_t rx_burst(dp::PacketBuf** b, size_t n) { return port_.rx_burst(b, n); }
@@ -26,26 +32,36 @@ class PeerReadingPort {
   uint32_t mtu() const { return port_.mtu(); }
   dp::NetAddr local_address() const { return port_.local_address(); }
 
-  bool read_peer_memory(const dp::NetAddr&, uint64_t remote, uint8_t* local, size_t length) {
+  bool read_peer_memory(const dp::NetAddr&, uint64_t key, uint64_t remote, uint8_t* local,
+                        size_t length) {
     ++calls;
     if (refuse) return false;
     std::memcpy(local, reinterpret_cast<const void*>(remote), length);
+    if (offered_.count(key) == 0) {
+      ++withdrawn;
+      return false;
+    }
     bytes += length;
     return true;
   }
+  void offer_for_reading(uint64_t key) { offered_.insert(key); }
+  void withdraw_from_reading(uint64_t key) { offered_.erase(key); }
 
   bool refuse = false;
   uint64_t calls = 0;
   uint64_t bytes = 0;
+  uint64_t withdrawn = 0;  // copies made after the sender withdrew the key
 
  private:
   sim::LoopbackPort& port_;
+  OfferedKeys& offered_;
 };
 static_assert(dp::Datapath<PeerReadingPort>);
 
 struct Pair {
   sim::LoopbackPair wire{4096, 65536};
-  PeerReadingPort pa{wire.a()}, pb{wire.b()};
+  OfferedKeys offered;
+  PeerReadingPort pa{wire.a(), offered}, pb{wire.b(), offered};
   engine::Engine<PeerReadingPort> a{pa, {}}, b{pb, {}};
   pds::PeerIndex to_b = a.add_peer(pb.local_address());
 
@@ -112,6 +128,49 @@ TEST(DirectRead, a_refused_read_falls_back_to_read_requests) {
   EXPECT_EQ(p.b.ses().stats().direct_reads, 0u);
   EXPECT_EQ(p.b.ses().stats().direct_read_fallbacks, 1u);
   EXPECT_GT(p.a.stats().tx_packets, len / 4096);  // the read responses carried it
+}
+
+// The sender gives up on a receiver that stopped answering in the middle of its copy
+// (as a sender gives up on a process descheduled for seconds), and its application
+// writes over the buffer, as it may once the send completed. The receiver then copies
+// the rest: it must not complete the receive as if the bytes were the message.
+TEST(DirectRead, a_copy_that_ends_after_the_sender_gave_up_does_not_complete_the_receive) {
+  Pair p;
+  const size_t len = 3 << 20;  // three progress steps of copying
+  std::vector<uint8_t> src(len, 0x11), dst(len, 0);
+  ASSERT_EQ(p.b.post_recv({dst.data(), len, 7}), Status::kOk);
+  ASSERT_EQ(p.a.send(p.to_b, src.data(), len, 9), Status::kOk);
+  EXPECT_EQ(p.offered.size(), 1u);
+  Time now{};
+  for (int i = 0; i < 1000 && p.pb.calls == 0; ++i) {  // until B has copied its first MiB
+    now = now + Duration::microseconds(1);
+    p.a.progress(now);
+    p.b.progress(now);
+  }
+  ASSERT_EQ(p.pb.calls, 1u);
+  ses::Completion sent;
+  bool failed = false;
+  for (int i = 0; i < 100000 && !failed; ++i) {  // B silent: A's retries run out
+    now = now + Duration::milliseconds(1);
+    p.a.progress(now);
+    failed = p.a.poll_completion(sent);
+  }
+  ASSERT_TRUE(failed);
+  EXPECT_EQ(sent.status, Status::kPeerUnreachable);
+  EXPECT_TRUE(p.offered.empty());           // withdrawn before the completion could be read
+  std::fill(src.begin(), src.end(), 0xee);  // the application's buffer again
+  ses::Completion received;
+  bool done = false;
+  for (int i = 0; i < 200000 && !done; ++i) {
+    now = now + Duration::microseconds(100);
+    p.a.progress(now);
+    p.b.progress(now);
+    done = p.b.poll_completion(received);
+  }
+  ASSERT_TRUE(done);
+  EXPECT_NE(received.status, Status::kOk) << "completed with a buffer the sender took back";
+  EXPECT_EQ(p.pb.withdrawn, 1u);
+  EXPECT_EQ(p.b.ses().stats().direct_reads, 0u);
 }
 
 }  // namespace

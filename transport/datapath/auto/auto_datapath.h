@@ -66,10 +66,12 @@ class AutoDatapath {
 
   // One copy for rendezvous receives from local peers (see ShmDatapath); remote peers
   // answer false at once and are read through packets.
-  bool read_peer_memory(const NetAddr& peer, uint64_t remote_address, uint8_t* local,
+  bool read_peer_memory(const NetAddr& peer, uint64_t key, uint64_t remote_address, uint8_t* local,
                         size_t length) {
-    return shm_->read_peer_memory(peer, remote_address, local, length);
+    return shm_->read_peer_memory(peer, key, remote_address, local, length);
   }
+  void offer_for_reading(uint64_t key) { shm_->offer_for_reading(key); }
+  void withdraw_from_reading(uint64_t key) { shm_->withdraw_from_reading(key); }
   // True when `peer` is on this host (it has a live shared-memory region), so packets to
   // it go through shared memory; false when they cross the network over UDP. The engine
   // gives the latter a longer base RTT (EngineConfig::network_base_rtt). Asking changes

@@ -174,20 +174,20 @@ size_t ShmDatapath::rx_burst(PacketBuf** bufs, size_t n) {
   return kept;
 }
 
-bool ShmDatapath::read_peer_memory(const NetAddr& peer, uint64_t remote_address, uint8_t* local,
-                                   size_t length) {
+bool ShmDatapath::read_peer_memory(const NetAddr& peer, uint64_t key, uint64_t remote_address,
+                                   uint8_t* local, size_t length) {
   if (!peer_reads_allowed_ || not_local_.count(peer) != 0) return false;
   const int32_t region = map_peer(peer);
   if (region < 0) {
     ++stats_.peer_reads_refused;
     return false;
   }
-  const int32_t pid = regions_[static_cast<size_t>(region)].pid;
+  const PeerRegion& r = regions_[static_cast<size_t>(region)];
   size_t done = 0;
   while (done < length) {
     iovec to{local + done, length - done};
     iovec from{reinterpret_cast<void*>(remote_address + done), length - done};
-    const ssize_t n = ::process_vm_readv(pid, &to, 1, &from, 1, 0);
+    const ssize_t n = ::process_vm_readv(r.pid, &to, 1, &from, 1, 0);
     if (n <= 0) {
       // EPERM/ENOSYS: this kernel or its policy (Yama ptrace_scope) forbids it, for good.
       if (n < 0 && (errno == EPERM || errno == ENOSYS)) peer_reads_allowed_ = false;
@@ -196,9 +196,32 @@ bool ShmDatapath::read_peer_memory(const NetAddr& peer, uint64_t remote_address,
     }
     done += static_cast<size_t>(n);
   }
+  // A seqlock's reader: the copy, then the key. Pairs with the fence in
+  // withdraw_from_reading: had the copy seen a write the application made after the
+  // withdrawal, this load would see the withdrawal.
+  std::atomic_thread_fence(std::memory_order_acquire);
+  const std::atomic<uint64_t>& offered =
+      shm::header_of(r.base)->readable_keys[key % shm::kReadableKeys];
+  if (key == 0 || offered.load(std::memory_order_acquire) != key) {
+    ++stats_.peer_reads_withdrawn;
+    return false;
+  }
   ++stats_.peer_reads;
   stats_.peer_read_bytes += length;
   return true;
+}
+
+void ShmDatapath::offer_for_reading(uint64_t key) {
+  header_->readable_keys[key % shm::kReadableKeys].store(key, std::memory_order_release);
+}
+
+void ShmDatapath::withdraw_from_reading(uint64_t key) {
+  uint64_t expected = key;  // a newer key that took its entry stays
+  header_->readable_keys[key % shm::kReadableKeys].compare_exchange_strong(
+      expected, 0, std::memory_order_acq_rel);
+  // The application's writes to the buffer come after this (it reads the completion
+  // first): a reader that sees one of them sees the withdrawal too.
+  std::atomic_thread_fence(std::memory_order_release);
 }
 
 bool ShmDatapath::packets_waiting() const {

@@ -71,6 +71,7 @@ struct ShmStats {
   uint64_t peer_reads = 0;           // read_peer_memory calls that copied
   uint64_t peer_read_bytes = 0;
   uint64_t peer_reads_refused = 0;  // ... that failed (permission, bad address, peer gone)
+  uint64_t peer_reads_withdrawn = 0;  // ... that copied, but the peer had withdrawn the key
 };
 
 class ShmDatapath {
@@ -118,12 +119,20 @@ class ShmDatapath {
   NetAddr local_address() const { return local_; }
 
   // Copies `length` bytes at `remote_address` in the memory of the process that owns the
-  // endpoint at `peer` into `local` (one copy, by cross-memory attach: process_vm_readv).
-  // The engine uses it for rendezvous receives. False when that is not possible (the
-  // peer is unknown or gone, the kernel refuses: then it stays off), and the engine reads
-  // through packets instead.
-  bool read_peer_memory(const NetAddr& peer, uint64_t remote_address, uint8_t* local,
+  // endpoint at `peer` into `local` (one copy, by cross-memory attach: process_vm_readv),
+  // for a rendezvous receive whose sender offers `key` (offer_for_reading). False when
+  // that is not possible (the peer is unknown or gone, the kernel refuses: then it stays
+  // off) or when, after the copy, the peer no longer offers `key` (what was copied may be
+  // what its application wrote since): the engine then reads through packets instead,
+  // which the sender answers only while the send is live.
+  bool read_peer_memory(const NetAddr& peer, uint64_t key, uint64_t remote_address, uint8_t* local,
                         size_t length);
+  // This endpoint's rendezvous send of `key` may be copied from by peers, until
+  // withdraw_from_reading(key). Called before the send's header leaves.
+  void offer_for_reading(uint64_t key);
+  // It may no longer: called before the send's completion can be read, so a copy that
+  // ends after the application may have reused the buffer finds the key gone.
+  void withdraw_from_reading(uint64_t key);
   // True when packets to `peer` can go through shared memory: it has a live region on
   // this host with room in its inbox. A peer found without one is remembered as not
   // local (no system call on the next asks): the `auto` datapath sends to it over UDP.

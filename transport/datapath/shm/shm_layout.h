@@ -30,7 +30,12 @@
 namespace spray::dp::shm {
 
 inline constexpr uint64_t kMagic = 0x315f4d4853595250;  // "PRYSHM_1", little-endian
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kVersion = 2;                 // 2: RegionHeader::readable_keys
+
+// Rendezvous keys a region's owner offers for reading at once (see readable_keys): more
+// live rendezvous sends than this share entries, and a reader of one overwritten falls
+// back to read requests, which is slower but correct.
+inline constexpr uint32_t kReadableKeys = 1024;
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free,
               "atomics in shared memory must be lock-free to work across processes");
@@ -104,6 +109,13 @@ struct alignas(64) RegionHeader {
   // fence, then load, so a wake-up is never lost).
   alignas(64) std::atomic<uint32_t> asleep;
   std::atomic<uint32_t> slots_used;  // slots ever claimed: the receiver scans [0, slots_used)
+  // The rendezvous keys whose send buffers peers may still copy from (cross-memory
+  // reads), each at key % kReadableKeys; 0 where none. The owner stores a key before its
+  // send's header leaves and clears it before the send's completion can be read; a
+  // reader that still finds its key after copying knows that the owner's application had
+  // not taken the buffer back while it copied (a send the owner gave up on, its peer
+  // silent too long, would otherwise be copied after the application reused the buffer).
+  alignas(64) std::atomic<uint64_t> readable_keys[kReadableKeys];
 };
 
 inline RegionHeader* header_of(uint8_t* base) {
