@@ -59,13 +59,14 @@ TEST(GetInfo, auth_key__a_24_bit_job_id_is_taken_and_other_keys_match_nothing) {
 // job 7 beside it. Neither takes the other's sends, in either direction.
 TEST_F(Fabric, auth_key__endpoints_of_different_keys_ignore_each_other) {
   fid_ep* near = endpoint();
+  // Before `other`, so that they outlive its standby thread should the test end early.
+  char from_near[64] = "to another job", got_near[64] = {};
+  char from_other[64] = "from another job", got_other[64] = {};
   fi_info* keyed = keyed_info(info, 7);
   SeparateDomain other;
   ASSERT_TRUE(other.open(fabric, keyed, av, near));
   fi_freeinfo(keyed);
 
-  char from_near[64] = "to another job", got_near[64] = {};
-  char from_other[64] = "from another job", got_other[64] = {};
   ASSERT_EQ(fi_recv(other.ep, got_other, sizeof(got_other), nullptr, FI_ADDR_UNSPEC, nullptr), 0);
   ASSERT_EQ(fi_recv(near, got_near, sizeof(got_near), nullptr, FI_ADDR_UNSPEC, nullptr), 0);
   ASSERT_EQ(fi_send(near, from_near, sizeof(from_near), nullptr, other.address, from_near), 0);
@@ -110,13 +111,13 @@ TEST_F(Fabric, auth_key__a_key_that_names_no_job_fails_fi_endpoint) {
 // Two domains of job 7: a message crosses intact.
 TEST_F(Fabric, auth_key__endpoints_of_one_key_talk) {
   fid_ep* near = endpoint();
+  const std::vector<uint8_t> sent = pattern(3000, 5);  // outlive a's and b's threads
+  std::vector<uint8_t> got(sent.size(), 0);
   fi_info* keyed = keyed_info(info, 7);
   SeparateDomain a, b;
   ASSERT_TRUE(a.open(fabric, keyed, av, near));
   ASSERT_TRUE(b.open(fabric, keyed, a.av, a.ep));  // b.address: b in a's AV
   fi_freeinfo(keyed);
-  const std::vector<uint8_t> sent = pattern(3000, 5);
-  std::vector<uint8_t> got(sent.size(), 0);
   ASSERT_EQ(fi_recv(b.ep, got.data(), got.size(), nullptr, FI_ADDR_UNSPEC, nullptr), 0);
   ASSERT_EQ(fi_send(a.ep, sent.data(), sent.size(), nullptr, b.address, nullptr), 0);
   int sent_done = 0, received = 0;

@@ -340,11 +340,11 @@ TEST(ShmDatapath, wait__sleeps_until_a_sender_rings_the_doorbell) {
 TEST(ShmDatapath, read_peer_memory__copies_from_another_process_and_refuses_bad_requests) {
   auto a = open_ok();
   ASSERT_TRUE(a);
-  Pipe info, withdraw, withdrawn, go;
+  Pipe info, withdraw, withdrawn, go, closed, finish;
   Child child;
   std::vector<uint8_t> pattern(300000);
   for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = static_cast<uint8_t>(i * 7 + 1);
-  constexpr uint64_t kKey = 0x5000000000000123;
+  constexpr uint64_t kKey = 0x5000000000000123, kKeyLeftOffered = 0x5000000000000124;
   child.pid = ::fork();
   if (child.pid == 0) {  // holds `pattern` (its own copy after fork) at a known address
     std::string error;
@@ -353,13 +353,16 @@ TEST(ShmDatapath, read_peer_memory__copies_from_another_process_and_refuses_bad_
     std::vector<uint8_t> mine(pattern);
     const uint64_t where = reinterpret_cast<uint64_t>(mine.data());
     if (d) d->offer_for_reading(kKey);
+    if (d) d->offer_for_reading(kKeyLeftOffered);
     (void)!::write(info.fd[1], &addr, sizeof(addr));
     (void)!::write(info.fd[1], &where, sizeof(where));
     withdraw.await();
     if (d) d->withdraw_from_reading(kKey);
     withdrawn.signal();
     go.await();
-    d.reset();
+    d.reset();  // closed with kKeyLeftOffered's send still live: `mine` is ours again
+    closed.signal();
+    finish.await();
     ::_exit(0);
   }
   NetAddr addr;
@@ -381,17 +384,25 @@ TEST(ShmDatapath, read_peer_memory__copies_from_another_process_and_refuses_bad_
     withdrawn.await();
     EXPECT_FALSE(a->read_peer_memory(addr, kKey, where, got.data(), got.size()));
     EXPECT_EQ(a->stats().peer_reads_withdrawn, 3u);
-    EXPECT_EQ(a->stats().peer_reads, 1u);
+    // A key its owner never withdrew counts until the owner closes the endpoint (its
+    // process lives on, and so does the buffer, now the application's).
+    EXPECT_TRUE(a->read_peer_memory(addr, kKeyLeftOffered, where, got.data(), 16));
+    EXPECT_EQ(a->stats().peer_reads, 2u);
+    go.signal();
+    closed.await();
+    EXPECT_FALSE(a->read_peer_memory(addr, kKeyLeftOffered, where, got.data(), 16));
+    EXPECT_EQ(a->stats().peer_reads_withdrawn, 4u);
   } else {
     // Cross-memory attach forbidden here (Yama ptrace_scope): the engine falls back.
     std::cout << "note: process_vm_readv refused on this machine\n";
     withdraw.signal();
+    go.signal();
   }
   NetAddr nobody = addr;
   nobody.port = static_cast<uint16_t>(nobody.port ^ 0x4000);
   EXPECT_FALSE(a->read_peer_memory(nobody, kKey, where, got.data(), 16));
   EXPECT_GE(a->stats().peer_reads_refused, 1u);
-  go.signal();
+  finish.signal();
   ASSERT_TRUE(child.reap());
 }
 

@@ -235,6 +235,10 @@ ShmDatapath::ShmDatapath(const shm::RegionLayout& layout, NetAddr local, int soc
 ShmDatapath::~ShmDatapath() {
   // Senders still mapping the region keep its memory until they unmap; the name goes now.
   ::shm_unlink(name_.c_str());
+  // Rendezvous sends still live are abandoned with the endpoint, their buffers the
+  // application's again: no copy a peer finishes from now on may count.
+  for (std::atomic<uint64_t>& key : header_->readable_keys) key.store(0, std::memory_order_release);
+  std::atomic_thread_fence(std::memory_order_release);
   ::munmap(base_, layout_.total_bytes);
   for (uint32_t i = 0; i < regions_.size(); ++i) unmap_region(i);
   if (owns_socket_) ::close(socket_);
