@@ -183,6 +183,31 @@ TEST(ShmDatapath, unreachable_peer__is_counted_and_loses_no_buffer) {
   EXPECT_EQ(a->stats().tx_packets, 0u);
 }
 
+// The region of the endpoint at `addr`, mapped writable as another process of the user
+// could map it, to corrupt what it shares.
+struct MappedRegion {
+  shm::RegionLayout layout{};
+  uint8_t* base = nullptr;
+  explicit MappedRegion(const NetAddr& addr) {
+    const int fd = ::shm_open(shm::region_name(addr).c_str(), O_RDWR, 0);
+    EXPECT_GE(fd, 0);
+    if (fd < 0) return;
+    shm::RegionHeader header_copy;
+    EXPECT_EQ(::pread(fd, &header_copy, sizeof(header_copy), 0),
+              static_cast<ssize_t>(sizeof(header_copy)));
+    layout = header_copy.layout;
+    void* p = ::mmap(nullptr, layout.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    EXPECT_NE(p, MAP_FAILED);
+    if (p != MAP_FAILED) base = static_cast<uint8_t*>(p);
+  }
+  ~MappedRegion() {
+    if (base) ::munmap(base, layout.total_bytes);
+  }
+  MappedRegion(const MappedRegion&) = delete;
+  MappedRegion& operator=(const MappedRegion&) = delete;
+};
+
 TEST(ShmDatapath, corrupt_descriptor__is_counted_and_skipped) {
   auto a = open_ok(), b = open_ok();
   ASSERT_TRUE(a && b);
@@ -191,18 +216,9 @@ TEST(ShmDatapath, corrupt_descriptor__is_counted_and_skipped) {
   a->tx_burst(burst.data(), burst.size());
   // Reach into b's inbox as a broken sender would: a buffer index and a length outside
   // a's region.
-  const std::string name = shm::region_name(b->local_address());
-  const int fd = ::shm_open(name.c_str(), O_RDWR, 0);
-  ASSERT_GE(fd, 0);
-  const auto* header = static_cast<shm::RegionHeader*>(
-      ::mmap(nullptr, sizeof(shm::RegionHeader), PROT_READ, MAP_SHARED, fd, 0));
-  ASSERT_NE(header, MAP_FAILED);
-  const shm::RegionLayout layout = header->layout;
-  auto* base = static_cast<uint8_t*>(
-      ::mmap(nullptr, layout.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
-  ::close(fd);
-  ASSERT_NE(base, MAP_FAILED);
-  shm::Descriptor* ring = shm::ring_of(layout.slot(base, 0));
+  MappedRegion inbox(b->local_address());
+  ASSERT_NE(inbox.base, nullptr);
+  shm::Descriptor* ring = shm::ring_of(inbox.layout.slot(inbox.base, 0));
   ring[0].buffer = 0xfffffff0;
   ring[2].len = 1u << 30;
   const auto got = receive(*b, 1);
@@ -212,8 +228,34 @@ TEST(ShmDatapath, corrupt_descriptor__is_counted_and_skipped) {
   EXPECT_EQ(got[0]->entropy, 1);
   EXPECT_EQ(b->stats().rx_malformed, 2u);
   b->free(const_cast<PacketBuf**>(got.data()), got.size());
-  ::munmap(base, layout.total_bytes);
-  ::munmap(const_cast<shm::RegionHeader*>(header), sizeof(shm::RegionHeader));
+}
+
+// A sender that names itself, in its slot and in its own region's header alike, in a
+// form no endpoint's name has (a queue pair number, IPv4 address bytes past the fourth)
+// still names its region file, but its packets are not taken under that name: they
+// would seem to come from a peer that does not exist, unequal to the sender's real name
+// (fuzz_shm found it). They wait until the sender names itself as endpoints do.
+TEST(ShmDatapath, sender__naming_itself_in_a_foreign_form_is_not_read) {
+  auto a = open_ok(), b = open_ok();
+  ASSERT_TRUE(a && b);
+  std::vector<PacketBuf*> burst(1);
+  ASSERT_TRUE(test::make_burst<ShmDatapath>(*a, burst, b->local_address(), 100));
+  a->tx_burst(burst.data(), burst.size());
+  MappedRegion inbox(b->local_address()), own(a->local_address());
+  ASSERT_TRUE(inbox.base && own.base);
+  shm::SlotControl* slot = inbox.layout.slot(inbox.base, 0);
+  NetAddr& owner = shm::header_of(own.base)->owner;
+  ASSERT_EQ(slot->sender, a->local_address());
+  PacketBuf* got = nullptr;
+  for (const auto corrupt : {+[](NetAddr& n) { n.qpn = 7; }, +[](NetAddr& n) { n.ip[9] = 1; }}) {
+    corrupt(slot->sender);
+    corrupt(owner);
+    for (int i = 0; i < 100; ++i) EXPECT_EQ(b->rx_burst(&got, 1), 0u);
+    slot->sender = owner = a->local_address();
+  }
+  ASSERT_EQ(b->rx_burst(&got, 1), 1u);
+  EXPECT_EQ(got->peer, a->local_address());
+  b->free(&got, 1);
 }
 
 // Forks `child`: it opens an endpoint, tells us its address, runs `body` and exits.

@@ -265,6 +265,18 @@ int open_region_file(const NetAddr& addr, int flags, uint64_t& file_bytes) {
   return fd;
 }
 
+// Whether `addr` is an endpoint's name in the one form an endpoint gives itself: an IPv4
+// or IPv6 address and a port, every other byte zero. A region's name reads only the
+// address and port, so a sender whose slot claims a form with other bytes set (fuzz_shm
+// found it) would reach a real region under a name that compares unequal to its owner's,
+// and its packets would seem to come from another peer.
+bool is_endpoint_name(const NetAddr& addr) {
+  if (addr.qpn != 0) return false;
+  if (addr.family == NetAddr::Family::kIpv6) return true;
+  if (addr.family != NetAddr::Family::kIpv4) return false;
+  return std::all_of(addr.ip.begin() + 4, addr.ip.end(), [](uint8_t b) { return b == 0; });
+}
+
 }  // namespace
 
 bool ShmDatapath::is_live_region_of(const shm::RegionHeader* h, const NetAddr& addr,
@@ -291,6 +303,7 @@ bool ShmDatapath::has_live_region(const NetAddr& peer) {
 }
 
 int32_t ShmDatapath::map_peer(const NetAddr& addr) {
+  if (!is_endpoint_name(addr)) return -1;
   const auto known = region_by_addr_.find(addr);
   if (known != region_by_addr_.end() && !regions_[static_cast<size_t>(known->second)].gone)
     return known->second;
