@@ -88,7 +88,7 @@ struct DirectRead {
 };
 
 // A rendezvous send's key becoming copyable from by peers (`readable`) or ceasing to be
-// (SesConfig::direct_reads; see Ses::take_readable_key_changes).
+// (SesConfig::direct_reads; see Ses::readable_key_changes).
 struct ReadableKeyChange {
   uint64_t key = 0;
   bool readable = false;
