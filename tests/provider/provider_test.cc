@@ -403,6 +403,36 @@ TEST_F(Fabric, more__sends_posted_with_FI_MORE_leave_with_the_next_one_without_i
   EXPECT_EQ(wait(4).size(), 4u);  // the sends complete once far has acknowledged them
 }
 
+// A rendezvous message whose sender gives up before its receiver has read it (the
+// receiver, strictly manual, makes no call meanwhile): the send fails, the sender's
+// application writes over its buffer, as it may then, and when the receiver comes back
+// its receive fails too. Over shared memory the receiver copies straight from the
+// sender's buffer; it used to complete such a receive as a success, holding what the
+// application wrote after the failure.
+TEST_F(Fabric,
+       manual_progress__a_receive_whose_sender_gave_up_fails_rather_than_read_reused_bytes) {
+  SKIP_UNLESS_STRICT_MANUAL_PROGRESS();
+  fid_ep* a = endpoint();
+  std::vector<uint8_t> data = pattern(1 << 20, 7);
+  std::vector<uint8_t> into(data.size(), 0);
+  SeparateDomain far;
+  ASSERT_TRUE(far.open(fabric, info, av, a));
+  ASSERT_EQ(fi_recv(far.ep, into.data(), into.size(), nullptr, far.near, &into), 0);
+  ASSERT_EQ(fi_send(a, data.data(), data.size(), nullptr, far.address, &data), 0);
+  EXPECT_EQ(wait_error().err, FI_EHOSTUNREACH);  // far is silent: a's retries run out
+  std::fill(data.begin(), data.end(), 0xee);     // the application's buffer again
+  // far comes back, and both sides progress from now on.
+  int received = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (received == 0 && std::chrono::steady_clock::now() < deadline) {
+    received = far.poll(1, 1);
+    fi_cq_tagged_entry e;
+    (void)fi_cq_read(cq, &e, 1);
+  }
+  EXPECT_EQ(received, -1) << "the receive did not fail; it holds "
+                          << (into == data ? "the overwritten buffer" : "something");
+}
+
 TEST_F(Fabric, sread__blocks_until_the_timeout_when_nothing_arrives) {
   endpoint();
   fi_cq_tagged_entry e;
