@@ -18,10 +18,6 @@
 //   5/6  a 32-bit word of b's / a's control part: offset (2 bytes) and value (4 bytes)
 //   7    a offers a rendezvous key (1 byte) and b copies 64 bytes of this process's
 //        memory under a key (1 byte)
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -32,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/mapped_shm_region.h"
 #include "transport/datapath/shm/shm_datapath.h"
 
 namespace {
@@ -69,37 +66,15 @@ ShmConfig small_config() {
 }
 
 // The writable control part of the region of the endpoint at `addr` (everything before
-// its packet buffers), mapped for the "hostile peer" to write into.
+// its packet buffers), for the "hostile peer" to write into.
 struct ControlPart {
-  uint8_t* base = nullptr;
-  uint64_t bytes = 0;
-  uint64_t mapped = 0;
-  explicit ControlPart(const NetAddr& addr) {
-    const std::string name = shm::region_name(addr);
-    const int fd = ::shm_open(name.c_str(), O_RDWR, 0);
-    if (fd < 0) return;
-    void* p = ::mmap(nullptr, sizeof(shm::RegionHeader), PROT_READ, MAP_SHARED, fd, 0);
-    if (p == MAP_FAILED) {
-      ::close(fd);
-      return;
-    }
-    const uint64_t control = static_cast<shm::RegionHeader*>(p)->layout.buffers_offset;
-    ::munmap(p, sizeof(shm::RegionHeader));
-    p = ::mmap(nullptr, control, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    ::close(fd);
-    if (p == MAP_FAILED) return;
-    base = static_cast<uint8_t*>(p);
-    bytes = control & ~uint64_t{3};
-    mapped = control;
-  }
-  ~ControlPart() {
-    if (base) ::munmap(base, mapped);
-  }
-  ControlPart(const ControlPart&) = delete;
-  ControlPart& operator=(const ControlPart&) = delete;
+  spray::test::MappedRegion region;
+  uint64_t bytes;  // of the control part, whole 32-bit words; 0 if the region is not mapped
+  explicit ControlPart(const NetAddr& addr)
+      : region(addr), bytes(region.base ? region.layout.buffers_offset & ~uint64_t{3} : 0) {}
   void poke(uint32_t offset, uint32_t value) {
     if (bytes == 0) return;
-    auto* word = reinterpret_cast<std::atomic<uint32_t>*>(base + (offset * 4u) % bytes);
+    auto* word = reinterpret_cast<std::atomic<uint32_t>*>(region.base + (offset * 4u) % bytes);
     word->store(value, std::memory_order_relaxed);
   }
 };

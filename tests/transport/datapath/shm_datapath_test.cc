@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/support/mapped_shm_region.h"
 #include "tests/support/packet_burst.h"
 #include "tests/support/real_time_transfer.h"
 #include "transport/datapath/shm/shm_layout.h"
@@ -183,30 +184,7 @@ TEST(ShmDatapath, unreachable_peer__is_counted_and_loses_no_buffer) {
   EXPECT_EQ(a->stats().tx_packets, 0u);
 }
 
-// The region of the endpoint at `addr`, mapped writable as another process of the user
-// could map it, to corrupt what it shares.
-struct MappedRegion {
-  shm::RegionLayout layout{};
-  uint8_t* base = nullptr;
-  explicit MappedRegion(const NetAddr& addr) {
-    const int fd = ::shm_open(shm::region_name(addr).c_str(), O_RDWR, 0);
-    EXPECT_GE(fd, 0);
-    if (fd < 0) return;
-    shm::RegionHeader header_copy;
-    EXPECT_EQ(::pread(fd, &header_copy, sizeof(header_copy), 0),
-              static_cast<ssize_t>(sizeof(header_copy)));
-    layout = header_copy.layout;
-    void* p = ::mmap(nullptr, layout.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    ::close(fd);
-    EXPECT_NE(p, MAP_FAILED);
-    if (p != MAP_FAILED) base = static_cast<uint8_t*>(p);
-  }
-  ~MappedRegion() {
-    if (base) ::munmap(base, layout.total_bytes);
-  }
-  MappedRegion(const MappedRegion&) = delete;
-  MappedRegion& operator=(const MappedRegion&) = delete;
-};
+using test::MappedRegion;
 
 TEST(ShmDatapath, corrupt_descriptor__is_counted_and_skipped) {
   auto a = open_ok(), b = open_ok();
