@@ -2,7 +2,8 @@
 //
 // Every host sends `--messages` messages of `--bytes` to the next host (a ring), or to
 // every other host in turn (`--all-to-all`), over
-// a fabric with the chosen faults, in virtual time. It checks every received byte and
+// a fabric with the chosen faults, in virtual time; each host issues its own messages in
+// order, whatever holds up the others. It checks every received byte and
 // prints delivered bytes, retransmissions, fabric events and throughput (virtual-time
 // goodput, and wall-clock rate of the simulation itself). Exit status 0 only if every
 // message arrived intact and PDS never reported on a message that had already ended.
@@ -45,6 +46,10 @@ struct Options {
   // receiver's registered buffer; an RMA read by the receiver from the sender's; or each
   // of the three in turn (message m by m % 3).
   std::string operation = "send";
+  // "per-host": each host issues its own messages, whatever holds up the others.
+  // "global": one order over all hosts' messages, host 0's first, stopping at the first
+  // kAgain; the only order before 2026-11-28, kept so that seeds found then replay.
+  std::string issue_order = "per-host";
   bool json = false;
 };
 
@@ -98,6 +103,10 @@ int main(int argc, char** argv) {
                  "send | write (RMA, by the sender) | read (RMA, by the receiver) | mixed (each "
                  "in turn)")
       ->check(CLI::IsMember({"send", "write", "read", "mixed"}));
+  app.add_option("--issue-order", o.issue_order,
+                 "per-host (each host issues its messages whatever holds up the others) | "
+                 "global (one order over all hosts; a full message table stops everyone)")
+      ->check(CLI::IsMember({"per-host", "global"}));
   app.add_flag("--json", o.json, "print the result as JSON");
   CLI11_PARSE(app, argc, argv);
 
@@ -177,30 +186,44 @@ int main(int argc, char** argv) {
   const auto ended = [&](uint64_t m) {
     return send_end[m] == End::kError || (send_end[m] == End::kOk && recv_end[m] != End::kOpen);
   };
-  uint64_t next = 0, received_ok = 0, errors = 0, ended_messages = 0;
+  uint64_t received_ok = 0, errors = 0, ended_messages = 0;
+  // Each host issues its own messages in order, independently of the others, as the
+  // ranks of a real job would: a host whose engine answers kAgain (its message table is
+  // full) waits for its next turn, and the other hosts go on issuing. Turns rotate, so
+  // that no host's operations always come first at an engine two hosts share (a read is
+  // issued by its message's receiver).
+  std::vector<uint64_t> next_of(o.hosts);
+  for (uint32_t h = 0; h < o.hosts; ++h) next_of[h] = uint64_t{h} * o.messages;
+  uint32_t first_turn = 0;
+  uint64_t next_global = 0;  // --issue-order global
+  const auto issue = [&](uint64_t m) {
+    const uint32_t from = sender_of(m), to = receiver_of(m);
+    switch (operation_of(m)) {
+      case Operation::kSend:
+        return cluster.engine(from).send(to, src[m].data(), o.bytes, m,
+                                         {.tagged = true, .tag = m});
+      case Operation::kWrite:
+        return cluster.engine(from).write(to, src[m].data(), o.bytes, 0, key_of(m), m);
+      case Operation::kRead:
+        return cluster.engine(to).read(from, dst[m].data(), o.bytes, 0, key_of(m), m);
+    }
+    return Status::kInvalidArgument;
+  };
   const auto wall_start = std::chrono::steady_clock::now();
   const bool finished = cluster.run_until(
       [&] {
         if (o.path_down && received_ok >= total_messages / 4 && cluster.fabric().path_up(0)) {
           cluster.fabric().set_path_up(0, false);
         }
-        while (next < total_messages) {
-          const uint32_t from = sender_of(next), to = receiver_of(next);
-          Status s = Status::kOk;
-          switch (operation_of(next)) {
-            case Operation::kSend:
-              s = cluster.engine(from).send(to, src[next].data(), o.bytes, next,
-                                            {.tagged = true, .tag = next});
-              break;
-            case Operation::kWrite:
-              s = cluster.engine(from).write(to, src[next].data(), o.bytes, 0, key_of(next), next);
-              break;
-            case Operation::kRead:
-              s = cluster.engine(to).read(from, dst[next].data(), o.bytes, 0, key_of(next), next);
-              break;
+        if (o.issue_order == "global") {
+          while (next_global < total_messages && issue(next_global) == Status::kOk) ++next_global;
+        } else {
+          for (uint32_t turn = 0; turn < o.hosts; ++turn) {
+            const uint32_t h = (first_turn + turn) % o.hosts;
+            const uint64_t end = uint64_t{h + 1} * o.messages;
+            while (next_of[h] < end && issue(next_of[h]) == Status::kOk) ++next_of[h];
           }
-          if (s != Status::kOk) break;
-          ++next;
+          first_turn = (first_turn + 1) % o.hosts;
         }
         for (uint32_t h = 0; h < o.hosts; ++h) {
           ses::Completion c;
