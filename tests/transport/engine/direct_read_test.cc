@@ -173,5 +173,47 @@ TEST(DirectRead, a_copy_that_ends_after_the_sender_gave_up_does_not_complete_the
   EXPECT_EQ(p.b.ses().stats().direct_reads, 0u);
 }
 
+// As above, but the receiver wakes only a minute after the sender gave up, and copies
+// nothing directly (refused throughout, as where the kernel forbids it): its read
+// request goes back on the PDC the message came on, which the sender failed and forgot
+// long ago, so the sender NACKs it (INV_DPDCID) and the receive fails as the send did.
+// No bytes are placed, and the sender's SES never sees a read for a key it withdrew
+// (which it would refuse as a bad key, an error the receiver's user could not explain).
+TEST(DirectRead, a_read_long_after_the_sender_gave_up_fails_as_peer_unreachable_and_places_nothing) {
+  Pair p;
+  p.pb.refuse = true;
+  const size_t len = 1 << 20;
+  std::vector<uint8_t> src(len, 0x11), dst(len, 0);
+  ASSERT_EQ(p.b.post_recv({dst.data(), len, 7}), Status::kOk);
+  ASSERT_EQ(p.a.send(p.to_b, src.data(), len, 9), Status::kOk);
+  ses::Completion sent;
+  bool failed = false;
+  Time now{};
+  for (int i = 0; i < 100000 && !failed; ++i) {  // B silent from the start
+    now = now + Duration::milliseconds(1);
+    p.a.progress(now);
+    failed = p.a.poll_completion(sent);
+  }
+  ASSERT_TRUE(failed);
+  EXPECT_EQ(sent.status, Status::kPeerUnreachable);
+  for (int i = 0; i < 600; ++i) {  // a minute more of A alone
+    now = now + Duration::milliseconds(100);
+    p.a.progress(now);
+  }
+  ses::Completion received;
+  bool done = false;
+  for (int i = 0; i < 200000 && !done; ++i) {
+    now = now + Duration::microseconds(100);
+    p.a.progress(now);
+    p.b.progress(now);
+    done = p.b.poll_completion(received);
+  }
+  ASSERT_TRUE(done);
+  EXPECT_EQ(received.status, Status::kPeerUnreachable) << to_string(received.status);
+  EXPECT_EQ(dst, std::vector<uint8_t>(len, 0)) << "bytes of a send that had ended were placed";
+  EXPECT_EQ(p.a.ses().stats().rma_errors, 0u);
+  EXPECT_GT(p.a.pds().stats().nacks_sent, 0u);
+}
+
 }  // namespace
 }  // namespace spray
