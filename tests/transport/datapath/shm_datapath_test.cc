@@ -439,5 +439,29 @@ TEST(ShmEngine, transfer__between_two_engines) {
   EXPECT_EQ(db->stats().peer_read_bytes, 70000u + (8u << 20) + (3u << 20));
 }
 
+// Endpoints need not agree on an MTU: each sends packets as large as its own allows and
+// receives whatever its peer's region holds (each packet is read in its sender's buffer,
+// checked against the sender's layout). Here B's MTU is 1500 bytes and A's the default
+// 16467, so B takes packets eleven times its own MTU, and every byte must arrive both
+// ways, eager (up to 64 KiB) and rendezvous. Under ASan, a receive path that assumed a
+// packet fits its own MTU would show here.
+TEST(ShmEngine, transfer__between_engines_of_different_mtus_both_ways) {
+  ShmConfig small;
+  small.mtu_bytes = 1500;
+  auto da = open_ok(), db = open_ok(small);
+  ASSERT_TRUE(da && db);
+  ASSERT_EQ(db->mtu(), 1500u);
+  engine::EngineConfig ec;
+  ec.pds.cc.base_rtt = Duration::microseconds(20);
+  const std::vector<uint64_t> sizes = {1, 1400, 1500, 16000, 16467, 40000, 65536, 70000, 1 << 20};
+  test::transfer_in_real_time(*da, *db, sizes, ec, Duration::seconds(20));
+  // A's eager messages went in its own large packets: 18 packets in all on 2026-11-28,
+  // where packets of B's MTU would have taken over 100.
+  EXPECT_LT(da->stats().tx_packets, 60u);
+  test::transfer_in_real_time(*db, *da, sizes, ec, Duration::seconds(20));
+  EXPECT_EQ(da->stats().rx_malformed, 0u);
+  EXPECT_EQ(db->stats().rx_malformed, 0u);
+}
+
 }  // namespace
 }  // namespace spray::dp
