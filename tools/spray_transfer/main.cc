@@ -200,8 +200,7 @@ int main(int argc, char** argv) {
     const uint32_t from = sender_of(m), to = receiver_of(m);
     switch (operation_of(m)) {
       case Operation::kSend:
-        return cluster.engine(from).send(to, src[m].data(), o.bytes, m,
-                                         {.tagged = true, .tag = m});
+        return cluster.engine(from).send(to, src[m].data(), o.bytes, m, {.tagged = true, .tag = m});
       case Operation::kWrite:
         return cluster.engine(from).write(to, src[m].data(), o.bytes, 0, key_of(m), m);
       case Operation::kRead:

@@ -179,7 +179,8 @@ TEST(DirectRead, a_copy_that_ends_after_the_sender_gave_up_does_not_complete_the
 // long ago, so the sender NACKs it (INV_DPDCID) and the receive fails as the send did.
 // No bytes are placed, and the sender's SES never sees a read for a key it withdrew
 // (which it would refuse as a bad key, an error the receiver's user could not explain).
-TEST(DirectRead, a_read_long_after_the_sender_gave_up_fails_as_peer_unreachable_and_places_nothing) {
+TEST(DirectRead,
+     a_read_long_after_the_sender_gave_up_fails_as_peer_unreachable_and_places_nothing) {
   Pair p;
   p.pb.refuse = true;
   const size_t len = 1 << 20;
