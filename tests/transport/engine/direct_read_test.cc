@@ -65,6 +65,26 @@ struct Pair {
   engine::Engine<PeerReadingPort> a{pa, {}}, b{pb, {}};
   pds::PeerIndex to_b = a.add_peer(pb.local_address());
 
+  // Runs A alone, 1 ms a step from `now`, until its send completes (B makes no call).
+  bool a_alone_until_its_send_ends(Time& now, ses::Completion& sent) {
+    for (int i = 0; i < 100000; ++i) {
+      now = now + Duration::milliseconds(1);
+      a.progress(now);
+      if (a.poll_completion(sent)) return true;
+    }
+    return false;
+  }
+  // Runs both engines, 100 us a step from `now`, until B's receive completes.
+  bool both_until_b_completes(Time& now, ses::Completion& received) {
+    for (int i = 0; i < 200000; ++i) {
+      now = now + Duration::microseconds(100);
+      a.progress(now);
+      b.progress(now);
+      if (b.poll_completion(received)) return true;
+    }
+    return false;
+  }
+
   // Runs both engines until the receive and the send completed; returns them.
   bool run(ses::Completion& sent, ses::Completion& received) {
     bool got_tx = false, got_rx = false;
@@ -149,25 +169,12 @@ TEST(DirectRead, a_copy_that_ends_after_the_sender_gave_up_does_not_complete_the
   }
   ASSERT_EQ(p.pb.calls, 1u);
   ses::Completion sent;
-  bool failed = false;
-  for (int i = 0; i < 100000 && !failed; ++i) {  // B silent: A's retries run out
-    now = now + Duration::milliseconds(1);
-    p.a.progress(now);
-    failed = p.a.poll_completion(sent);
-  }
-  ASSERT_TRUE(failed);
+  ASSERT_TRUE(p.a_alone_until_its_send_ends(now, sent));  // B silent: A's retries run out
   EXPECT_EQ(sent.status, Status::kPeerUnreachable);
   EXPECT_TRUE(p.offered.empty());           // withdrawn before the completion could be read
   std::fill(src.begin(), src.end(), 0xee);  // the application's buffer again
   ses::Completion received;
-  bool done = false;
-  for (int i = 0; i < 200000 && !done; ++i) {
-    now = now + Duration::microseconds(100);
-    p.a.progress(now);
-    p.b.progress(now);
-    done = p.b.poll_completion(received);
-  }
-  ASSERT_TRUE(done);
+  ASSERT_TRUE(p.both_until_b_completes(now, received));
   EXPECT_NE(received.status, Status::kOk) << "completed with a buffer the sender took back";
   EXPECT_EQ(p.pb.withdrawn, 1u);
   EXPECT_EQ(p.b.ses().stats().direct_reads, 0u);
@@ -188,28 +195,15 @@ TEST(DirectRead,
   ASSERT_EQ(p.b.post_recv({dst.data(), len, 7}), Status::kOk);
   ASSERT_EQ(p.a.send(p.to_b, src.data(), len, 9), Status::kOk);
   ses::Completion sent;
-  bool failed = false;
   Time now{};
-  for (int i = 0; i < 100000 && !failed; ++i) {  // B silent from the start
-    now = now + Duration::milliseconds(1);
-    p.a.progress(now);
-    failed = p.a.poll_completion(sent);
-  }
-  ASSERT_TRUE(failed);
+  ASSERT_TRUE(p.a_alone_until_its_send_ends(now, sent));  // B silent from the start
   EXPECT_EQ(sent.status, Status::kPeerUnreachable);
   for (int i = 0; i < 600; ++i) {  // a minute more of A alone
     now = now + Duration::milliseconds(100);
     p.a.progress(now);
   }
   ses::Completion received;
-  bool done = false;
-  for (int i = 0; i < 200000 && !done; ++i) {
-    now = now + Duration::microseconds(100);
-    p.a.progress(now);
-    p.b.progress(now);
-    done = p.b.poll_completion(received);
-  }
-  ASSERT_TRUE(done);
+  ASSERT_TRUE(p.both_until_b_completes(now, received));
   EXPECT_EQ(received.status, Status::kPeerUnreachable) << to_string(received.status);
   EXPECT_EQ(dst, std::vector<uint8_t>(len, 0)) << "bytes of a send that had ended were placed";
   EXPECT_EQ(p.a.ses().stats().rma_errors, 0u);
