@@ -6,13 +6,16 @@
 // still must not read or write outside the regions). Invariants checked on each input:
 //   - nothing reads or writes outside memory it owns or mapped (ASan, or a fault: every
 //     received byte is read) and nothing is undefined (UBSan);
-//   - a received packet is no longer than the MTU and names a's or b's address as its
-//     source (the region mapped, never what a slot claims);
+//   - a received packet is no longer than its sender's MTU and names a's or b's address
+//     as its source (the region mapped, never what a slot claims). The two MTUs differ
+//     (256 and 320 bytes), as endpoints of a job may, so a takes packets longer than
+//     its own MTU;
 //   - every call returns.
 //
 // Input: a sequence of operations, each an opcode byte and its arguments (missing bytes
 // read as zero):
 //   0/1  a sends to b / b sends to a: count (1..8), then a length byte per packet
+//        (0..255 spread over 1..the sender's MTU)
 //   2/3  b / a receives up to count (1..8) and holds what arrived
 //   4    the oldest half of what is held is freed
 //   5/6  a 32-bit word of b's / a's control part: offset (2 bytes) and value (4 bytes)
@@ -55,13 +58,14 @@ class Input {
 
 // Small regions (the geometry is the peer's to choose), so that rings fill and buffers
 // run out within a few operations.
-ShmConfig small_config() {
+constexpr uint32_t kMtuA = 256, kMtuB = 320;
+ShmConfig small_config(uint32_t mtu_bytes) {
   ShmConfig c;
   c.buffers = 8;
   c.inbox_slots = 2;
   c.ring_entries = 4;
   c.rx_views = 8;
-  c.mtu_bytes = 256;
+  c.mtu_bytes = mtu_bytes;
   return c;
 }
 
@@ -89,7 +93,7 @@ void send(Endpoint& from, const Endpoint& to, Input& in) {
   const size_t want = 1 + in.byte() % 8;
   const size_t got = from.dp->alloc(bufs, want);
   for (size_t i = 0; i < got; ++i) {
-    const uint32_t len = 1 + in.byte() % from.dp->mtu();
+    const uint32_t len = 1 + in.byte() * (from.dp->mtu() - 1) / 255;
     std::memset(bufs[i]->data, static_cast<int>(len), len);
     bufs[i]->len = len;
     bufs[i]->peer = to.dp->local_address();
@@ -99,15 +103,16 @@ void send(Endpoint& from, const Endpoint& to, Input& in) {
 }
 
 void receive(Endpoint& at, const NetAddr& a, const NetAddr& b, Input& in) {
+  const auto mtu_of = [&](const NetAddr& sender) { return sender == a ? kMtuA : kMtuB; };
   PacketBuf* bufs[8];
   const size_t want = 1 + in.byte() % 8;
   const size_t got = at.dp->rx_burst(bufs, want);
   if (got > want) std::abort();
   for (size_t i = 0; i < got; ++i) {
     const PacketBuf* p = bufs[i];
-    if (p->len > at.dp->mtu() || !(p->peer == a || p->peer == b)) {
-      std::fprintf(stderr, "len %u mtu %u peer %s a %s b %s\n", p->len, at.dp->mtu(),
-                   p->peer.to_string().c_str(), a.to_string().c_str(), b.to_string().c_str());
+    if (!(p->peer == a || p->peer == b) || p->len > mtu_of(p->peer)) {
+      std::fprintf(stderr, "len %u peer %s a %s b %s\n", p->len, p->peer.to_string().c_str(),
+                   a.to_string().c_str(), b.to_string().c_str());
       std::abort();
     }
     volatile uint8_t sum = 0;
@@ -128,8 +133,8 @@ void free_oldest_half(Endpoint& e) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size > 4096) return 0;
   std::string error;
-  Endpoint a{ShmDatapath::open(small_config(), error), {}};
-  Endpoint b{ShmDatapath::open(small_config(), error), {}};
+  Endpoint a{ShmDatapath::open(small_config(kMtuA), error), {}};
+  Endpoint b{ShmDatapath::open(small_config(kMtuB), error), {}};
   if (!a.dp || !b.dp) std::abort();  // /dev/shm must work where this runs
   const NetAddr addr_a = a.dp->local_address(), addr_b = b.dp->local_address();
   ControlPart control_a(addr_a), control_b(addr_b);
