@@ -83,13 +83,13 @@ done
 # Each host issues its own messages whatever holds up the others: with 8-slot tables the
 # same all-to-all ends sooner in virtual time than in the one global order that stops at
 # the first full table (0.85 against 1.38 ms on 2026-11-28; deterministic for a seed).
-virtual_ms() {  # virtual_ms ORDER: the run's virtual time in microseconds, or nothing
+virtual_us() {  # virtual_us ORDER: the run's virtual time in microseconds, or nothing
   "$transfer" --seed 7 --hosts 8 --message-slots 8 --messages 32 --bytes 65536 --loss 0 \
     --all-to-all --issue-order "$1" --json 2>/dev/null |
     awk -F'[:,]' '/"ok": true/ {ok = 1} /"virtual_seconds"/ {v = $2} END {if (ok) printf "%d", v * 1e6}'
 }
-global_us=$(virtual_ms global)
-per_host_us=$(virtual_ms per-host)
+global_us=$(virtual_us global)
+per_host_us=$(virtual_us per-host)
 [[ -n $global_us && -n $per_host_us ]] || fail "issue orders: a run did not deliver everything"
 ((per_host_us < global_us)) ||
   fail "issue orders: per-host took ${per_host_us} us, not less than global's ${global_us}"

@@ -195,6 +195,7 @@ int main(int argc, char** argv) {
   std::vector<uint64_t> next_of(o.hosts);
   for (uint32_t h = 0; h < o.hosts; ++h) next_of[h] = uint64_t{h} * o.messages;
   uint32_t first_turn = 0;
+  const bool global_order = o.issue_order == "global";
   uint64_t next_global = 0;  // --issue-order global
   const auto issue = [&](uint64_t m) {
     const uint32_t from = sender_of(m), to = receiver_of(m);
@@ -214,7 +215,7 @@ int main(int argc, char** argv) {
         if (o.path_down && received_ok >= total_messages / 4 && cluster.fabric().path_up(0)) {
           cluster.fabric().set_path_up(0, false);
         }
-        if (o.issue_order == "global") {
+        if (global_order) {
           while (next_global < total_messages && issue(next_global) == Status::kOk) ++next_global;
         } else {
           for (uint32_t turn = 0; turn < o.hosts; ++turn) {
