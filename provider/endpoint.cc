@@ -10,6 +10,8 @@
 #include <optional>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "provider/endpoint.h"
 #include "provider/endpoint_name.h"
 #include "provider/security.h"
@@ -59,6 +61,45 @@ Counter* counter_for(const Endpoint& ep, uint64_t flags) {
   return ep.send_cntr;
 }
 
+// UET's names of the NACKs by which a peer says it does not know a PDC.
+const char* nack_name(wire::NackCode code) {
+  switch (code) {
+    case wire::NackCode::kInvalidDpdcid:
+      return "INV_DPDCID";
+    case wire::NackCode::kInvalidSyn:
+      return "INVALID_SYN";
+    case wire::NackCode::kPdcModeMismatch:
+      return "PDC_MODE_MISMATCH";
+    default:
+      return "?";
+  }
+}
+
+// Says why operations fail "peer unreachable" (or for want of a PDC): once for each
+// batch of PDC failures, naming the last one's peer and cause. Logged when an operation
+// fails for it, not on the packet path.
+void warn_of_failed_pdcs(Endpoint& ep) {
+  const uint64_t failed = ep.engine->pdcs_failed();
+  if (failed == ep.pdc_failures_logged) return;
+  const uint64_t new_ones = failed - ep.pdc_failures_logged;
+  ep.pdc_failures_logged = failed;
+  const pds::PdcFailureRecord last = ep.engine->last_pdc_failure();
+  std::string detail;
+  if (last.why == pds::PdcFailure::kUnanswered) {
+    detail = fmt::format(" ({} sends; FI_SPRAY_RETRIES={}, FI_SPRAY_RTO_MAX_MS={})", last.tries,
+                         params().retries, params().rto_max_ms);
+  } else if (last.why == pds::PdcFailure::kUnknownAtPeer) {
+    detail = fmt::format(" (NACK {})", nack_name(last.nack));
+  }
+  SPRAY_WARN(FI_LOG_EP_DATA,
+             "endpoint %s: PDC to %s failed: %s%s; %lu failed since the last such "
+             "warning, %lu in all\n",
+             ep.engine->local_address().to_string().c_str(),
+             ep.engine->peer_address(last.peer).to_string().c_str(), pds::to_string(last.why),
+             detail.c_str(), static_cast<unsigned long>(new_ones),
+             static_cast<unsigned long>(failed));
+}
+
 // The CQ entry and counter update of operation `op` ending as `c` says.
 void report(Endpoint& ep, const ses::Completion& c, const Endpoint::Op& op) {
   const bool receive = (op.flags & FI_RECV) != 0;
@@ -79,6 +120,9 @@ void report(Endpoint& ep, const ses::Completion& c, const Endpoint::Op& op) {
     }
     cq->entries.push_back(e);
     return;
+  }
+  if (c.status == Status::kPeerUnreachable || c.status == Status::kNoPdcAvailable) {
+    warn_of_failed_pdcs(ep);
   }
   // Errors are always reported (selective completion suppresses successes only).
   if (cntr) ++cntr->errors;
@@ -502,8 +546,47 @@ ProgressDone endpoint_progress(Endpoint& ep) {
   return done;
 }
 
+namespace {
+
+// How long the other endpoints of a domain may go without progress while the application
+// posts on one of them: a quarter of the shortest retransmission timeout, so a neighbour
+// answers before its peer's first resend. Endpoints of one domain may be each other's
+// peers (tests, a process with several rails), and one that is not progressed
+// acknowledges nothing: two endpoints posting fetch-atomics to a third, 100 us apart,
+// never reading the CQ, had their PDCs failed by the suite's patience (~17 ms) when
+// nothing else drove the target (FI_SPRAY_STANDBY_PROGRESS_MS=0). With the standby
+// thread it depends on that thread getting a CPU and the domain mutex in time, which a
+// loaded CI host may not give (the likely cause of tss.Atomic.contention__every_fetch_
+// and_add_counts_once failing once on 2026-11-28, 36 of 400 applied).
+Duration others_wait_at_most() {
+  return Duration::microseconds(std::max(params().rto_min_us / 4, 1));
+}
+
+void count_application_pass(Domain& d, Time now) {
+  // One writer (the mutex is held): a plain increment, no locked instruction.
+  d.application_passes.store(d.application_passes.load(std::memory_order_relaxed) + 1,
+                             std::memory_order_relaxed);
+  if (d.endpoints.size() > 1) d.all_progressed_at = now;
+}
+
+}  // namespace
+
 void endpoint_transmit(Endpoint& ep) {
   if (!ep.engine) return;
+  Domain& d = *ep.domain;
+  if (d.endpoints.size() > 1) {
+    const Time now = dp::monotonic_now();
+    if (now - d.all_progressed_at >= others_wait_at_most()) {
+      // The others first: what this post sends reaches a neighbour at the next call, as
+      // it would reach a peer in another process.
+      count_application_pass(d, now);
+      for (Endpoint* other : d.endpoints) {
+        if (other != &ep) endpoint_progress(*other);
+      }
+      endpoint_progress(ep);
+      return;
+    }
+  }
   if (ep.engine->receive_poll_is_a_system_call()) {
     (void)ep.engine->transmit(dp::monotonic_now());
   } else {
@@ -512,9 +595,7 @@ void endpoint_transmit(Endpoint& ep) {
 }
 
 bool domain_progress(Domain& d) {
-  // One writer (the mutex is held): a plain increment, no locked instruction.
-  d.application_passes.store(d.application_passes.load(std::memory_order_relaxed) + 1,
-                             std::memory_order_relaxed);
+  count_application_pass(d, d.endpoints.size() > 1 ? dp::monotonic_now() : Time{});
   bool busy = false;
   for (Endpoint* ep : d.endpoints) {
     const ProgressDone done = endpoint_progress(*ep);

@@ -72,6 +72,7 @@ struct Endpoint {
   size_t inject_size = 0;
   StagingBuffers staging;  // lent to operations of several pieces
   std::optional<KeyFileWatch> key_watch;  // secured endpoints: the key file (security.h)
+  uint64_t pdc_failures_logged = 0;       // the engine's failed PDCs already warned of
 
   // The engine peer for `addr`, added on first use; kNoPeer when addr names no entry.
   pds::PeerIndex peer(fi_addr_t addr);

@@ -75,6 +75,10 @@ class EndpointEngine {
   virtual void close_pdcs(Duration limit) = 0;
   // The engine's counters in one line, logged (FI_LOG_LEVEL=info) when the endpoint closes.
   virtual std::string stats() = 0;
+  // How many PDCs have failed, and the last one's peer and cause (for the warning an
+  // endpoint logs when operations fail for it).
+  virtual uint64_t pdcs_failed() const = 0;
+  virtual pds::PdcFailureRecord last_pdc_failure() const = 0;
 };
 
 // Opens the datapath FI_SPRAY_DATAPATH names, bound to `info`'s source address (or

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "provider/endpoint.h"
+#include "transport/datapath/clock.h"
 
 namespace spray::fi {
 namespace {
@@ -171,6 +172,7 @@ void ProgressThread::run() {
         wake(ep->rx_cq);
         for (Counter* c : ep->counters()) wake(c);
       }
+      if (domain_.endpoints.size() > 1) domain_.all_progressed_at = dp::monotonic_now();
       if (delivered > 0) {
         // More may follow at once: pass again without announcing a sleep to the peers.
         domain_.completions_delivered.notify_all();

@@ -39,6 +39,7 @@
 #include "provider/progress_thread.h"
 #include "provider/wait_fd.h"
 #include "transport/base/status.h"
+#include "transport/base/time.h"
 #include "transport/datapath/net_addr.h"
 
 namespace spray::dp {
@@ -181,6 +182,10 @@ struct Domain {
   // Progress passes the application made (domain_progress): written with the mutex
   // held, read without it by a standing-by progress thread to see whether it is away.
   std::atomic<uint64_t> application_passes{0};
+  // When a pass last drove every endpoint of the domain (mutex held): posts drive their
+  // own endpoint only, and use this to drive the others too when they have waited too
+  // long (see endpoint_transmit).
+  Time all_progressed_at{};
   // FI_PROGRESS_AUTO's thread, or manual progress's standby (FI_SPRAY_STANDBY_PROGRESS_MS);
   // last, so it stops before the members it uses go away.
   std::unique_ptr<ProgressThread> progress_thread;

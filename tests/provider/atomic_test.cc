@@ -15,6 +15,16 @@ namespace {
 
 struct Atomic : RegisteringFabric {
   void SetUp() override { open(FI_EP_RDM, FI_MSG | FI_ATOMIC, FI_MR_PROV_KEY | FI_MR_VIRT_ADDR); }
+  // Reads what the CQ holds; an error completion fails the test with its reason at once
+  // (a loop that read on past it would wait for operations that already failed).
+  void read_successes() {
+    fi_cq_tagged_entry e[16];
+    if (fi_cq_read(cq, e, 16) == -FI_EAVAIL) {
+      fi_cq_err_entry err{};
+      ASSERT_EQ(fi_cq_readerr(cq, &err, 0), 1);
+      FAIL() << "error completion: " << fi_strerror(err.err);
+    }
+  }
 };
 
 TEST_F(Atomic, getinfo__offers_atomics_with_their_directions) {
@@ -178,8 +188,7 @@ TEST_F(Atomic, contention__every_fetch_and_add_counts_once) {
                                            FI_SUM, nullptr);
         if (rc == 0) break;
         ASSERT_EQ(rc, -FI_EAGAIN);
-        fi_cq_tagged_entry e[16];
-        (void)fi_cq_read(cq, e, 16);
+        ASSERT_NO_FATAL_FAILURE(read_successes());
       }
     }
   }
@@ -187,10 +196,38 @@ TEST_F(Atomic, contention__every_fetch_and_add_counts_once) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (std::count(got.begin(), got.end(), ~0ULL) > 0 &&
          std::chrono::steady_clock::now() < deadline) {
-    fi_cq_tagged_entry e[16];
-    (void)fi_cq_read(cq, e, 16);
+    ASSERT_NO_FATAL_FAILURE(read_successes());
   }
   EXPECT_EQ(counter, 2 * kEach);
+  std::sort(got.begin(), got.end());
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], i);
+}
+
+// Posts drive their own endpoint; a neighbour in the same domain that is their target
+// must answer all the same. One endpoint posts fetch-and-adds to another of its domain,
+// 150 us apart and never reading the CQ, for about 30 ms: longer than the suite's
+// patience (a PDC fails after ~17 ms of silence). Every one applies once and completes.
+// Without a standby thread (ctest provider_strict_manual_progress_*) only the posts
+// drive the target; the PDC failed so before they did (see endpoint_transmit).
+TEST_F(Atomic, manual_progress__posts_on_one_endpoint_keep_its_neighbour_answering) {
+  fid_ep* a = endpoint();
+  endpoint();
+  alignas(8) uint64_t counter = 0;
+  fid_mr* mr = reg(&counter, sizeof counter, FI_REMOTE_READ | FI_REMOTE_WRITE);
+  constexpr size_t kOps = 200;
+  std::vector<uint64_t> got(kOps, ~0ULL);
+  const uint64_t one = 1;
+  for (size_t i = 0; i < kOps; ++i) {
+    ASSERT_EQ(fi_fetch_atomic(a, &one, 1, nullptr, &got[i], nullptr, addrs[1], remote(&counter),
+                              fi_mr_key(mr), FI_UINT64, FI_SUM, nullptr),
+              0);
+    // The application computes between posts, making no other call.
+    const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(150);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+  }
+  EXPECT_EQ(wait(kOps).size(), kOps);
+  EXPECT_EQ(counter, kOps);
   std::sort(got.begin(), got.end());
   for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], i);
 }

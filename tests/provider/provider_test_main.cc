@@ -41,6 +41,9 @@ int main(int argc, char** argv) {
   // A peer gives up after ~20 ms of silence then, so an endpoint whose test makes no call
   // must be answered sooner: the standby thread steps in after 1-2 ms instead of 10-20.
   setenv("FI_SPRAY_STANDBY_PROGRESS_MS", "1", 0);
+  // Warnings go to the test's output, which ctest keeps for a failed test: a PDC that
+  // failed then says to which peer and why (an operation's error code alone does not).
+  setenv("FI_LOG_LEVEL", "warn", 0);
   ::testing::InitGoogleTest(&argc, argv);
   ::testing::AddGlobalTestEnvironment(new NeedsRdmaDevice);
   return RUN_ALL_TESTS();

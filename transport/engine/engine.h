@@ -188,6 +188,7 @@ class Engine {
   // retire_key); nullptr when the engine is not secured.
   tss::SecureChannels* secure_channels() { return tss_ ? &*tss_ : nullptr; }
   pds::Pds& pds() { return pds_; }
+  const pds::Pds& pds() const { return pds_; }
   ses::Ses& ses() { return ses_; }
   const PeerTable& peers() const { return peers_; }
   size_t memory_bytes() const {

@@ -83,6 +83,23 @@ struct RxClass {
   uint16_t entropy = 0;  // the EV it arrived on: its ACK returns on it
 };
 
+// Why a PDC failed (Pds::fail_pdc): each has its counter in PdsStats, and the last
+// failure is kept (Pds::last_pdc_failure) for the provider's log, so that an operation
+// that completes "peer unreachable" can be told apart from one the peer refused.
+enum class PdcFailure : uint8_t {
+  kUnanswered,     // a packet went unacknowledged through all its tries
+  kUnknownAtPeer,  // the peer NACKed the PDC as one it does not know (or in another mode)
+  kPeerStayedFull  // the peer refused its SYN for want of room for PdsConfig::pdc_wait
+};
+const char* to_string(PdcFailure why);
+
+struct PdcFailureRecord {
+  PeerIndex peer = kNoPeer;
+  PdcFailure why = PdcFailure::kUnanswered;
+  wire::NackCode nack = wire::NackCode::kInvalidDpdcid;  // kUnknownAtPeer: what said so
+  uint32_t tries = 0;  // kUnanswered: sends of the PSN that went unanswered
+};
+
 struct PdsStats {
   uint64_t tx_packets = 0;
   uint64_t retransmits = 0;
@@ -106,7 +123,10 @@ struct PdsStats {
   uint64_t stale_acks = 0;
   uint64_t pdcs_opened = 0;
   uint64_t pdcs_closed = 0;
-  uint64_t pdcs_failed = 0;
+  uint64_t pdcs_failed = 0;  // the three below together
+  uint64_t pdcs_failed_unanswered = 0;
+  uint64_t pdcs_failed_unknown_at_peer = 0;
+  uint64_t pdcs_failed_peer_full = 0;
   uint64_t pdcs_forgotten = 0;  // target PDCs of a peer we failed a PDC to (fail_pdc)
   // PDCs that started from EVs a closed PDC to the same peer had found good.
   uint64_t pdcs_with_remembered_paths = 0;
@@ -135,6 +155,8 @@ class Pds {
 
   const PdsConfig& config() const { return cfg_; }
   const PdsStats& stats() const { return stats_; }
+  // The last PDC that failed and why (meaningful once stats().pdcs_failed > 0).
+  const PdcFailureRecord& last_pdc_failure() const { return last_failure_; }
   // Copies of a control packet that must not be lost to a dead path, each on its own EV
   // (the first on the EV of the packet it answers, the others on the engine's next EVs
   // in turn): the ACK that answers
@@ -254,7 +276,9 @@ class Pds {
   // PDC to that peer reports them good to its selector before its first packet.
   void remember_paths(const Pdc& p);
   void start_from_remembered_paths(Pdc& p);
-  void fail_pdc(uint32_t index, Status why, Time now);
+  // Fails the PDC for `cause` (its peer is the PDC's): its messages fail kNoPdcAvailable
+  // when the peer stayed full, else kPeerUnreachable.
+  void fail_pdc(uint32_t index, PdcFailureRecord cause, Time now);
   // Reports every message of ours the PDC still carries as failed (`why`): packets in
   // flight not yet reported acknowledged, and runs not sent yet. Before a PDC is freed
   // with traffic aboard; SES would otherwise wait for them forever. Returns whether one
@@ -486,6 +510,7 @@ class Pds {
   };
   std::vector<RefusedSyn> refused_syns_;
   PdsStats stats_;
+  PdcFailureRecord last_failure_;
 };
 
 }  // namespace spray::pds

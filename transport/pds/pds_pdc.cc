@@ -243,17 +243,44 @@ void Pds::end_answers_elsewhere(const Pdc& failed) {
   ended_answers_.clear();
 }
 
-void Pds::fail_pdc(uint32_t index, Status why, Time now) {
+const char* to_string(PdcFailure why) {
+  switch (why) {
+    case PdcFailure::kUnanswered:
+      return "a packet went unacknowledged through all its tries";
+    case PdcFailure::kUnknownAtPeer:
+      return "the peer does not know this PDC (it restarted, or failed its end)";
+    case PdcFailure::kPeerStayedFull:
+      return "the peer had no room for another PDC";
+  }
+  return "?";
+}
+
+void Pds::fail_pdc(uint32_t index, PdcFailureRecord cause, Time now) {
   now_ = now;
   Pdc& p = pdcs_[index];
-  const bool answers_lost = fail_messages_on(p, why);  // an answer we owed the peer
   // A peer whose table stayed full is alive: only its PDC's messages fail, not every
   // operation waiting on it (a chaos-free 4-rank all-to-all with two PDCs per endpoint
   // reported "No route to host" for sends on other PDCs).
+  const bool unreachable = cause.why != PdcFailure::kPeerStayedFull;
+  // Whether an answer we owed the peer was aboard.
+  const bool answers_lost =
+      fail_messages_on(p, unreachable ? Status::kPeerUnreachable : Status::kNoPdcAvailable);
   const PeerIndex peer = p.peer;
-  const bool unreachable = why != Status::kNoPdcAvailable;
   if (unreachable) failed_peers_.push_back(peer);
   ++stats_.pdcs_failed;
+  switch (cause.why) {
+    case PdcFailure::kUnanswered:
+      ++stats_.pdcs_failed_unanswered;
+      break;
+    case PdcFailure::kUnknownAtPeer:
+      ++stats_.pdcs_failed_unknown_at_peer;
+      break;
+    case PdcFailure::kPeerStayedFull:
+      ++stats_.pdcs_failed_peer_full;
+      break;
+  }
+  cause.peer = peer;
+  last_failure_ = cause;
   free_pdc(index);
   if (unreachable && answers_lost) lost_answers_to(peer);
 }

@@ -149,7 +149,7 @@ bool Pds::next_tx_now(Pdc& p, uint32_t index, Time now, TxPacket& out) {
       return true;
     }
     if (++s.retries > std::min(cfg_.max_retries, kMaxRetries)) {
-      fail_pdc(index, Status::kPeerUnreachable, now);
+      fail_pdc(index, {.why = PdcFailure::kUnanswered, .tries = s.retries}, now);
       return false;
     }
     if (s.refused) {  // back in the network
@@ -483,7 +483,9 @@ void Pds::on_nack(PeerIndex peer, const wire::PdsNack& nack, Time now) {
       [[fallthrough]];
     case wire::NackCode::kInvalidSyn:
     case wire::NackCode::kPdcModeMismatch:
-      if (s != nullptr) fail_pdc(index, Status::kPeerUnreachable, now);
+      if (s != nullptr) {
+        fail_pdc(index, {.why = PdcFailure::kUnknownAtPeer, .nack = nack.code}, now);
+      }
       return;
     case wire::NackCode::kClosing:
       if (s != nullptr) s->retries = 0;  // the target is busy; the RTO retries the CLOSE
@@ -525,7 +527,7 @@ void Pds::on_rto(uint32_t index, Time now) {
   if (p.snd_una == p.snd_nxt) return;
   const bool syn_refused = p.state == PdcState::kSynSent && p.syn_refused;
   if (syn_refused && now - p.syn_refused_at >= cfg_.pdc_wait && !p.carries_answer) {
-    fail_pdc(index, Status::kNoPdcAvailable, now);  // the target stayed full
+    fail_pdc(index, {.why = PdcFailure::kPeerStayedFull}, now);
     return;
   }
   ++stats_.timeouts;

@@ -173,6 +173,8 @@ TEST_F(FullTable, target__that_stays_full_fails_the_syn_with_no_pdc_available) {
   EXPECT_EQ(slow.failed()[0].message, 1u);
   EXPECT_TRUE(slow.failed_peers().empty());  // alive, only full: nothing else fails with it
   EXPECT_EQ(target.open_pdcs(), 1u);
+  EXPECT_EQ(slow.stats().pdcs_failed_peer_full, 1u);
+  EXPECT_EQ(slow.last_pdc_failure().why, PdcFailure::kPeerStayedFull);
 }
 
 TEST_F(FullTable, target__gives_a_freed_slot_to_the_syn_refused_first) {

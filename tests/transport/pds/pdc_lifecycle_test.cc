@@ -231,6 +231,12 @@ TEST_F(Pair, losing_answers_to_a_peer__fails_its_pdc_to_us_at_its_next_packet) {
   EXPECT_EQ(nacks[0].code, wire::NackCode::kInvalidDpdcid);
   a.on_nack(kB, nacks[0], us(t + 1));
   EXPECT_EQ(a.failed_peers(), std::vector<PeerIndex>{kB});
+  // B's failure and A's, each with its cause for the log.
+  EXPECT_EQ(b.last_pdc_failure().why, PdcFailure::kUnanswered);
+  EXPECT_EQ(a.stats().pdcs_failed_unknown_at_peer, 1u);
+  EXPECT_EQ(a.last_pdc_failure().why, PdcFailure::kUnknownAtPeer);
+  EXPECT_EQ(a.last_pdc_failure().nack, wire::NackCode::kInvalidDpdcid);
+  EXPECT_EQ(a.last_pdc_failure().peer, kB);
 }
 
 // The PDCs of A's that B forgets may carry B's own traffic too (B sends on a peer's PDC

@@ -441,6 +441,11 @@ TEST_F(Pair, retries__exhausted_fail_the_messages_with_peer_unreachable) {
   EXPECT_EQ(a.open_pdcs(), 0u);
   EXPECT_EQ(a.failed_peers(), std::vector<PeerIndex>{kB});
   EXPECT_GE(a.stats().timeouts, 3u);
+  // Why, for the log: the first send and every retry went unanswered.
+  EXPECT_EQ(a.stats().pdcs_failed_unanswered, 1u);
+  EXPECT_EQ(a.last_pdc_failure().why, PdcFailure::kUnanswered);
+  EXPECT_EQ(a.last_pdc_failure().peer, kB);
+  EXPECT_EQ(a.last_pdc_failure().tries, a.config().max_retries + 1);
 }
 
 // A RUD packet SACKed is reported acknowledged at once, and its message may finish and
