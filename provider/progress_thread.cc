@@ -26,7 +26,7 @@ void wake(T* object) {
 // Every running thread, for stop_all and fork. Never destroyed: at exit the threads may
 // outlive the library's static objects, and this is what stops them.
 struct Registry {
-  std::mutex mutex;
+  std::timed_mutex mutex;  // timed: see stop_all
   std::vector<ProgressThread*> threads;
 };
 Registry& registry() {
@@ -86,22 +86,46 @@ ProgressThread::~ProgressThread() {
   if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
-void ProgressThread::halt() {
-  if (!thread_.joinable()) return;
+bool ProgressThread::halt(std::optional<std::chrono::milliseconds> bound) {
+  if (!thread_.joinable()) return true;
   stop_.store(true, std::memory_order_relaxed);
   if (forked_away_) {
     // The parent's thread is not here, and neither join nor detach can name it (both fail
     // with ESRCH): the handle is forgotten, so that destroying it does not terminate us.
     new (&thread_) std::thread();
-    return;
+    return true;
   }
   wake_up();
+  if (bound) {
+    std::unique_lock lock(passes_mutex_);
+    if (!pass_started_.wait_for(lock, *bound, [&] { return ended_; })) {
+      thread_.detach();
+      return false;
+    }
+  }
   thread_.join();  // at most one pass away
+  return true;
 }
 
+// At exit() the threads must stop before the objects they use are destroyed, but exit()
+// may come from a signal handler that interrupted a thread inside the provider, holding
+// a domain mutex that will never be released; a progress thread waiting for that mutex
+// never ends, and joining it hung the process for good (libfabric's psm provider loads
+// libinfinipath, whose SIGTERM handler calls exit(): Open MPI's mpirun and `timeout`
+// stop processes with SIGTERM; reproduced by SIGTERM to provider_test in a post loop).
+// Such a thread is left behind, blocked, and dies with the process. For the same reason
+// the registry's mutex is waited for only so long.
 void ProgressThread::stop_all() {
-  std::lock_guard lock(registry().mutex);
-  for (ProgressThread* t : registry().threads) t->halt();
+  std::unique_lock lock(registry().mutex, std::defer_lock);
+  if (!lock.try_lock_for(kExitBound)) return;
+  for (ProgressThread* t : registry().threads) {
+    if (!t->halt(kExitBound)) {
+      SPRAY_WARN(FI_LOG_DOMAIN,
+                 "a domain's progress thread did not stop within %lld ms (exit() while a "
+                 "thread held the domain's lock?): left behind\n",
+                 static_cast<long long>(kExitBound.count()));
+    }
+  }
   registry().threads.clear();
 }
 
@@ -200,6 +224,11 @@ void ProgressThread::run() {
       clear_wake_up();
     }
   }
+  {
+    std::lock_guard lock(passes_mutex_);
+    ended_ = true;
+  }
+  pass_started_.notify_all();
 }
 
 }  // namespace spray::fi

@@ -44,6 +44,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -78,8 +79,10 @@ class ProgressThread {
   static constexpr std::chrono::milliseconds kFinishPollBound{2000};
 
   // Stops and joins every thread still running (the provider's cleanup, and its
-  // unloading). Their domains are left without background progress.
+  // unloading). Their domains are left without background progress. A thread that does
+  // not end within kExitBound is left behind instead of joined: see stop_all.
   static void stop_all();
+  static constexpr std::chrono::milliseconds kExitBound{500};
 
  private:
   void run();
@@ -90,7 +93,9 @@ class ProgressThread {
   void sleep_until_woken(std::chrono::milliseconds timeout);
   void wake_up();        // ends the thread's sleep (eventfd written)
   void clear_wake_up();  // the eventfd read back, after a poll saw it readable
-  void halt();  // stop_ set, the thread joined (or left, in a child of fork)
+  // Sets stop_ and joins the thread (or forgets it, in a child of fork). With a `bound`,
+  // a thread that has not ended within it is detached instead: false then.
+  bool halt(std::optional<std::chrono::milliseconds> bound = std::nullopt);
 
   Domain& domain_;
   const Mode mode_;
@@ -101,6 +106,7 @@ class ProgressThread {
   std::mutex passes_mutex_;
   std::condition_variable pass_started_;
   uint64_t passes_ = 0;  // passes started (guarded by passes_mutex_)
+  bool ended_ = false;   // run() has returned (guarded by passes_mutex_)
   // The descriptors a sleep polls, the thread's own. A member rather than a local, so that
   // in a child of fork(), which has no copy of the thread, it is not a leak.
   std::vector<pollfd> fds_;

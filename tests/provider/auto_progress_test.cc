@@ -4,10 +4,13 @@
 // computes for dead); with the thread off (FI_SPRAY_STANDBY_PROGRESS_MS=0) the same
 // message waits for the application, which shows that the other tests can fail. And the
 // threads' lifecycle: a child of fork() and a process that exits without closing.
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "tests/provider/fabric_fixture.h"
@@ -208,6 +211,36 @@ TEST_F(Fabric, exit__with_a_domain_still_open_ends_cleanly) {
     if (!open_at_exit->open(fabric, info, av, eps[0])) _exit(1);
     std::this_thread::sleep_for(std::chrono::milliseconds(30));  // its thread is at work
     std::exit(0);
+  }
+  const int status = wait_for_child(child);
+  ASSERT_NE(status, -1) << "the child hung at exit";
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "wait status " << status;
+}
+
+// exit() from a signal handler that interrupted a post ends the process, though the
+// interrupted thread holds its domain's lock and the domain's standby thread waits for it.
+// Libraries do call exit() so: libfabric's psm provider loads libinfinipath, whose SIGTERM
+// handler does, and mpirun and `timeout` stop processes with SIGTERM. Joining the waiting
+// thread at exit hung such processes for good (reproduced with SIGTERM to provider_test
+// posting in a loop, 2 times in 3).
+TEST_F(Fabric, exit__from_a_signal_handler_during_a_post_ends_the_process) {
+  endpoint();
+  std::fflush(nullptr);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    static SeparateDomain* far = new SeparateDomain;  // never closed
+    if (!far->open(fabric, info, av, eps[0])) _exit(1);
+    std::signal(SIGALRM, [](int) { std::exit(0); });
+    itimerval timer{};
+    timer.it_value.tv_usec = 30'000;  // posts by then: the standby thread is at work
+    setitimer(ITIMER_REAL, &timer, nullptr);
+    const uint64_t value = 1;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (std::chrono::steady_clock::now() < end) {
+      (void)fi_inject(far->ep, &value, sizeof value, far->near);
+    }
+    _exit(2);  // the signal never came
   }
   const int status = wait_for_child(child);
   ASSERT_NE(status, -1) << "the child hung at exit";
