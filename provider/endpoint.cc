@@ -86,7 +86,7 @@ void warn_of_failed_pdcs(Endpoint& ep) {
   const pds::PdcFailureRecord last = ep.engine->last_pdc_failure();
   std::string detail;
   if (last.why == pds::PdcFailure::kUnanswered) {
-    detail = fmt::format(" ({} sends; FI_SPRAY_RETRIES={}, FI_SPRAY_RTO_MAX_MS={})", last.tries,
+    detail = fmt::format(" ({} tries; FI_SPRAY_RETRIES={}, FI_SPRAY_RTO_MAX_MS={})", last.tries,
                          params().retries, params().rto_max_ms);
   } else if (last.why == pds::PdcFailure::kUnknownAtPeer) {
     detail = fmt::format(" (NACK {})", nack_name(last.nack));

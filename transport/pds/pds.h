@@ -97,7 +97,7 @@ struct PdcFailureRecord {
   PeerIndex peer = kNoPeer;
   PdcFailure why = PdcFailure::kUnanswered;
   wire::NackCode nack = wire::NackCode::kInvalidDpdcid;  // kUnknownAtPeer: what said so
-  uint32_t tries = 0;  // kUnanswered: sends of the PSN that went unanswered
+  uint32_t tries = 0;  // kUnanswered: the PSN's tries (first send and resends)
 };
 
 struct PdsStats {
