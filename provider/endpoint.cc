@@ -10,8 +10,6 @@
 #include <optional>
 #include <string>
 
-#include <fmt/format.h>
-
 #include "provider/endpoint.h"
 #include "provider/endpoint_name.h"
 #include "provider/security.h"
@@ -59,45 +57,6 @@ Counter* counter_for(const Endpoint& ep, uint64_t flags) {
   if (flags & FI_READ) return ep.read_cntr;
   if (flags & FI_WRITE) return ep.write_cntr;
   return ep.send_cntr;
-}
-
-// UET's names of the NACKs by which a peer says it does not know a PDC.
-const char* nack_name(wire::NackCode code) {
-  switch (code) {
-    case wire::NackCode::kInvalidDpdcid:
-      return "INV_DPDCID";
-    case wire::NackCode::kInvalidSyn:
-      return "INVALID_SYN";
-    case wire::NackCode::kPdcModeMismatch:
-      return "PDC_MODE_MISMATCH";
-    default:
-      return "?";
-  }
-}
-
-// Says why operations fail "peer unreachable" (or for want of a PDC): once for each
-// batch of PDC failures, naming the last one's peer and cause. Logged when an operation
-// fails for it, not on the packet path.
-void warn_of_failed_pdcs(Endpoint& ep) {
-  const uint64_t failed = ep.engine->pdcs_failed();
-  if (failed == ep.pdc_failures_logged) return;
-  const uint64_t new_ones = failed - ep.pdc_failures_logged;
-  ep.pdc_failures_logged = failed;
-  const pds::PdcFailureRecord last = ep.engine->last_pdc_failure();
-  std::string detail;
-  if (last.why == pds::PdcFailure::kUnanswered) {
-    detail = fmt::format(" ({} tries; FI_SPRAY_RETRIES={}, FI_SPRAY_RTO_MAX_MS={})", last.tries,
-                         params().retries, params().rto_max_ms);
-  } else if (last.why == pds::PdcFailure::kUnknownAtPeer) {
-    detail = fmt::format(" (NACK {})", nack_name(last.nack));
-  }
-  SPRAY_WARN(FI_LOG_EP_DATA,
-             "endpoint %s: PDC to %s failed: %s%s; %lu failed since the last such "
-             "warning, %lu in all\n",
-             ep.engine->local_address().to_string().c_str(),
-             ep.engine->peer_address(last.peer).to_string().c_str(), pds::to_string(last.why),
-             detail.c_str(), static_cast<unsigned long>(new_ones),
-             static_cast<unsigned long>(failed));
 }
 
 // The CQ entry and counter update of operation `op` ending as `c` says.

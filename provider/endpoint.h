@@ -113,6 +113,11 @@ ssize_t post_recv(Endpoint& ep, const std::optional<Pieces>& buffer, fi_addr_t s
 ssize_t post_probe(Endpoint& ep, const std::optional<Pieces>& buffer, fi_addr_t src, uint64_t tag,
                    uint64_t ignore, void* context, uint64_t flags);
 
+// Says why operations fail "peer unreachable" (or for want of a PDC): a warning for
+// each batch of the engine's PDC failures not yet told, naming the last one's peer and
+// cause (pdc_failure_warning.cc). Called when an operation completes so, never per packet.
+void warn_of_failed_pdcs(Endpoint& ep);
+
 extern fi_ops_msg msg_ops;
 extern fi_ops_rma rma_ops;
 extern fi_ops_tagged tagged_ops;

@@ -37,6 +37,68 @@ bool is_known_nack_code(uint8_t code) {
   return (code >= 0x01 && code <= 0x0b) || (code >= 0x0d && code <= 0x1a) || code >= 0xfd;
 }
 
+const char* to_string(NackCode code) {
+  switch (code) {
+    case NackCode::kTrimmed:
+      return "TRIMMED";
+    case NackCode::kTrimmedLastHop:
+      return "TRIMMED_LASTHOP";
+    case NackCode::kTrimmedAck:
+      return "TRIMMED_ACK";
+    case NackCode::kNoPdcAvailable:
+      return "NO_PDC_AVAIL";
+    case NackCode::kNoCccAvailable:
+      return "NO_CCC_AVAIL";
+    case NackCode::kNoBitmap:
+      return "NO_BITMAP";
+    case NackCode::kNoPacketBuffer:
+      return "NO_PKT_BUF";
+    case NackCode::kNoGtdDelAvailable:
+      return "NO_GTD_DEL_AVAIL";
+    case NackCode::kNoSesMessageAvailable:
+      return "NO_SES_MSG_AVAIL";
+    case NackCode::kNoResource:
+      return "NO_RESOURCE";
+    case NackCode::kPsnOutOfWindow:
+      return "PSN_OOR_WINDOW";
+    case NackCode::kRodOutOfOrder:
+      return "ROD_OOO";
+    case NackCode::kInvalidDpdcid:
+      return "INV_DPDCID";
+    case NackCode::kPdcHeaderMismatch:
+      return "PDC_HDR_MISMATCH";
+    case NackCode::kClosing:
+      return "CLOSING";
+    case NackCode::kClosingInError:
+      return "CLOSING_IN_ERR";
+    case NackCode::kPacketNotReceived:
+      return "PKT_NOT_RCVD";
+    case NackCode::kGtdResponseUnavailable:
+      return "GTD_RESP_UNAVAIL";
+    case NackCode::kAckWithData:
+      return "ACK_WITH_DATA";
+    case NackCode::kInvalidSyn:
+      return "INVALID_SYN";
+    case NackCode::kPdcModeMismatch:
+      return "PDC_MODE_MISMATCH";
+    case NackCode::kNewStartPsn:
+      return "NEW_START_PSN";
+    case NackCode::kReceivedSesProcessing:
+      return "RCVD_SES_PROCG";
+    case NackCode::kUnexpectedEvent:
+      return "UNEXP_EVENT";
+    case NackCode::kReceiverInferredLoss:
+      return "RCVR_INFER_LOSS";
+    case NackCode::kExperimentalNormal:
+      return "EXPERIMENTAL_NORMAL";
+    case NackCode::kExperimentalError:
+      return "EXPERIMENTAL_ERROR";
+    case NackCode::kExperimentalFatal:
+      return "EXPERIMENTAL_FATAL";
+  }
+  return "?";
+}
+
 DecodeError decode_prologue(ConstByteSpan in, Prologue& out) {
   if (in.size() < kPrologueBytes) return DecodeError::kTruncated;
   out = Prologue::unpack(view<be16>(in).get());

@@ -91,6 +91,8 @@ enum class NackCode : uint8_t {
 };
 
 bool is_known_nack_code(uint8_t code);
+// UET's name of a NACK code (INV_DPDCID, NO_PDC_AVAIL, ...), for logs.
+const char* to_string(NackCode code);
 
 // Header sizes in bytes (UET 1.0).
 inline constexpr size_t kPrologueBytes = 2;
