@@ -1,10 +1,17 @@
-// calibrate(): measures the tuner's alpha, beta and gamma on the running fabric.
+// calibrate(): measures the tuner's alpha, beta and gamma on the running fabric, and the
+// time of every all-reduce and all-to-all algorithm at a few sizes (tuner.h).
 //
 // alpha and beta come from ping-pongs between rank pairs (0-1, 2-3, ...), all pairs at
 // once, so the figures include what ranks sharing cores and links do to each other,
 // as in a real collective: alpha = half a round trip of 8 bytes; beta from the extra
 // time of 1 MiB. gamma times the f32 sum kernel over 4 MiB. Each is the median of
 // several rounds, and every rank takes the largest over ranks so that all agree.
+//
+// Algorithm times: f32 sum (all-reduce) and f32 blocks (all-to-all) at kTimedSizes, each
+// algorithm's calls run back to back after a barrier and timed on every rank; a round
+// times every algorithm at every size, rounds are interleaved so that drift on a shared
+// machine hits all alike, and each time is the median over rounds of the slowest rank's.
+// The first call of each algorithm and size is not timed (first contact, scratch growth).
 #include <algorithm>
 #include <chrono>
 #include <vector>
@@ -24,7 +31,92 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// Where algorithms are timed (all-reduce: the buffer; all-to-all: all a rank sends): from
+// latency-bound to bandwidth-bound, at most 16 MiB so that calibrating a slow provider
+// still takes seconds, not minutes (4 ranks over spray here: about 3 s in all).
+constexpr size_t kTimedSizes[] = {size_t{4} << 10, size_t{64} << 10, size_t{1} << 20,
+                                  size_t{16} << 20};
+constexpr int kTimedRounds = 5;
+// Calls per timing: about 8 MiB of buffer, between 2 and 24 calls.
+int timed_calls(size_t bytes) {
+  return static_cast<int>(std::clamp<size_t>((size_t{8} << 20) / bytes, 2, 24));
+}
+
 }  // namespace
+
+// The time of every tuner candidate at kTimedSizes on this communicator (see the top).
+MeasuredTimes time_algorithms(Communicator& c) {
+  MeasuredTimes out;
+  if (c.size() < 2) return out;
+  const auto p = static_cast<size_t>(c.size());
+  const AllReduceAlgorithm all_reduce_forced = c.all_reduce_algorithm_;
+  const AllToAllAlgorithm all_to_all_forced = c.all_to_all_algorithm_;
+  // All-to-all blocks of at least one element, whatever the rank count.
+  auto block_count = [&](size_t bytes) { return std::max<size_t>(1, bytes / p / sizeof(float)); };
+  std::vector<float> send(std::max(kTimedSizes[std::size(kTimedSizes) - 1] / sizeof(float), p),
+                          1.0f);
+  std::vector<float> recv(send.size());
+  // One timing: `calls` calls of one algorithm at one size; microseconds per call.
+  auto time_calls = [&](bool all_to_all, size_t bytes, int calls) {
+    c.barrier();
+    const auto start = Clock::now();
+    for (int i = 0; i < calls; ++i) {
+      if (all_to_all) {
+        c.all_to_all(send.data(), recv.data(), block_count(bytes), DataType::kF32);
+      } else {
+        c.all_reduce(send.data(), recv.data(), bytes / sizeof(float), DataType::kF32,
+                     ReduceOp::kSum);
+      }
+    }
+    return std::chrono::duration<double, std::micro>(Clock::now() - start).count() / calls;
+  };
+  // times[((round * 2 + collective) * kinds + algorithm) * sizes + size], where kinds is
+  // the larger of the two candidate lists; all-reduced to the slowest rank's at the end.
+  constexpr size_t kKinds =
+      std::max(std::size(kAllReduceAlgorithms), std::size(kAllToAllAlgorithms));
+  constexpr size_t kSizes = std::size(kTimedSizes);
+  std::vector<double> times(kTimedRounds * 2 * kKinds * kSizes, 0.0);
+  auto at = [&](int round, bool all_to_all, size_t kind, size_t size) -> double& {
+    return times[((static_cast<size_t>(round) * 2 + all_to_all) * kKinds + kind) * kSizes + size];
+  };
+  for (int round = -1; round < kTimedRounds; ++round) {  // round -1: untimed first calls
+    for (size_t size = 0; size < kSizes; ++size) {
+      const size_t bytes = kTimedSizes[size];
+      for (size_t kind = 0; kind < std::size(kAllReduceAlgorithms); ++kind) {
+        c.all_reduce_algorithm_ = kAllReduceAlgorithms[kind];
+        const double us = time_calls(false, bytes, round < 0 ? 1 : timed_calls(bytes));
+        if (round >= 0) at(round, false, kind, size) = us;
+      }
+      for (size_t kind = 0; kind < std::size(kAllToAllAlgorithms); ++kind) {
+        c.all_to_all_algorithm_ = kAllToAllAlgorithms[kind];
+        const double us = time_calls(true, bytes, round < 0 ? 1 : timed_calls(bytes));
+        if (round >= 0) at(round, true, kind, size) = us;
+      }
+    }
+  }
+  c.all_reduce_algorithm_ = all_reduce_forced;
+  c.all_to_all_algorithm_ = all_to_all_forced;
+  c.all_reduce(times.data(), times.data(), times.size(), DataType::kF64, ReduceOp::kMax);
+
+  out.ranks = c.size();
+  auto median_over_rounds = [&](bool all_to_all, size_t kind, size_t size) {
+    std::vector<double> rounds;
+    for (int round = 0; round < kTimedRounds; ++round)
+      rounds.push_back(at(round, all_to_all, kind, size));
+    return median(std::move(rounds));
+  };
+  for (size_t size = 0; size < kSizes; ++size) {
+    for (size_t kind = 0; kind < std::size(kAllReduceAlgorithms); ++kind) {
+      out.all_reduce[kAllReduceAlgorithms[kind]].push_back(
+          {kTimedSizes[size], median_over_rounds(false, kind, size)});
+    }
+    for (size_t kind = 0; kind < std::size(kAllToAllAlgorithms); ++kind) {
+      out.all_to_all[kAllToAllAlgorithms[kind]].push_back(
+          {block_count(kTimedSizes[size]) * sizeof(float), median_over_rounds(true, kind, size)});
+    }
+  }
+  return out;
+}
 
 CostModel calibrate(Communicator& c) {
   CostModel m;
@@ -81,6 +173,7 @@ CostModel calibrate(Communicator& c) {
     m.beta_us_per_byte = figures[1];
   }
   m.gamma_us_per_byte = std::max(1e-7, figures[2]);
+  m.measured = time_algorithms(c);
   m.source = fmt::format("spray-coll-perf --calibrate: {} ranks over '{}'", c.size(), c.provider());
   return m;
 }

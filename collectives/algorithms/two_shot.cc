@@ -4,14 +4,13 @@
 // and Rabenseifner, but in two rounds of P - 1 concurrent messages instead of 2(P - 1)
 // or 2 log2(P) rounds one after another.
 //
-// Fewer rounds do not make it faster where ranks share cores: a round ends only when all
-// P - 1 peers have run, where a Rabenseifner step needs one partner. Measured with 4
-// ranks on this 2-core machine (spray-coll-perf --algo, three interleaved rounds,
-// 2026-11-22): over spray it lost to Rabenseifner at 4 KiB (263-502 us against 140-178),
-// 64 KiB and 1 MiB (0.96-1.21 ms against 0.78-0.87), tied at 16 MiB and won by 2-10 % at
-// 64 MiB; over tcp it won at 64 KiB (193-209 us against 368-488) and lost at 64 MiB. So
-// the tuner does not choose it; it is there by name (--algo two_shot,
-// SPRAY_COLL_ALLREDUCE_ALGO=two_shot) for fabrics where every rank has its own core.
+// Whether fewer rounds make it faster where ranks share cores, only a measurement tells:
+// a round ends only when all P - 1 peers have run, where a Rabenseifner step needs one
+// partner. With 4 ranks on this 2-core machine over spray it lost to Rabenseifner from
+// 4 KiB to 1 MiB on 2026-11-22 (1 MiB: 0.96-1.21 ms against 0.78-0.87) and won at every
+// size from 64 KiB on 2026-11-28 (1 MiB: 0.61 ms against 0.92; 64 MiB: 62 ms against 92).
+// So the tuner chooses it only where calibration timed it (tuner.h, MeasuredTimes); its
+// formula, the ring's, is a stand-in.
 //
 // Block r is reduced on rank r alone, in a fixed order (its own values first, then
 // ranks r - 1, r - 2, ...), so every rank ends with the same bits and reruns give the

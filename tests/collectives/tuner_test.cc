@@ -1,7 +1,7 @@
-// The tuner's cost model (choices at the sizes where the textbook says they flip, JSON
-// round trip and rejection of bad files) and the double binary tree's shape for every
-// rank count: each tree spans all ranks, links agree both ways, and (even P) no rank is
-// an inner node of both trees.
+// The tuner's cost model (choices at the sizes where the textbook says they flip, the
+// measured times correcting them, JSON round trip and rejection of bad files) and the double binary
+// tree's shape for every rank count: each tree spans all ranks, links agree both ways, and (even P)
+// no rank is an inner node of both trees.
 #include "collectives/tuner.h"
 
 #include <gtest/gtest.h>
@@ -56,6 +56,76 @@ TEST(CostModel, ChoicesFollowTheMeasuredParameters) {
   EXPECT_EQ(slow_wire.best_all_reduce(1 << 20, 6), AllReduceAlgorithm::kRing);
 }
 
+// Times as calibrate() writes them: two-shot fastest from 64 KiB on (as measured with 4
+// ranks on this 2-core machine on 2026-11-28), recursive doubling at 4 KiB.
+CostModel measured_on_four_ranks() {
+  CostModel m;
+  m.measured.ranks = 4;
+  using A = AllReduceAlgorithm;
+  m.measured.all_reduce[A::kRing] = {{4096, 87}, {65536, 180}, {1 << 20, 979}, {16 << 20, 23027}};
+  m.measured.all_reduce[A::kRecursiveDoubling] = {
+      {4096, 53}, {65536, 211}, {1 << 20, 1236}, {16 << 20, 35667}};
+  m.measured.all_reduce[A::kRabenseifner] = {
+      {4096, 74}, {65536, 188}, {1 << 20, 1225}, {16 << 20, 24538}};
+  m.measured.all_reduce[A::kDoubleBinaryTree] = {
+      {4096, 74}, {65536, 152}, {1 << 20, 1867}, {16 << 20, 25149}};
+  m.measured.all_reduce[A::kTwoShot] = {
+      {4096, 79}, {65536, 133}, {1 << 20, 853}, {16 << 20, 17679}};
+  m.measured.all_to_all[AllToAllAlgorithm::kPairwise] = {{1024, 50}, {262144, 441}};
+  m.measured.all_to_all[AllToAllAlgorithm::kBruck] = {{1024, 20}, {262144, 1833}};
+  return m;
+}
+
+TEST(CostModel, MeasuredTimesDecideWhereTheyWereMeasured) {
+  const CostModel m = measured_on_four_ranks();
+  using A = AllReduceAlgorithm;
+  EXPECT_EQ(m.best_all_reduce(4096, 4), A::kRecursiveDoubling);
+  for (size_t bytes : {size_t{65536}, size_t{300000}, size_t{1} << 20, size_t{64} << 20}) {
+    EXPECT_EQ(m.best_all_reduce(bytes, 4), A::kTwoShot) << bytes;
+  }
+  // At a measured size the prediction is the measurement.
+  EXPECT_NEAR(m.all_reduce_us(A::kRing, 1 << 20, 4), 979, 1e-6);
+  EXPECT_NEAR(m.all_reduce_us(A::kTwoShot, 16 << 20, 4), 17679, 1e-6);
+  EXPECT_NEAR(m.all_to_all_us(AllToAllAlgorithm::kBruck, 1024, 4), 20, 1e-6);
+  // Between two, the measured-to-formula ratio is interpolated in log size, so the
+  // prediction lies between what the ratios at either end would give.
+  const double at_256k = m.all_reduce_us(A::kRing, 256 << 10, 4);
+  const double formula = m.all_reduce_formula_us(A::kRing, 256 << 10, 4);
+  const double low = 180 / m.all_reduce_formula_us(A::kRing, 65536, 4);
+  const double high = 979 / m.all_reduce_formula_us(A::kRing, 1 << 20, 4);
+  EXPECT_GE(at_256k, formula * std::min(low, high) - 1e-9);
+  EXPECT_LE(at_256k, formula * std::max(low, high) + 1e-9);
+  // Beyond the largest measured size, its ratio holds: 64 MiB costs what the formula
+  // says, scaled as at 16 MiB.
+  EXPECT_NEAR(m.all_reduce_us(A::kTwoShot, 64 << 20, 4),
+              m.all_reduce_formula_us(A::kTwoShot, 64 << 20, 4) * 17679 /
+                  m.all_reduce_formula_us(A::kTwoShot, 16 << 20, 4),
+              1e-6);
+  // All-to-all: Bruck measured fastest for tiny blocks, pairwise for large ones; spread-out
+  // was not measured, so its formula alone competes.
+  EXPECT_EQ(m.best_all_to_all(1024, 4), AllToAllAlgorithm::kBruck);
+  EXPECT_NE(m.best_all_to_all(262144, 4), AllToAllAlgorithm::kBruck);
+  // On another rank count the measurements do not apply: the formulas decide, and
+  // two-shot (whose formula is only a stand-in) is never chosen.
+  const CostModel formulas_only;
+  for (int p : {2, 3, 8}) {
+    for (size_t bytes : {size_t{4096}, size_t{1} << 20, size_t{64} << 20}) {
+      EXPECT_EQ(m.best_all_reduce(bytes, p), formulas_only.best_all_reduce(bytes, p));
+      EXPECT_EQ(m.all_reduce_us(A::kRing, bytes, p),
+                formulas_only.all_reduce_us(A::kRing, bytes, p));
+    }
+  }
+}
+
+TEST(CostModel, TwoShotIsChosenOnlyWhereItWasMeasured) {
+  CostModel m = measured_on_four_ranks();
+  m.measured.all_reduce.erase(AllReduceAlgorithm::kTwoShot);
+  for (size_t bytes : {size_t{4096}, size_t{1} << 20, size_t{64} << 20}) {
+    EXPECT_NE(m.best_all_reduce(bytes, 4), AllReduceAlgorithm::kTwoShot) << bytes;
+  }
+  EXPECT_EQ(m.best_all_reduce(1 << 20, 4), AllReduceAlgorithm::kRing);  // 979 us: the next best
+}
+
 TEST(CostModel, JsonRoundTripAndErrors) {
   CostModel m;
   m.alpha_us = 12.5;
@@ -74,6 +144,41 @@ TEST(CostModel, JsonRoundTripAndErrors) {
   EXPECT_NE(error.find("gamma_us_per_byte"), std::string::npos) << error;
   EXPECT_FALSE(CostModel::from_json(
       R"({"alpha_us": -1, "beta_us_per_byte": 1, "gamma_us_per_byte": 1})", error));
+  // Measured times survive the round trip, in size order whatever the file's order.
+  const CostModel measured = measured_on_four_ranks();
+  const auto measured_back = CostModel::from_json(measured.to_json(), error);
+  ASSERT_TRUE(measured_back) << error;
+  EXPECT_EQ(measured_back->measured.ranks, 4);
+  ASSERT_EQ(measured_back->measured.all_reduce.size(), 5u);
+  for (const auto& [a, samples] : measured.measured.all_reduce) {
+    const auto& got = measured_back->measured.all_reduce.at(a);
+    ASSERT_EQ(got.size(), samples.size()) << name(a);
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].bytes, samples[i].bytes);
+      EXPECT_EQ(got[i].us, samples[i].us);
+    }
+  }
+  EXPECT_EQ(measured_back->best_all_reduce(1 << 20, 4), AllReduceAlgorithm::kTwoShot);
+  const std::string base = R"({"alpha_us": 1, "beta_us_per_byte": 1, "gamma_us_per_byte": 1, )";
+  const auto unordered = CostModel::from_json(
+      base + R"("measured": {"ranks": 2, "allreduce": {"ring": [[65536, 9], [4096, 3]]}}})", error);
+  ASSERT_TRUE(unordered) << error;
+  EXPECT_EQ(unordered->measured.all_reduce.at(AllReduceAlgorithm::kRing)[0].bytes, 4096u);
+  // A file naming no algorithm, a bad row or no rank count is refused and says where.
+  for (const auto& [measured_text, expected] :
+       {std::pair{R"({"ranks": 4, "allreduce": {"butterfly": [[4096, 1]]}})", "butterfly"},
+        std::pair{R"({"ranks": 4, "alltoall": {"auto": [[4096, 1]]}})", "auto"},
+        std::pair{R"({"ranks": 4, "allreduce": {"ring": [[0, 1]]}})", "ring"},
+        std::pair{R"({"ranks": 4, "allreduce": {"ring": [[4096, -1]]}})", "ring"},
+        std::pair{R"({"ranks": 4, "allreduce": {"ring": [[4096]]}})", "ring"},
+        std::pair{R"({"ranks": 4, "allreduce": {"ring": []}})", "ring"},
+        std::pair{R"({"ranks": 4, "allreduce": [1]})", "allreduce"},
+        std::pair{R"({"ranks": 0})", "ranks"}, std::pair{R"({"allreduce": {}})", "ranks"},
+        std::pair{R"([4])", "ranks"}}) {
+    EXPECT_FALSE(CostModel::from_json(base + R"("measured": )" + measured_text + "}", error))
+        << measured_text;
+    EXPECT_NE(error.find(expected), std::string::npos) << measured_text << ": " << error;
+  }
   EXPECT_FALSE(CostModel::load("/nonexistent/cost.json", error));
   EXPECT_NE(error.find("/nonexistent/cost.json"), std::string::npos);
 }

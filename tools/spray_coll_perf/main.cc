@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -64,6 +65,25 @@ double bus_factor(Coll c, int n) {
       return (r - 1) / r;
     default:
       return 1;
+  }
+}
+
+// calibrate()'s algorithm times as one table per collective: a row per measured size,
+// a column per algorithm (us per call, the slowest rank's), then the tuner's pick.
+template <typename Algorithm>
+void print_measured(const char* what, const char* size_label,
+                    const std::map<Algorithm, std::vector<TimeSample>>& times,
+                    Algorithm (CostModel::*pick)(size_t, int) const, const CostModel& model,
+                    int ranks) {
+  if (times.empty()) return;
+  fmt::print("# {}, {} ranks: measured time per call (us)\n# {:>10}", what, ranks, size_label);
+  for (const auto& column : times) fmt::print(" {:>18}", name(column.first));
+  fmt::print("  {}\n", "tuner's pick");
+  const std::vector<TimeSample>& sizes = times.begin()->second;
+  for (size_t row = 0; row < sizes.size(); ++row) {
+    fmt::print("  {:>10}", sizes[row].bytes);
+    for (const auto& column : times) fmt::print(" {:>18.1f}", column.second.at(row).us);
+    fmt::print("  {}\n", name((model.*pick)(sizes[row].bytes, ranks)));
   }
 }
 
@@ -330,8 +350,15 @@ int main(int argc, char** argv) {
       const CostModel model = calibrate(*comm);
       if (root) {
         std::ofstream(calibrate_path) << model.to_json() << "\n";
-        fmt::print("# cost model written to {} (use SPRAY_COLL_TUNING={}):\n{}\n", calibrate_path,
-                   calibrate_path, model.to_json());
+        fmt::print(
+            "# cost model written to {} (use SPRAY_COLL_TUNING={}): alpha {:.2f} us, beta {:.3g} "
+            "us/B ({:.2f} GB/s), gamma {:.3g} us/B ({:.2f} GB/s)\n",
+            calibrate_path, calibrate_path, model.alpha_us, model.beta_us_per_byte,
+            1e-3 / model.beta_us_per_byte, model.gamma_us_per_byte, 1e-3 / model.gamma_us_per_byte);
+        print_measured("all-reduce", "size(B)", model.measured.all_reduce,
+                       &CostModel::best_all_reduce, model, n);
+        print_measured("all-to-all", "block(B)", model.measured.all_to_all,
+                       &CostModel::best_all_to_all, model, n);
       }
       comm->barrier();
       return 0;
