@@ -8,9 +8,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <netinet/in.h>
+
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
 #include <thread>
 
 #include "tests/provider/fabric_fixture.h"
@@ -52,6 +59,80 @@ bool lands_without_calls(Fabric& f, std::vector<uint8_t>& into, const std::vecto
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   return landed(into, data);
+}
+
+// Whether the UDP port of `name` is bound by a socket that another process has open: the
+// kernel may hand a port that fi_close freed to any process binding an ephemeral port,
+// and the provider tests run beside each other. Sockets bound to the port are found by
+// inode in /proc/net/udp{,6}, and each process's descriptors in /proc/PID/fd. A socket
+// no descriptor names (one kept alive by a poll() after its close, the bug the test below
+// guards against) counts as not another's.
+bool port_taken_by_another_process(const sockaddr_storage& name) {
+  const uint16_t port =
+      ntohs(name.ss_family == AF_INET ? reinterpret_cast<const sockaddr_in&>(name).sin_port
+                                      : reinterpret_cast<const sockaddr_in6&>(name).sin6_port);
+  std::set<std::string> inodes;  // as "socket:[INODE]", what /proc/PID/fd links say
+  for (const char* table : {"/proc/net/udp", "/proc/net/udp6"}) {
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line);  // the header
+    while (std::getline(in, line)) {
+      std::istringstream fields(line);
+      std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
+      fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >>
+          timeout >> inode;
+      const size_t colon = local.rfind(':');
+      if (colon != std::string::npos && std::stoul(local.substr(colon + 1), nullptr, 16) == port) {
+        inodes.insert("socket:[" + inode + "]");
+      }
+    }
+  }
+  const std::string self = std::to_string(getpid());
+  for (const auto& process : std::filesystem::directory_iterator("/proc")) {
+    const std::string pid = process.path().filename();
+    if (pid == self || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::error_code error;  // processes come and go, and some fds are not ours to read
+    for (const auto& fd : std::filesystem::directory_iterator(process.path() / "fd", error)) {
+      const auto target = std::filesystem::read_symlink(fd.path(), error);
+      if (!error && inodes.count(target.string()) != 0) return true;
+    }
+  }
+  return false;
+}
+
+// The classifier above, which decides whether the test below may discount a port: a port
+// this process holds (with or without the provider) is its own; one a child holds is
+// another's.
+TEST(PortOwner, a_port_is_anothers_only_while_another_process_has_it_open) {
+  const int s = socket(AF_INET, SOCK_DGRAM, 0);
+  ASSERT_GE(s, 0);
+  sockaddr_in loopback{};
+  loopback.sin_family = AF_INET;
+  loopback.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(s, reinterpret_cast<sockaddr*>(&loopback), sizeof(loopback)), 0);
+  sockaddr_storage name{};
+  socklen_t len = sizeof(name);
+  ASSERT_EQ(getsockname(s, reinterpret_cast<sockaddr*>(&name), &len), 0);
+  EXPECT_FALSE(port_taken_by_another_process(name));
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // holds the inherited socket until killed; this process lets go of it
+    close(ready[0]);
+    (void)!write(ready[1], "x", 1);
+    pause();
+    _exit(0);
+  }
+  close(ready[1]);
+  char byte;
+  ASSERT_EQ(read(ready[0], &byte, 1), 1);
+  close(ready[0]);
+  close(s);
+  EXPECT_TRUE(port_taken_by_another_process(name));
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  EXPECT_FALSE(port_taken_by_another_process(name));
 }
 
 struct AutoProgress : Fabric {
@@ -96,9 +177,12 @@ TEST_F(AutoProgress, sread__wakes_for_completions_the_thread_delivers) {
 // in poll() on the endpoint's socket, which keeps the socket (and its port) alive until
 // the poll ends unless close waits that out. An application reopening on its port, or
 // a test holding the port of a closed peer, would otherwise see EADDRINUSE at random.
+// A port that another process bound in the meantime (CI runs tests side by side) is not
+// the close's doing; it is counted apart, and only when a process other than this one
+// has the port open.
 TEST_F(AutoProgress, close__frees_the_port_before_it_returns) {
   endpoint();  // a live endpoint keeps the thread polling
-  int busy = 0;
+  int busy = 0, taken_by_others = 0;
   for (int round = 0; round < 200; ++round) {
     fid_ep* ep = endpoint();
     sockaddr_storage name{};
@@ -111,10 +195,15 @@ TEST_F(AutoProgress, close__frees_the_port_before_it_returns) {
     addrs.pop_back();
     const int s = socket(name.ss_family, SOCK_DGRAM, 0);
     ASSERT_GE(s, 0);
-    if (bind(s, reinterpret_cast<sockaddr*>(&name), static_cast<socklen_t>(len)) != 0) ++busy;
+    if (bind(s, reinterpret_cast<sockaddr*>(&name), static_cast<socklen_t>(len)) != 0) {
+      ++(port_taken_by_another_process(name) ? taken_by_others : busy);
+    }
     close(s);
   }
   EXPECT_EQ(busy, 0) << "of 200 closed endpoints, " << busy << " still held their port";
+  if (taken_by_others > 0) {
+    std::printf("%d of 200 freed ports were bound by another process first\n", taken_by_others);
+  }
 }
 
 TEST_F(Fabric, manual_progress__a_message_waits_for_the_application) {
