@@ -11,8 +11,9 @@ set -euo pipefail
 build=${1:-build}
 ranks=${2:-4}
 export FI_PROVIDER_PATH=$(cd "$build/provider/lib" && pwd)
-# First the tuner's cost model is measured on each fabric (spray-coll-perf --calibrate);
-# the runs then use it, and the last column shows the algorithm it picked per size.
+# First the tuner's cost model is measured on each fabric (spray-coll-perf --calibrate:
+# alpha, beta, gamma and every algorithm's time at four sizes, printed with the tuner's
+# pick per size); the runs then use it, and their last column shows the algorithm picked.
 models=$(mktemp -d)
 trap 'rm -rf "$models"' EXIT
 # A provider is NAME or spray:DATAPATH (FI_SPRAY_DATAPATH for that run).
@@ -24,8 +25,9 @@ run_ranks() {  # provider, then spray-run's program and arguments
 }
 providers="spray spray:udp tcp shm"
 for provider in $providers; do
-  run_ranks "$provider" "$build/tools/spray-coll-perf" --calibrate "$models/$provider.json" \
-    >/dev/null
+  echo "# tuner calibration over $provider"
+  run_ranks "$provider" "$build/tools/spray-coll-perf" --calibrate "$models/$provider.json" |
+    sed -n 's/^\[0\] # cost model written to .*): /# /p; s/^\[0\] //p'
 done
 for coll in allreduce alltoall; do
   for provider in $providers; do
