@@ -13,7 +13,8 @@
 // --algo compressed_int8 | compressed_int4 runs the quantised all-reduce; its rows add
 // the bytes on the wire saved against the f32 ring, and --check counts elements
 // outside the error bound instead of inexact ones. --calibrate FILE measures the cost
-// model of the tuner and writes it (use it with SPRAY_COLL_TUNING=FILE).
+// model of the tuner and writes it (use it with SPRAY_COLL_TUNING=FILE), and prints each
+// algorithm's measured times with the tuner's pick per size.
 // With --check, wrong elements make the exit status 3.
 // --huge-pages puts the send and receive buffers on 2 MiB-aligned memory advised for
 // transparent huge pages, as an application may allocate them; by default they are
