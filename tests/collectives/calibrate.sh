@@ -4,7 +4,8 @@
 # its four sizes and prints one table per collective with the tuner's pick per size; a
 # run given that file (SPRAY_COLL_TUNING) then names the same pick in its 1 MiB row, and
 # its results are checked (--check). A file whose measured times name no algorithm is
-# refused with an error naming it (spray-run then stops the other ranks).
+# refused with an error naming it (spray-run then stops the other ranks), and so is a
+# calibration into a path that cannot be written, before it measures anything.
 # Usage: calibrate.sh SPRAY_RUN SPRAY_COLL_PERF
 set -euo pipefail
 run=$1 perf=$2
@@ -37,6 +38,16 @@ grep -q "cost model: spray-coll-perf --calibrate: 3 ranks over 'spray'" "$dir/ru
   fail "the run did not use the calibrated model"
 ran=$(awk '$1 == "[0]" && $2 == 1048576 {print $NF}' "$dir/run.out")
 [[ $ran == "$pick" ]] || fail "1 MiB ran $ran where calibration picked $pick"
+
+# A file that cannot be written fails at once, on every rank, and says so.
+rc=0
+"$run" -n 3 --provider spray --timeout 60 "$perf" --calibrate /nonexistent/dir/model.json \
+  >"$dir/unwritable.out" 2>&1 || rc=$?
+cat "$dir/unwritable.out"
+[[ $rc -ne 0 ]] || fail "calibrating into an unwritable path succeeded"
+grep -q "cannot write '/nonexistent/dir/model.json'" "$dir/unwritable.out" ||
+  fail "the unwritable path is not named"
+grep -q "measured time per call" "$dir/unwritable.out" && fail "it measured before failing"
 
 # A measured time under a name that is no algorithm: refused, and the error names it.
 sed 's/"two_shot"/"butterfly"/' "$dir/model.json" >"$dir/bad.json"

@@ -348,9 +348,27 @@ int main(int argc, char** argv) {
     const int n = comm->size();
     const bool root = comm->rank() == 0;
     if (!calibrate_path.empty()) {
+      // Rank 0 opens the file first, so a path it cannot write fails every rank at once
+      // rather than after the seconds of measuring.
+      std::ofstream file;
+      int unwritable = 0;
+      if (root) {
+        file.open(calibrate_path);
+        unwritable = file ? 0 : 1;
+      }
+      comm->all_reduce(&unwritable, &unwritable, 1, DataType::kI32, ReduceOp::kMax);
+      if (unwritable != 0) {
+        if (root) fmt::print(stderr, "spray-coll-perf: cannot write '{}'\n", calibrate_path);
+        return 1;
+      }
       const CostModel model = calibrate(*comm);
       if (root) {
-        std::ofstream(calibrate_path) << model.to_json() << "\n";
+        file << model.to_json() << "\n";
+        file.close();
+        if (!file) {
+          fmt::print(stderr, "spray-coll-perf: writing '{}' failed\n", calibrate_path);
+          unwritable = 1;
+        }
         fmt::print(
             "# cost model written to {} (use SPRAY_COLL_TUNING={}): alpha {:.2f} us, beta {:.3g} "
             "us/B ({:.2f} GB/s), gamma {:.3g} us/B ({:.2f} GB/s)\n",
@@ -362,7 +380,7 @@ int main(int argc, char** argv) {
                        &CostModel::best_all_to_all, model, n);
       }
       comm->barrier();
-      return 0;
+      return unwritable;
     }
     if (all_reduce_algo) comm->set_all_reduce_algorithm(*all_reduce_algo);
     if (all_to_all_algo) comm->set_all_to_all_algorithm(*all_to_all_algo);
