@@ -16,7 +16,7 @@
 // of the call, each formula is scaled by its measured-to-predicted ratio, interpolated in
 // log size between the measured sizes and held at the ends. Why: with 4 ranks on this
 // 2-core machine the formulas chose Rabenseifner at 1 MiB while two-shot, measured beside
-// it, took two thirds of its time (README, "Known limits"), and which one wins has
+// it, took two thirds of its time (two_shot.cc has the figures), and which one wins has
 // changed from day to day as the provider and the machine changed.
 #pragma once
 
