@@ -42,15 +42,12 @@ int timed_calls(size_t bytes) {
   return static_cast<int>(std::clamp<size_t>((size_t{8} << 20) / bytes, 2, 24));
 }
 
-}  // namespace
-
 // The time of every tuner candidate at kTimedSizes on this communicator (see the top).
+// Leaves the last candidates forced: the caller restores what was forced before.
 MeasuredTimes time_algorithms(Communicator& c) {
   MeasuredTimes out;
   if (c.size() < 2) return out;
   const auto p = static_cast<size_t>(c.size());
-  const AllReduceAlgorithm all_reduce_forced = c.all_reduce_algorithm_;
-  const AllToAllAlgorithm all_to_all_forced = c.all_to_all_algorithm_;
   // All-to-all blocks of at least one element, whatever the rank count.
   auto block_count = [&](size_t bytes) { return std::max<size_t>(1, bytes / p / sizeof(float)); };
   std::vector<float> send(std::max(kTimedSizes[std::size(kTimedSizes) - 1] / sizeof(float), p),
@@ -83,19 +80,17 @@ MeasuredTimes time_algorithms(Communicator& c) {
     for (size_t size = 0; size < kSizes; ++size) {
       const size_t bytes = kTimedSizes[size];
       for (size_t kind = 0; kind < std::size(kAllReduceAlgorithms); ++kind) {
-        c.all_reduce_algorithm_ = kAllReduceAlgorithms[kind];
+        c.set_all_reduce_algorithm(kAllReduceAlgorithms[kind]);
         const double us = time_calls(false, bytes, round < 0 ? 1 : timed_calls(bytes));
         if (round >= 0) at(round, false, kind, size) = us;
       }
       for (size_t kind = 0; kind < std::size(kAllToAllAlgorithms); ++kind) {
-        c.all_to_all_algorithm_ = kAllToAllAlgorithms[kind];
+        c.set_all_to_all_algorithm(kAllToAllAlgorithms[kind]);
         const double us = time_calls(true, bytes, round < 0 ? 1 : timed_calls(bytes));
         if (round >= 0) at(round, true, kind, size) = us;
       }
     }
   }
-  c.all_reduce_algorithm_ = all_reduce_forced;
-  c.all_to_all_algorithm_ = all_to_all_forced;
   c.all_reduce(times.data(), times.data(), times.size(), DataType::kF64, ReduceOp::kMax);
 
   out.ranks = c.size();
@@ -117,6 +112,8 @@ MeasuredTimes time_algorithms(Communicator& c) {
   }
   return out;
 }
+
+}  // namespace
 
 CostModel calibrate(Communicator& c) {
   CostModel m;
@@ -173,7 +170,11 @@ CostModel calibrate(Communicator& c) {
     m.beta_us_per_byte = figures[1];
   }
   m.gamma_us_per_byte = std::max(1e-7, figures[2]);
+  const AllReduceAlgorithm all_reduce_forced = c.all_reduce_algorithm_;
+  const AllToAllAlgorithm all_to_all_forced = c.all_to_all_algorithm_;
   m.measured = time_algorithms(c);
+  c.set_all_reduce_algorithm(all_reduce_forced);
+  c.set_all_to_all_algorithm(all_to_all_forced);
   m.source = fmt::format("spray-coll-perf --calibrate: {} ranks over '{}'", c.size(), c.provider());
   return m;
 }

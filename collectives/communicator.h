@@ -177,7 +177,6 @@ class Communicator {
                                        std::span<const size_t> recv_counts,
                                        std::span<const size_t> recv_displs, DataType type);
   friend CostModel calibrate(Communicator& c);
-  friend MeasuredTimes time_algorithms(Communicator& c);
 
   int rank_;
   int size_;
@@ -206,9 +205,8 @@ class Communicator {
 
 // Measures the cost model's alpha, beta (ping-pong between rank pairs, all pairs at
 // once) and gamma (the reduction kernel) on this communicator, and times every all-reduce
-// and all-to-all algorithm the tuner chooses from at a few sizes (time_algorithms);
+// and all-to-all algorithm the tuner chooses from at a few sizes (CostModel::measured);
 // every rank gets the same figures, the slowest rank's. Collective: every rank calls it.
 CostModel calibrate(Communicator& c);
-MeasuredTimes time_algorithms(Communicator& c);
 
 }  // namespace spray::coll
