@@ -268,6 +268,16 @@ class Engine {
       return SIZE_MAX;
     }
   }
+  // Whether a built packet counts toward tx_flush_bytes(): those D::flushes_early says
+  // a peer waits on, where a datapath has paths of both kinds (auto: shared memory to
+  // local peers, kernel UDP to the rest); every packet otherwise.
+  bool counts_toward_flush(const dp::PacketBuf& b) {
+    if constexpr (requires { dp_.flushes_early(b); }) {
+      return dp_.flushes_early(b);
+    } else {
+      return true;
+    }
+  }
 
   // Both take `peer`, the peer table's index of the packet's source (kNoPeer for an
   // address not heard from yet), looked up once per packet by progress().
@@ -357,7 +367,9 @@ class Engine {
   std::array<dp::PacketBuf*, kBurst> free_batch_{};
   std::array<dp::PacketBuf*, kTxBatch> tx_batch_{};
   size_t tx_count_ = 0;
-  size_t tx_bytes_ = 0;  // bytes in tx_batch_[0, tx_count_ - 1): all but the one being filled
+  // Bytes in tx_batch_[0, tx_count_ - 1) (all but the one being filled) of packets that
+  // count toward an early flush (counts_toward_flush).
+  size_t tx_bytes_ = 0;
   uint16_t control_entropy_ = 0;  // rotates over EVs for ACKs, NACKs and CTRL
 };
 

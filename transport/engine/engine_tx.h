@@ -25,8 +25,10 @@ dp::PacketBuf* Engine<D>::tx_buffer() {
   // it holds the datapath's flush size, so the peer starts on the first packets of a
   // large message while we build the rest (over shared memory, 64 packets of 16 KiB
   // would otherwise sit here for ~100 us).
-  if (tx_count_ > 0)
-    tx_bytes_ += tx_batch_[tx_count_ - 1]->len + tx_batch_[tx_count_ - 1]->payload_len;
+  if (tx_count_ > 0) {
+    const dp::PacketBuf& filled = *tx_batch_[tx_count_ - 1];
+    if (counts_toward_flush(filled)) tx_bytes_ += filled.len + filled.payload_len;
+  }
   if (tx_count_ == tx_batch_.size() || tx_bytes_ >= tx_flush_bytes()) flush_tx();
   dp::PacketBuf* buf = nullptr;
   if (dp_.alloc(&buf, 1) != 1) {

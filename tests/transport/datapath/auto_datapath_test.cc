@@ -102,6 +102,34 @@ TEST(AutoDatapath, asking_whether_a_peer_is_local_decides_nothing) {
   b->free(got.data(), got.size());
 }
 
+// The engine hands a batch over early (kTxFlushBytes) for packets a local peer waits
+// on, and not for UDP, where each burst is a system call: flushes_early tells them apart
+// by where the packet will go, as tx_burst decides it.
+TEST(AutoDatapath, only_packets_for_local_peers_in_shared_memory_flush_early) {
+  auto a = open_auto(), b = open_auto();
+  ASSERT_TRUE(a && b);
+  std::string error;
+  UdpConfig u;
+  u.mtu_bytes = 8192;
+  auto remote = UdpDatapath::open(u, error);  // no region: as if on another host
+  ASSERT_TRUE(remote) << error;
+
+  std::vector<PacketBuf*> shared(ShmConfig{}.buffers);
+  ASSERT_EQ(a->alloc(shared.data(), shared.size()), shared.size());
+  PacketBuf* udp_buffer = nullptr;  // the shared pool is empty: a UDP buffer comes next
+  ASSERT_EQ(a->alloc(&udp_buffer, 1), 1u);
+  for (int round = 0; round < 2; ++round) {  // the second round answers from the cache
+    shared[0]->peer = b->local_address();
+    EXPECT_TRUE(a->flushes_early(*shared[0]));
+    shared[1]->peer = remote->local_address();
+    EXPECT_FALSE(a->flushes_early(*shared[1]));
+    udp_buffer->peer = b->local_address();  // goes over UDP although the peer is local
+    EXPECT_FALSE(a->flushes_early(*udp_buffer));
+  }
+  a->free(&udp_buffer, 1);
+  a->free(shared.data(), shared.size());
+}
+
 TEST(AutoDatapath, a_sleeping_receiver_is_woken_and_the_doorbell_is_not_handed_up) {
   auto a = open_auto(), b = open_auto();
   ASSERT_TRUE(a && b);

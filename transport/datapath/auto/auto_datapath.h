@@ -77,6 +77,20 @@ class AutoDatapath {
   // gives the latter a longer base RTT (EngineConfig::network_base_rtt). Asking changes
   // nothing: where packets go is still decided on the first one sent (ShmDatapath::reaches).
   bool is_host_local(const NetAddr& peer) { return shm_->has_live_region(peer); }
+  // A batch goes out once it holds this many bytes for local peers (see ShmDatapath):
+  // they see nothing until tx_burst publishes. Packets over UDP do not count, since a
+  // system call per 64 KiB is dear there. Measured (spray-fi-rate, 64 KiB messages, 16 in
+  // flight, between local processes, 2026-11-28): 8.5-8.9 GB/s against 5.6-6.5 when
+  // only full batches left.
+  static constexpr size_t kTxFlushBytes = ShmDatapath::kTxFlushBytes;
+  bool flushes_early(const PacketBuf& b) {
+    if (!shm_->owns(&b)) return false;  // a UDP buffer goes over UDP, local peer or not
+    if (!(b.peer == flush_peer_)) {     // runs of packets to one peer ask reaches() once
+      flush_peer_ = b.peer;
+      flush_peer_local_ = shm_->reaches(b.peer);
+    }
+    return flush_peer_local_;
+  }
   // See UdpDatapath::keep; shared-memory buffers are held as they are.
   PacketBuf* keep(PacketBuf* b) { return udp_->owns(b) ? udp_->keep(b) : b; }
   bool wait(Duration timeout);
@@ -100,6 +114,11 @@ class AutoDatapath {
   AutoStats stats_;
   // Whether this rx_burst should poll the idle UDP socket (see "Polling" above).
   bool idle_udp_poll_due();
+
+  // flushes_early's last answer. A peer that dies meanwhile may be taken for local a
+  // little longer: that decides only when a batch leaves, not where it goes.
+  NetAddr flush_peer_;
+  bool flush_peer_local_ = false;
 
   static constexpr uint32_t kUdpIdlePolls = 1024;
   static constexpr Duration kUdpIdleInterval = Duration::microseconds(20);
