@@ -236,19 +236,25 @@ class Engine {
     }
   }
   // A datapath with paths of two kinds, shared memory on this host and the network
-  // (auto): its network peers get EngineConfig::network_base_rtt.
+  // (auto): its network peers get EngineConfig::network_base_rtt, and its local peers
+  // packets of host_local_mtu() bytes.
   static constexpr bool kSplitsLocalPeers = requires(D & d, const dp::NetAddr& a) {
     { d.is_host_local(a) } -> std::same_as<bool>;
+    { d.host_local_mtu() } -> std::same_as<uint32_t>;
   };
   // The peer table's index of `addr`, adding it if new (kNoPeer when the table is full);
-  // a new peer reached over the network gets its base RTT (kSplitsLocalPeers).
+  // a new peer gets its path's base RTT and MTU (kSplitsLocalPeers). Decided once: a
+  // peer whose endpoint opens on this host after we learnt it stays a network peer.
   PeerIndex learn_peer(const dp::NetAddr& addr) {
     const uint32_t known = peers_.size();
     const PeerIndex peer = peers_.insert(addr);
     if constexpr (kSplitsLocalPeers) {
-      if (peer != pds::kNoPeer && peer >= known && cfg_.network_base_rtt.ps > 0 &&
-          !dp_.is_host_local(addr)) {
-        pds_.set_peer_base_rtt(peer, cfg_.network_base_rtt);
+      if (peer != pds::kNoPeer && peer >= known) {
+        if (dp_.is_host_local(addr)) {
+          ses_.set_peer_mtu(peer, ses_mtu_bytes(dp_.host_local_mtu(), cfg_.security.has_value()));
+        } else if (cfg_.network_base_rtt.ps > 0) {
+          pds_.set_peer_base_rtt(peer, cfg_.network_base_rtt);
+        }
       }
     }
     return peer;

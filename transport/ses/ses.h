@@ -322,6 +322,12 @@ class Ses {
   }
 
   uint32_t payload_per_packet() const { return payload_per_packet_; }
+  // Packets to `peer` may be `mtu_bytes` long (at least SesConfig::mtu_bytes, which
+  // every path carries): a peer on this host reached through shared memory, whose
+  // packets need not fit the network's MTU. Messages started from now on are cut for it;
+  // datagrams and atomics stay within SesConfig::mtu_bytes. A receiver accepts packets
+  // as long as the longest path it was told of.
+  void set_peer_mtu(PeerIndex peer, uint32_t mtu_bytes);
   const SesStats& stats() const { return stats_; }
   uint32_t tx_in_use() const { return tx_.used(); }
   uint32_t rx_in_use() const { return rx_.used(); }
@@ -390,6 +396,7 @@ class Ses {
     uint64_t key_or_tag = 0;
     SendSpec spec;
     uint32_t packet_count = 0;
+    uint32_t payload_per_packet = 0;  // what each packet but the last carries: the peer's
     uint32_t packets_acked = 0;
     bool needs_response = false;
     bool response_received = false;
@@ -506,7 +513,7 @@ class Ses {
   std::optional<uint32_t> new_read(PeerIndex peer, uint8_t* dst, uint64_t len, uint64_t remote_addr,
                                    uint64_t key);
   uint16_t next_rma_id(PeerIndex peer);
-  uint32_t packets_for(uint64_t len) const;
+  static uint32_t packets_for(uint64_t len, uint32_t payload_per_packet);
   void maybe_finish(uint32_t slot);
   void finish_tx(uint32_t slot);
   // A rendezvous send ends while read responses still copy from its buffer (it failed):
@@ -600,7 +607,9 @@ class Ses {
 
   SesConfig cfg_;
   pds::Pds& pds_;
-  uint32_t payload_per_packet_;
+  uint32_t payload_per_packet_;      // on every path (cfg_.mtu_bytes): datagrams, atomics
+  uint32_t max_payload_per_packet_;  // on the widest path a peer may have (set_peer_mtu)
+  std::vector<uint32_t> peer_mtu_;   // per peer: UET bytes per packet on its path
   SlotPool<TxMessage> tx_;
   std::vector<uint16_t> tx_generation_;  // per tx slot, < kTicketGenerations (see ticket)
   uint32_t user_tx_limit_;               // user operations may start only below this many committed

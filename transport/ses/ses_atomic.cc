@@ -66,7 +66,6 @@ Status Ses::atomic(PeerIndex peer, const AtomicSpec& a, uint64_t remote_addr, ui
   m.needs_response = true;  // only the target knows if key, bounds and type were good
   m.msg_id = next_rma_id(peer);
   m.run.packet_count = 1;
-  m.run.packet_bytes = cfg_.mtu_bytes;
   return start(slot, mode, now);
 }
 
@@ -200,7 +199,6 @@ void Ses::answer_atomic(PeerIndex peer, uint16_t id, wire::ReturnCode rc, uint32
   m.src = results;
   m.msg_id = id;
   m.run.packet_count = 1;
-  m.run.packet_bytes = cfg_.mtu_bytes;
   (void)start(slot, pds::Mode::kRud, now);
 }
 

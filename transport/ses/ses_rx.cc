@@ -76,7 +76,7 @@ RxResult Ses::on_eager(PeerIndex peer, const wire::SesStandardRequest& h,
   const uint64_t total = h.request_length;
   // Eager messages are at most the rendezvous threshold (datagrams: one packet); a
   // larger claim is forged and would make us buffer whatever it says.
-  if (total > std::max<uint64_t>(cfg_.rendezvous_threshold_bytes, payload_per_packet_)) {
+  if (total > std::max<uint64_t>(cfg_.rendezvous_threshold_bytes, max_payload_per_packet_)) {
     return RxResult::kMalformed;
   }
   if (offset > total || payload.size() > total - offset) return RxResult::kMalformed;

@@ -153,8 +153,7 @@ void Ses::serve_read(PeerIndex peer, uint16_t id, uint64_t key, uint64_t offset,
     }
   }
   m.msg_id = id;
-  m.run.packet_count = packets_for(length);
-  m.run.packet_bytes = cfg_.mtu_bytes;
+  m.run.packet_count = packets_for(length, m.payload_per_packet);
   (void)start(slot, pds::Mode::kRud, now);
 }
 

@@ -70,6 +70,8 @@ Ses::Ses(const SesConfig& config, pds::Pds& pds)
     : cfg_(config),
       pds_(pds),
       payload_per_packet_(payload_bytes_per_packet(config.mtu_bytes)),
+      max_payload_per_packet_(payload_per_packet_),
+      peer_mtu_(config.max_peers, config.mtu_bytes),
       tx_(config.max_tx_messages),
       tx_generation_(config.max_tx_messages, 0),
       user_tx_limit_(config.max_tx_messages - reserved_slots(config.max_tx_messages)),
@@ -104,9 +106,15 @@ Ses::Ses(const SesConfig& config, pds::Pds& pds)
   tx_resuming_.reserve(config.max_rx_messages);
 }
 
-uint32_t Ses::packets_for(uint64_t len) const {
-  return len == 0 ? 1
-                  : static_cast<uint32_t>((len + payload_per_packet_ - 1) / payload_per_packet_);
+uint32_t Ses::packets_for(uint64_t len, uint32_t payload_per_packet) {
+  return len == 0 ? 1 : static_cast<uint32_t>((len + payload_per_packet - 1) / payload_per_packet);
+}
+
+void Ses::set_peer_mtu(PeerIndex peer, uint32_t mtu_bytes) {
+  if (peer >= peer_mtu_.size()) return;
+  peer_mtu_[peer] = std::max(mtu_bytes, cfg_.mtu_bytes);
+  max_payload_per_packet_ =
+      std::max(max_payload_per_packet_, payload_bytes_per_packet(peer_mtu_[peer]));
 }
 
 uint32_t Ses::new_tx(TxKind kind, PeerIndex peer, uint64_t len) {
@@ -116,6 +124,13 @@ uint32_t Ses::new_tx(TxKind kind, PeerIndex peer, uint64_t len) {
   m.kind = kind;
   m.peer = peer;
   m.length = len;
+  const uint32_t mtu = peer < peer_mtu_.size() ? peer_mtu_[peer] : cfg_.mtu_bytes;
+  m.payload_per_packet = payload_bytes_per_packet(mtu);
+  // PDS counts each packet in flight as a full one (TxRun::packet_bytes): as long as
+  // every path's, as before paths had MTUs of their own, unless this message's packets
+  // are longer (a local peer's, and more than one such packet of payload). So a local
+  // peer's window holds as many small messages as it did.
+  m.run.packet_bytes = len > payload_per_packet_ ? mtu : cfg_.mtu_bytes;
   uint16_t& generation = tx_generation_[*slot];
   generation = static_cast<uint16_t>((generation + 1) % kTicketGenerations);
   m.run.message = ticket(*slot);
@@ -176,8 +191,8 @@ Status Ses::send(PeerIndex peer, const void* buf, uint64_t len, UserContext ctx,
   m.spec = spec;
   m.context = ctx;
   m.msg_id = static_cast<uint16_t>(send_seq_[peer] & 0x7fff);
-  m.run.packet_count = rendezvous ? 1 : packets_for(len);
-  m.run.packet_bytes = cfg_.mtu_bytes;
+  m.run.packet_count = rendezvous ? 1 : packets_for(len, m.payload_per_packet);
+  if (rendezvous) m.run.packet_bytes = cfg_.mtu_bytes;  // its header alone
   if (rendezvous) {
     // Expose the source buffer to this peer's reads through a one-time internal key,
     // addressed by its virtual address: a receiver that can reach our memory directly
@@ -263,8 +278,7 @@ std::optional<uint32_t> Ses::new_write(PeerIndex peer, const void* local, uint64
   m.key_or_tag = key;
   m.context = ctx;
   m.msg_id = next_rma_id(peer);
-  m.run.packet_count = packets_for(len);
-  m.run.packet_bytes = cfg_.mtu_bytes;
+  m.run.packet_count = packets_for(len, m.payload_per_packet);
   return slot;
 }
 
@@ -406,7 +420,7 @@ size_t Ses::build_packet(pds::PacketRef ref, std::span<uint8_t> out, wire::NextH
 const uint8_t* Ses::payload_source(pds::PacketRef ref) const {
   const uint32_t slot = live_slot(ref.message);
   if (slot == kNone) return nullptr;  // build_header said 0: nothing to carry
-  return tx_[slot].src + uint64_t{ref.index} * payload_per_packet_;
+  return tx_[slot].src + uint64_t{ref.index} * tx_[slot].payload_per_packet;
 }
 
 size_t Ses::build_header(pds::PacketRef ref, std::span<uint8_t> out, wire::NextHeader& next,
@@ -417,13 +431,13 @@ size_t Ses::build_header(pds::PacketRef ref, std::span<uint8_t> out, wire::NextH
   // gone, and PDS gives up on it in time rather than send another message's bytes.
   if (slot == kNone) return 0;
   const TxMessage& m = tx_[slot];
-  const uint64_t offset = uint64_t{ref.index} * payload_per_packet_;
+  const uint64_t offset = uint64_t{ref.index} * m.payload_per_packet;
   const bool no_payload =
       m.kind == TxKind::kRead || m.kind == TxKind::kRendezvous || m.kind == TxKind::kResponse ||
       (m.kind == TxKind::kAtomic && (m.amo_op == wire::AmoOpcode::kRead ||
                                      wire::is_compare_swap(m.amo_op)));
   const auto payload = static_cast<uint32_t>(
-      no_payload ? 0 : std::min<uint64_t>(payload_per_packet_, m.length - offset));
+      no_payload ? 0 : std::min<uint64_t>(m.payload_per_packet, m.length - offset));
   payload_bytes = payload;
   const bool som = ref.index == 0;
   const bool eom = ref.index + 1 == m.packet_count;

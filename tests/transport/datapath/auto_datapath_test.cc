@@ -102,6 +102,27 @@ TEST(AutoDatapath, asking_whether_a_peer_is_local_decides_nothing) {
   b->free(got.data(), got.size());
 }
 
+// Local peers take packets as long as shared memory carries, whatever the network's MTU
+// (the engine cuts messages to them by host_local_mtu): such a packet crosses whole.
+TEST(AutoDatapath, a_local_peer_takes_packets_longer_than_the_networks_mtu) {
+  auto a = open_auto(), b = open_auto();
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->mtu(), 8192u);  // UDP's, what every path carries
+  EXPECT_EQ(a->host_local_mtu(), ShmConfig{}.mtu_bytes);
+  std::vector<PacketBuf*> burst(3);
+  const uint32_t length = ShmConfig{}.mtu_bytes;
+  ASSERT_TRUE(test::make_burst<AutoDatapath>(*a, burst, b->local_address(), length));
+  a->tx_burst(burst.data(), burst.size());
+  EXPECT_EQ(a->stats().tx_local, 3u);
+  auto got = receive(*b, 3);
+  ASSERT_EQ(got.size(), 3u);
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i]->len, length);
+    EXPECT_EQ(got[i]->data[length - 1], static_cast<uint8_t>(i));
+  }
+  b->free(got.data(), got.size());
+}
+
 // The engine hands a batch over early (kTxFlushBytes) for packets a local peer waits
 // on, and not for UDP, where each burst is a system call: flushes_early tells them apart
 // by where the packet will go, as tx_burst decides it.

@@ -22,7 +22,9 @@ std::unique_ptr<AutoDatapath> AutoDatapath::open(const UdpConfig& udp_config, Sh
   const NetAddr name = udp->local_address();
   shm.address = ip_to_string(name);
   shm.port = name.port;
-  shm.mtu_bytes = udp->mtu();  // every packet must fit either path
+  // Shared-memory buffers hold a local peer's longer packets (host_local_mtu) and any
+  // packet for the network, which the engine cuts to UDP's MTU.
+  shm.mtu_bytes = std::max(shm.mtu_bytes, udp->mtu());
   shm.shared_socket = udp->wait_fd();
   auto local = ShmDatapath::open(shm, error);
   if (!local) {

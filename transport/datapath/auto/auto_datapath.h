@@ -61,7 +61,15 @@ class AutoDatapath {
   size_t tx_burst(PacketBuf** bufs, size_t n);
   size_t rx_burst(PacketBuf** bufs, size_t n);
   void free(PacketBuf** bufs, size_t n);
+  // What every path carries: UDP's. Peers on this host take up to host_local_mtu().
   uint32_t mtu() const { return udp_->mtu(); }
+  // UET bytes per packet to a peer for which is_host_local() holds: shared memory's
+  // (16467 by default), not the network's (1472 on a 1500-byte Ethernet, 8972 on
+  // loopback), so local ranks of a job that spans hosts exchange as few packets as
+  // over FI_SPRAY_DATAPATH=shm. Such a packet fits only a shared-memory buffer: one
+  // built while they are all lent (alloc then hands out UDP buffers) does not fit, is
+  // counted sent and lost, and goes again on PDS's retransmission timeout.
+  uint32_t host_local_mtu() const { return shm_->mtu(); }
   NetAddr local_address() const { return udp_->local_address(); }
 
   // One copy for rendezvous receives from local peers (see ShmDatapath); remote peers
