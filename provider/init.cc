@@ -79,7 +79,8 @@ constexpr IntParam kIntParams[] = {
     {"mtu", &Params::mtu,
      "UET bytes per packet. 0: over udp the bound interface's MTU less IP and UDP headers, "
      "capped at a 9000-byte jumbo frame (8972 on loopback, 1472 on a 1500-byte Ethernet); "
-     "over shm 16467 (the most SES fills); over dpdk 1472; over fabric 4096."},
+     "over shm 16467 (the most SES fills); over dpdk 1472; over fabric 4096. Over auto, peers "
+     "on this host get shm's (or this value if larger)."},
     {"rto_min_us", &Params::rto_min_us, "Lowest retransmission timeout, microseconds."},
     {"rto_max_ms", &Params::rto_max_ms,
      "Highest retransmission timeout after backoff, milliseconds."},
