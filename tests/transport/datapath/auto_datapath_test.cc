@@ -26,16 +26,23 @@ std::unique_ptr<AutoDatapath> open_auto() {
   return d;
 }
 
+// A plain UDP endpoint: it has no region, as if on another host.
+std::unique_ptr<UdpDatapath> open_remote() {
+  std::string error;
+  UdpConfig u;
+  u.mtu_bytes = 8192;
+  auto d = UdpDatapath::open(u, error);
+  EXPECT_TRUE(d) << error;
+  return d;
+}
+
 using test::receive;
 
 TEST(AutoDatapath, local_peers_get_shared_memory_and_others_udp) {
   auto a = open_auto(), b = open_auto();
   ASSERT_TRUE(a && b);
-  std::string error;
-  UdpConfig u;
-  u.mtu_bytes = 8192;
-  auto remote = UdpDatapath::open(u, error);  // no region: as if on another host
-  ASSERT_TRUE(remote) << error;
+  auto remote = open_remote();
+  ASSERT_TRUE(remote);
 
   std::vector<PacketBuf*> burst(20);
   ASSERT_TRUE(test::make_burst<AutoDatapath>(*a, burst, b->local_address(), 3000));
@@ -129,11 +136,8 @@ TEST(AutoDatapath, a_local_peer_takes_packets_longer_than_the_networks_mtu) {
 TEST(AutoDatapath, only_packets_for_local_peers_in_shared_memory_flush_early) {
   auto a = open_auto(), b = open_auto();
   ASSERT_TRUE(a && b);
-  std::string error;
-  UdpConfig u;
-  u.mtu_bytes = 8192;
-  auto remote = UdpDatapath::open(u, error);  // no region: as if on another host
-  ASSERT_TRUE(remote) << error;
+  auto remote = open_remote();
+  ASSERT_TRUE(remote);
 
   std::vector<PacketBuf*> shared(ShmConfig{}.buffers);
   ASSERT_EQ(a->alloc(shared.data(), shared.size()), shared.size());
@@ -174,11 +178,8 @@ TEST(AutoDatapath, a_sleeping_receiver_is_woken_and_the_doorbell_is_not_handed_u
 TEST(AutoDatapath, an_idle_udp_socket_is_polled_less_often_but_never_forgotten) {
   auto a = open_auto();
   ASSERT_TRUE(a);
-  std::string error;
-  UdpConfig u;
-  u.mtu_bytes = 8192;
-  auto remote = UdpDatapath::open(u, error);
-  ASSERT_TRUE(remote) << error;
+  auto remote = open_remote();
+  ASSERT_TRUE(remote);
   PacketBuf* got = nullptr;
   for (int i = 0; i < 4096; ++i) ASSERT_EQ(a->rx_burst(&got, 1), 0u);
   // Idle: the socket is polled once per 20 us, a few times in these polls, not each time.
@@ -253,12 +254,8 @@ std::vector<uint32_t> windows_with(engine::Engine<D>& e, pds::PeerIndex peer) {
 TEST(AutoEngine, a_peer_on_another_host_gets_the_network_base_rtt) {
   auto a = open_auto(), local_sender = open_auto(), local_receiver = open_auto();
   ASSERT_TRUE(a && local_sender && local_receiver);
-  std::string error;
-  UdpConfig u;
-  u.mtu_bytes = 8192;
-  // No region: as if on other hosts.
-  auto remote_sender = UdpDatapath::open(u, error), remote_receiver = UdpDatapath::open(u, error);
-  ASSERT_TRUE(remote_sender && remote_receiver) << error;
+  auto remote_sender = open_remote(), remote_receiver = open_remote();
+  ASSERT_TRUE(remote_sender && remote_receiver);
   engine::EngineConfig ec;
   ec.pds.cc_name = "nscc";
   ec.pds.cc.line_rate_gbps = 100;
