@@ -192,8 +192,8 @@ Status Ses::send(PeerIndex peer, const void* buf, uint64_t len, UserContext ctx,
   m.context = ctx;
   m.msg_id = static_cast<uint16_t>(send_seq_[peer] & 0x7fff);
   m.run.packet_count = rendezvous ? 1 : packets_for(len, m.payload_per_packet);
-  if (rendezvous) m.run.packet_bytes = cfg_.mtu_bytes;  // its header alone
   if (rendezvous) {
+    m.run.packet_bytes = cfg_.mtu_bytes;  // its one packet carries the header alone
     // Expose the source buffer to this peer's reads through a one-time internal key,
     // addressed by its virtual address: a receiver that can reach our memory directly
     // (DirectRead) copies from there; any other reads through the key as usual.
