@@ -88,8 +88,7 @@ std::unique_ptr<FabricLink> FabricLink::open(const std::string& provider, std::s
 std::string FabricLink::opened_path() const {
   const fi_info& info = fi_->info();
   const uint32_t protocol = info.ep_attr->protocol;
-  return fmt::format("{}, {}", info.fabric_attr->prov_name,
-                     fi_tostr(&protocol, FI_TYPE_PROTOCOL));
+  return fmt::format("{}, {}", info.fabric_attr->prov_name, fi_tostr(&protocol, FI_TYPE_PROTOCOL));
 }
 
 bool FabricLink::progress_due_sends() {

@@ -32,13 +32,13 @@
 namespace spray::sim {
 
 struct RelayStats {
-  uint64_t taken = 0;         // packets that entered the fabric
-  uint64_t malformed = 0;     // datagrams without a valid relay header
-  uint64_t too_large = 0;     // packets longer than the fabric's MTU
-  uint64_t no_host_left = 0;  // from or to a new address while no host was free or idle
-  uint64_t not_allowed = 0;   // to a new address the destination check refused
-  uint64_t no_buffer = 0;     // the fabric's buffers were all in flight
-  uint64_t delivered = 0;     // packets handed out by collect()
+  uint64_t taken = 0;            // packets that entered the fabric
+  uint64_t malformed = 0;        // datagrams without a valid relay header
+  uint64_t too_large = 0;        // packets longer than the fabric's MTU
+  uint64_t no_host_left = 0;     // from or to a new address while no host was free or idle
+  uint64_t not_allowed = 0;      // to a new address the destination check refused
+  uint64_t no_buffer = 0;        // the fabric's buffers were all in flight
+  uint64_t delivered = 0;        // packets handed out by collect()
   uint64_t hosts_reclaimed = 0;  // idle hosts given to a new address
 
   // Datagrams dropped at the door, for every reason above.

@@ -70,7 +70,7 @@ struct Endpoint {
   std::vector<uint8_t> inject_storage;  // free_injects.size() slots of inject_size bytes
   std::vector<uint32_t> free_injects;
   size_t inject_size = 0;
-  StagingBuffers staging;  // lent to operations of several pieces
+  StagingBuffers staging;                 // lent to operations of several pieces
   std::optional<KeyFileWatch> key_watch;  // secured endpoints: the key file (security.h)
   uint64_t pdc_failures_logged = 0;       // the engine's failed PDCs already warned of
 

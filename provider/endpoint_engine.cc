@@ -352,9 +352,9 @@ std::unique_ptr<EndpointEngine> open_auto(const dp::NetAddr& local,
 
 }  // namespace
 
-std::unique_ptr<EndpointEngine> open_endpoint_engine(
-    const fi_info* info, uint32_t job_id, const std::optional<tss::TssConfig>& security,
-    std::string& error) {
+std::unique_ptr<EndpointEngine> open_endpoint_engine(const fi_info* info, uint32_t job_id,
+                                                     const std::optional<tss::TssConfig>& security,
+                                                     std::string& error) {
   engine::EngineConfig engine_cfg = engine_config(info->caps, job_id);
   engine_cfg.security = security;
   auto open = [&]() -> std::unique_ptr<EndpointEngine> {

@@ -86,8 +86,8 @@ class EndpointEngine {
 // must carry, UET JobID `job_id` (0..2^24-1), sealed by UET TSS when `security` is set
 // (see security.h). nullptr and a message naming the cause when the datapath cannot be
 // opened (address not local, port in use, no DPDK port, ...).
-std::unique_ptr<EndpointEngine> open_endpoint_engine(
-    const fi_info* info, uint32_t job_id, const std::optional<tss::TssConfig>& security,
-    std::string& error);
+std::unique_ptr<EndpointEngine> open_endpoint_engine(const fi_info* info, uint32_t job_id,
+                                                     const std::optional<tss::TssConfig>& security,
+                                                     std::string& error);
 
 }  // namespace spray::fi

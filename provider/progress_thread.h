@@ -110,7 +110,7 @@ class ProgressThread {
   // The descriptors a sleep polls, the thread's own. A member rather than a local, so that
   // in a child of fork(), which has no copy of the thread, it is not a leak.
   std::vector<pollfd> fds_;
-  std::thread thread_;   // last: started once the members above exist
+  std::thread thread_;  // last: started once the members above exist
 };
 
 }  // namespace spray::fi

@@ -147,8 +147,9 @@ std::vector<Conversation> record_engine_conversations() {
     local.assign(32, 0);
     const uint64_t operands[2] = {5, 6};
     std::memcpy(local.data(), operands, sizeof operands);
-    const ses::AtomicSpec spec{wire::AmoOpcode::kSum, wire::AmoDatatype::kUint64, 2,
-                               local.data(), nullptr, local.data() + 16};
+    const ses::AtomicSpec spec{
+        wire::AmoOpcode::kSum, wire::AmoDatatype::kUint64, 2, local.data(), nullptr,
+        local.data() + 16};
     must(e.atomic(kTarget, spec, 64, kRegionKey, 1), "atomic");
     return 1;
   }));
@@ -157,8 +158,12 @@ std::vector<Conversation> record_engine_conversations() {
     const uint64_t swap = 0x77, compare = 0;
     std::memcpy(local.data(), &swap, 8);
     std::memcpy(local.data() + 8, &compare, 8);
-    const ses::AtomicSpec spec{wire::AmoOpcode::kCompareSwap, wire::AmoDatatype::kUint64, 1,
-                               local.data(), local.data() + 8, local.data() + 16};
+    const ses::AtomicSpec spec{wire::AmoOpcode::kCompareSwap,
+                               wire::AmoDatatype::kUint64,
+                               1,
+                               local.data(),
+                               local.data() + 8,
+                               local.data() + 16};
     must(e.atomic(kTarget, spec, 96, kRegionKey, 1), "atomic");
     return 1;
   }));

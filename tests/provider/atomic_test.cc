@@ -90,8 +90,8 @@ TEST_F(Atomic, every_form__applies_its_operation_and_returns_the_old_values) {
   // fi_fetch_atomic: target[2] max= 35, old value back.
   const uint64_t bigger = 35;
   uint64_t old = 0;
-  ASSERT_EQ(fi_fetch_atomic(a, &bigger, 1, nullptr, &old, nullptr, addrs[1],
-                            remote(target, 16), key, FI_UINT64, FI_MAX, &ctx),
+  ASSERT_EQ(fi_fetch_atomic(a, &bigger, 1, nullptr, &old, nullptr, addrs[1], remote(target, 16),
+                            key, FI_UINT64, FI_MAX, &ctx),
             0);
   done = wait(1);
   ASSERT_EQ(done.size(), 1u);
@@ -183,9 +183,9 @@ TEST_F(Atomic, contention__every_fetch_and_add_counts_once) {
     for (size_t who = 0; who < 2; ++who) {
       uint64_t* into = &got[2 * i + who];
       for (;;) {
-        const ssize_t rc = fi_fetch_atomic(who == 0 ? a : b, &one, 1, nullptr, into, nullptr,
-                                           addrs[2], remote(&counter), fi_mr_key(mr), FI_UINT64,
-                                           FI_SUM, nullptr);
+        const ssize_t rc =
+            fi_fetch_atomic(who == 0 ? a : b, &one, 1, nullptr, into, nullptr, addrs[2],
+                            remote(&counter), fi_mr_key(mr), FI_UINT64, FI_SUM, nullptr);
         if (rc == 0) break;
         ASSERT_EQ(rc, -FI_EAGAIN);
         ASSERT_NO_FATAL_FAILURE(read_successes());
@@ -266,22 +266,22 @@ TEST_F(Atomic, errors__complete_with_the_reason_and_leave_memory_alone) {
   // Misuse caught before anything is sent.
   uint64_t old = 0;
   const uint64_t key = fi_mr_key(rw);
-  EXPECT_EQ(fi_atomic(a, &one, 0, nullptr, addrs[1], remote(target), key, FI_UINT64, FI_SUM,
-                      nullptr),
-            -FI_EINVAL);
+  EXPECT_EQ(
+      fi_atomic(a, &one, 0, nullptr, addrs[1], remote(target), key, FI_UINT64, FI_SUM, nullptr),
+      -FI_EINVAL);
   std::vector<uint64_t> many(129, 1);
   EXPECT_EQ(fi_atomic(a, many.data(), many.size(), nullptr, addrs[1], remote(target), key,
                       FI_UINT64, FI_SUM, nullptr),
             -FI_EINVAL);
-  EXPECT_EQ(fi_atomic(a, nullptr, 1, nullptr, addrs[1], remote(target), key, FI_UINT64, FI_SUM,
-                      nullptr),
-            -FI_EINVAL);
-  EXPECT_EQ(fi_atomic(a, &one, 1, nullptr, addrs[1], remote(target), key, FI_DOUBLE, FI_BAND,
-                      nullptr),
-            -FI_EOPNOTSUPP);
-  EXPECT_EQ(fi_atomic(a, &one, 1, nullptr, addrs[1], remote(target), key, FI_UINT64, FI_CSWAP,
-                      nullptr),
-            -FI_EOPNOTSUPP);
+  EXPECT_EQ(
+      fi_atomic(a, nullptr, 1, nullptr, addrs[1], remote(target), key, FI_UINT64, FI_SUM, nullptr),
+      -FI_EINVAL);
+  EXPECT_EQ(
+      fi_atomic(a, &one, 1, nullptr, addrs[1], remote(target), key, FI_DOUBLE, FI_BAND, nullptr),
+      -FI_EOPNOTSUPP);
+  EXPECT_EQ(
+      fi_atomic(a, &one, 1, nullptr, addrs[1], remote(target), key, FI_UINT64, FI_CSWAP, nullptr),
+      -FI_EOPNOTSUPP);
   EXPECT_EQ(fi_fetch_atomic(a, &one, 1, nullptr, nullptr, nullptr, addrs[1], remote(target), key,
                             FI_UINT64, FI_SUM, nullptr),
             -FI_EINVAL);  // no result buffer
@@ -309,8 +309,7 @@ TEST_F(NoAtomicCap, an_endpoint_without_fi_atomic_refuses_them) {
   ASSERT_FALSE(info->caps & FI_ATOMIC);
   fid_ep* a = endpoint();
   const uint64_t one = 1;
-  EXPECT_EQ(fi_atomic(a, &one, 1, nullptr, addrs[0], 0, 0, FI_UINT64, FI_SUM, nullptr),
-            -FI_ENOSYS);
+  EXPECT_EQ(fi_atomic(a, &one, 1, nullptr, addrs[0], 0, 0, FI_UINT64, FI_SUM, nullptr), -FI_ENOSYS);
 }
 
 }  // namespace

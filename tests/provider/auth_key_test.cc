@@ -70,8 +70,7 @@ TEST_F(Fabric, auth_key__endpoints_of_different_keys_ignore_each_other) {
   ASSERT_EQ(fi_recv(other.ep, got_other, sizeof(got_other), nullptr, FI_ADDR_UNSPEC, nullptr), 0);
   ASSERT_EQ(fi_recv(near, got_near, sizeof(got_near), nullptr, FI_ADDR_UNSPEC, nullptr), 0);
   ASSERT_EQ(fi_send(near, from_near, sizeof(from_near), nullptr, other.address, from_near), 0);
-  ASSERT_EQ(fi_send(other.ep, from_other, sizeof(from_other), nullptr, other.near, from_other),
-            0);
+  ASSERT_EQ(fi_send(other.ep, from_other, sizeof(from_other), nullptr, other.near, from_other), 0);
   // Both sides progress until each send has failed as to a dead peer.
   fi_cq_err_entry near_error{}, other_error{};
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);

@@ -41,10 +41,10 @@ TEST(GetInfo, hints__narrow_and_unmeetable_hints_match_nothing) {
   EXPECT_FALSE(info->caps & FI_SOURCE);  // not asked for
   fi_freeinfo(info);
 
-  EXPECT_EQ(getinfo(hints_for(FI_EP_MSG, FI_MSG)), nullptr);       // no MSG endpoints
-  EXPECT_EQ(getinfo(hints_for(FI_EP_DGRAM, FI_ATOMIC)), nullptr);  // atomics are RDM's
+  EXPECT_EQ(getinfo(hints_for(FI_EP_MSG, FI_MSG)), nullptr);         // no MSG endpoints
+  EXPECT_EQ(getinfo(hints_for(FI_EP_DGRAM, FI_ATOMIC)), nullptr);    // atomics are RDM's
   EXPECT_EQ(getinfo(hints_for(FI_EP_RDM, FI_COLLECTIVE)), nullptr);  // no collectives
-  EXPECT_EQ(getinfo(hints_for(FI_EP_DGRAM, FI_TAGGED)), nullptr);  // DGRAM is untagged
+  EXPECT_EQ(getinfo(hints_for(FI_EP_DGRAM, FI_TAGGED)), nullptr);    // DGRAM is untagged
 
   fi_info* h = hints_for(FI_EP_RDM, FI_MSG);
   h->domain_attr->cq_data_size = 16;

@@ -24,7 +24,7 @@ inline constexpr bool kCappedChildWorks = true;
 
 inline constexpr int kCapFailed = 120;         // setrlimit refused the cap
 inline constexpr int kEscapedException = 121;  // the step threw
-inline constexpr int kNoChild = -1;  // fork or waitpid failed
+inline constexpr int kNoChild = -1;            // fork or waitpid failed
 
 // What became of the child: its exit code, or a description of how it ended otherwise.
 struct ChildEnd {

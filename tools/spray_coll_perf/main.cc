@@ -474,9 +474,14 @@ int main(int argc, char** argv) {
       rows.push_back(row);
     }
     if (root && !json_path.empty()) {
-      nlohmann::json out{{"collective", which->name},    {"type", name(*type)}, {"op", name(*op)},
-                         {"provider", comm->provider()}, {"ranks", n},          {"rows", rows},
-                         {"huge_pages", huge_pages}, {"opened_path", comm->opened_path()}};
+      nlohmann::json out{{"collective", which->name},
+                         {"type", name(*type)},
+                         {"op", name(*op)},
+                         {"provider", comm->provider()},
+                         {"ranks", n},
+                         {"rows", rows},
+                         {"huge_pages", huge_pages},
+                         {"opened_path", comm->opened_path()}};
       std::ofstream(json_path) << out.dump(2) << "\n";
     }
     comm->barrier();

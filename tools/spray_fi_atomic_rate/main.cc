@@ -77,9 +77,9 @@ int run(const std::string& provider, uint64_t ops, size_t window) {
     fail(fmt::format("fi_mr_reg: {}", fi_strerror(-rc)));
   }
   // Addressed as the provider's mr_mode says: the virtual address, or an offset (0).
-  const uint64_t address =
-      (target->info().domain_attr->mr_mode & FI_MR_VIRT_ADDR) ? reinterpret_cast<uintptr_t>(&word)
-                                                               : 0;
+  const uint64_t address = (target->info().domain_attr->mr_mode & FI_MR_VIRT_ADDR)
+                               ? reinterpret_cast<uintptr_t>(&word)
+                               : 0;
   const uint64_t key = fi_mr_key(mr);
   if (target->info().domain_attr->mr_mode & FI_MR_ENDPOINT) {
     int rc = fi_mr_bind(mr, &target->ep()->fid, 0);
@@ -116,9 +116,9 @@ int run(const std::string& provider, uint64_t ops, size_t window) {
         fail(fmt::format("{} of {} atomics done in time", completed, ops));
       }
       while (posted < ops && posted - completed < window) {
-        const ssize_t rc = fi_fetch_atomic(initiator->ep(), &one, 1, nullptr, &fetched[posted],
-                                           nullptr, to, address, key, FI_UINT64, FI_SUM,
-                                           &fetched[posted]);
+        const ssize_t rc =
+            fi_fetch_atomic(initiator->ep(), &one, 1, nullptr, &fetched[posted], nullptr, to,
+                            address, key, FI_UINT64, FI_SUM, &fetched[posted]);
         if (rc == -FI_EAGAIN) break;
         if (rc != 0) fail(fmt::format("fi_fetch_atomic: {}", fi_strerror(static_cast<int>(-rc))));
         ++posted;

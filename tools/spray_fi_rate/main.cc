@@ -288,8 +288,8 @@ int run(const Options& o) {
   rx.join();
   if (received.failed) fail("receiver: " + received.error);
   if (completed < o.messages) {
-    fail(fmt::format("not done within {} s: {} of {} sends completed", kTimeout.count(),
-                     completed, o.messages));
+    fail(fmt::format("not done within {} s: {} of {} sends completed", kTimeout.count(), completed,
+                     o.messages));
   }
   const double seconds = std::chrono::duration<double>(received.end - received.warm).count();
   const auto timed = static_cast<double>(o.messages - warmup_messages(o));

@@ -297,8 +297,8 @@ class Engine {
   std::span<const uint8_t> packet_bytes(const dp::PacketBuf& buf) const {
     if (!tss_) return {buf.data, buf.len};
     const bool trimmed = (buf.flags & dp::PacketBuf::kTrimmed) != 0;
-    const uint32_t overhead = tss::SecureChannels::kHeaderBytes +
-                              (trimmed ? 0 : tss::SecureChannels::kIcvBytes);
+    const uint32_t overhead =
+        tss::SecureChannels::kHeaderBytes + (trimmed ? 0 : tss::SecureChannels::kIcvBytes);
     return {buf.data + tss::SecureChannels::kHeaderBytes, buf.len - overhead};
   }
   // Under TSS, the batch's packets are built behind room for the security header

@@ -109,10 +109,10 @@ bool swaps(AmoOpcode op, T compare, T current) {
 
 template <class T>
 T from_bits(uint64_t bits) {
-  using Bits = std::conditional_t<sizeof(T) == 1, uint8_t,
-                                  std::conditional_t<sizeof(T) == 2, uint16_t,
-                                                     std::conditional_t<sizeof(T) == 4, uint32_t,
-                                                                        uint64_t>>>;
+  using Bits = std::conditional_t<
+      sizeof(T) == 1, uint8_t,
+      std::conditional_t<sizeof(T) == 2, uint16_t,
+                         std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
   return std::bit_cast<T>(static_cast<Bits>(bits));
 }
 

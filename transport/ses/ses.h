@@ -412,7 +412,7 @@ class Ses {
     // A rendezvous send's source buffer is read by the peer through read responses that
     // copy from it on every (re)transmission, so the send completes (and hands the buffer
     // back to the application) only after they are all acknowledged.
-    uint32_t read_responses = 0;     // kRendezvous: read responses in flight copying from src
+    uint32_t read_responses = 0;  // kRendezvous: read responses in flight copying from src
     // kRendezvous: a tx slot is promised (tx_promised_) for the read response that serves
     // the receiver's read, until that read comes or the send ends (see Ses::send).
     bool read_response_promised = false;

@@ -175,8 +175,8 @@ wire::ReturnCode Ses::execute_atomic(PeerIndex peer, const wire::SesStandardRequ
     ++stats_.atomic_errors;
     return rc;
   }
-  apply_atomic(x.opcode, x.datatype, target, operands.empty() ? nullptr : operands.data(),
-               compare, swap, static_cast<uint32_t>(length / element), old_values);
+  apply_atomic(x.opcode, x.datatype, target, operands.empty() ? nullptr : operands.data(), compare,
+               swap, static_cast<uint32_t>(length / element), old_values);
   ++stats_.atomics_applied;
   if (cfg_.report_remote_access) {
     (void)report_remote_access(fetching ? OpKind::kRemoteFetchAtomic : OpKind::kRemoteAtomic, peer,

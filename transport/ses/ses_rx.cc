@@ -583,9 +583,8 @@ RxResult Ses::on_read_data(PeerIndex peer, const wire::SesResponseWithData& r,
   }
   TxMessage& m = tx_[*slot];
   const bool fetches = m.kind == TxKind::kRead || (m.kind == TxKind::kAtomic && m.fetching);
-  if (!fetches || r.payload_length != payload.size() ||
-      r.message_offset > m.length || payload.size() > m.length - r.message_offset ||
-      r.modified_length != m.length) {
+  if (!fetches || r.payload_length != payload.size() || r.message_offset > m.length ||
+      payload.size() > m.length - r.message_offset || r.modified_length != m.length) {
     return RxResult::kMalformed;
   }
   if (!payload.empty()) std::memcpy(m.dst + r.message_offset, payload.data(), payload.size());

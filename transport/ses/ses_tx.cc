@@ -432,10 +432,10 @@ size_t Ses::build_header(pds::PacketRef ref, std::span<uint8_t> out, wire::NextH
   if (slot == kNone) return 0;
   const TxMessage& m = tx_[slot];
   const uint64_t offset = uint64_t{ref.index} * m.payload_per_packet;
-  const bool no_payload =
-      m.kind == TxKind::kRead || m.kind == TxKind::kRendezvous || m.kind == TxKind::kResponse ||
-      (m.kind == TxKind::kAtomic && (m.amo_op == wire::AmoOpcode::kRead ||
-                                     wire::is_compare_swap(m.amo_op)));
+  const bool no_payload = m.kind == TxKind::kRead || m.kind == TxKind::kRendezvous ||
+                          m.kind == TxKind::kResponse ||
+                          (m.kind == TxKind::kAtomic &&
+                           (m.amo_op == wire::AmoOpcode::kRead || wire::is_compare_swap(m.amo_op)));
   const auto payload = static_cast<uint32_t>(
       no_payload ? 0 : std::min<uint64_t>(m.payload_per_packet, m.length - offset));
   payload_bytes = payload;

@@ -163,8 +163,8 @@ class SecureChannels {
   dp::NetAddr local_;
   std::array<std::optional<Key>, 2> keys_;  // by AN
   bool sealing_ = false;                    // the AN packets are sealed with
-  std::vector<Channel> channels_;   // by PeerIndex
-  std::optional<Channel> pending_;  // of an unknown source, until settle()
+  std::vector<Channel> channels_;           // by PeerIndex
+  std::optional<Channel> pending_;          // of an unknown source, until settle()
   TssStats stats_;
 };
 

@@ -39,11 +39,11 @@ class Atomics : public ::testing::Test {
     EXPECT_EQ(cluster.engine(0).register_memory(
                   {bytes, size, 0, kKey, ses::access::kRemoteRead | ses::access::kRemoteWrite}),
               Status::kOk);
-    EXPECT_EQ(cluster.engine(0).register_memory({bytes, size, 0, kReadOnlyKey,
-                                                 ses::access::kRemoteRead}),
-              Status::kOk);
-    EXPECT_EQ(cluster.engine(0).register_memory({bytes, size, 0, kWriteOnlyKey,
-                                                 ses::access::kRemoteWrite}),
+    EXPECT_EQ(
+        cluster.engine(0).register_memory({bytes, size, 0, kReadOnlyKey, ses::access::kRemoteRead}),
+        Status::kOk);
+    EXPECT_EQ(cluster.engine(0).register_memory(
+                  {bytes, size, 0, kWriteOnlyKey, ses::access::kRemoteWrite}),
               Status::kOk);
   }
 
@@ -87,8 +87,7 @@ TEST_F(Atomics, a_non_fetching_operation_of_many_elements_lands_whole_over_rod_t
   std::iota(operands.begin(), operands.end(), -150);
   for (pds::Mode mode : {pds::Mode::kRud, pds::Mode::kRod}) {
     std::memset(at(0), 0, 600);
-    ses::AtomicSpec s{AmoOpcode::kMin, AmoDatatype::kInt16, 300, operands.data(), nullptr,
-                      nullptr};
+    ses::AtomicSpec s{AmoOpcode::kMin, AmoDatatype::kInt16, 300, operands.data(), nullptr, nullptr};
     ASSERT_EQ(run(s, 0, kKey, mode), Status::kOk);
     std::vector<int16_t> after(300);
     std::memcpy(after.data(), at(0), 600);
@@ -158,11 +157,11 @@ TEST_F(Atomics, each_bad_request_fails_with_the_targets_reason_and_changes_nothi
   EXPECT_EQ(cluster.engine(0).ses().stats().atomics_applied, 0u);
   // What the initiator can judge itself fails at once, with nothing sent.
   const double d = 1;
-  ses::AtomicSpec bitwise_double{AmoOpcode::kBitwiseOr, AmoDatatype::kDouble, 1, &d, nullptr,
-                                 nullptr};
+  ses::AtomicSpec bitwise_double{
+      AmoOpcode::kBitwiseOr, AmoDatatype::kDouble, 1, &d, nullptr, nullptr};
   EXPECT_EQ(cluster.engine(1).atomic(0, bitwise_double, 0, kKey, 1), Status::kInvalidArgument);
-  ses::AtomicSpec unfetched_swap{AmoOpcode::kCompareSwap, AmoDatatype::kUint64, 1, &one, &one,
-                                 nullptr};
+  ses::AtomicSpec unfetched_swap{
+      AmoOpcode::kCompareSwap, AmoDatatype::kUint64, 1, &one, &one, nullptr};
   EXPECT_EQ(cluster.engine(1).atomic(0, unfetched_swap, 0, kKey, 1), Status::kInvalidArgument);
   uint64_t two_old[2];
   const uint64_t two[2] = {1, 1};
@@ -265,8 +264,8 @@ class AtomicsOnABadFabric : public Atomics {
     std::vector<std::vector<uint64_t>> fetched(4, std::vector<uint64_t>(kPerHost, ~0ULL));
     for (uint32_t host = 1; host <= 3; ++host) {
       for (uint32_t i = 0; i < kPerHost; ++i) {
-        ses::AtomicSpec s{AmoOpcode::kSum, AmoDatatype::kUint64, 1, &one, nullptr,
-                          &fetched[host][i]};
+        ses::AtomicSpec s{AmoOpcode::kSum, AmoDatatype::kUint64, 1, &one,
+                          nullptr,         &fetched[host][i]};
         ASSERT_EQ(cluster.engine(host).atomic(0, s, 128, kKey, 1000 + i), Status::kOk);
       }
     }

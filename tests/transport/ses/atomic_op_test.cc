@@ -58,10 +58,10 @@ TEST(AtomicOp, integer_arithmetic_wraps_in_twos_complement) {
   EXPECT_EQ((one<uint8_t>(AmoOpcode::kDiff, AmoDatatype::kUint8, 0, 1).first), 255);
   EXPECT_EQ((one<uint16_t>(AmoOpcode::kProd, AmoDatatype::kUint16, 300, 300).first),
             static_cast<uint16_t>(90000 % 65536));
-  EXPECT_EQ((one<int64_t>(AmoOpcode::kProd, AmoDatatype::kInt64,
-                          std::numeric_limits<int64_t>::max(), 2)
-                 .first),
-            -2);
+  EXPECT_EQ(
+      (one<int64_t>(AmoOpcode::kProd, AmoDatatype::kInt64, std::numeric_limits<int64_t>::max(), 2)
+           .first),
+      -2);
   // Unsigned comparisons are unsigned: 200 is the larger uint8.
   EXPECT_EQ((one<uint8_t>(AmoOpcode::kMax, AmoDatatype::kUint8, 100, 200).first), 200);
   EXPECT_EQ((one<int8_t>(AmoOpcode::kMax, AmoDatatype::kInt8, 100, -56).first), 100);

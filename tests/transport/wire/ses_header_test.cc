@@ -201,9 +201,9 @@ TEST(AtomicCompareSwapExtension, encode__golden) {
   x.compare_low = 0x11223344;
   x.swap_high = 0x01;
   x.swap_low = 0x55;
-  const Bytes golden = {0x0d, 0x05, 0x00, 0x00,                          // opcode, type
-                        0, 0, 0, 0, 0, 0, 0,    0,    0, 0, 0, 0, 0x11, 0x22, 0x33, 0x44,
-                        0, 0, 0, 0, 0, 0, 0,    0x01, 0, 0, 0, 0, 0,    0,    0,    0x55};
+  const Bytes golden = {0x0d, 0x05, 0x00, 0x00,  // opcode, type
+                        0,    0,    0,    0,    0, 0, 0, 0,    0, 0, 0, 0, 0x11, 0x22, 0x33, 0x44,
+                        0,    0,    0,    0,    0, 0, 0, 0x01, 0, 0, 0, 0, 0,    0,    0,    0x55};
   EXPECT_EQ(encoded(x, kAtomicCompareSwapExtensionBytes), golden);
   AtomicCompareSwapExtension d;
   ASSERT_EQ(decode(golden, d), DecodeError::kOk);

@@ -131,9 +131,9 @@ class AutoDatapath {
   static constexpr uint32_t kUdpIdlePolls = 1024;
   static constexpr Duration kUdpIdleInterval = Duration::microseconds(20);
   static constexpr uint32_t kUdpClockStride = 16;
-  uint32_t udp_empty_polls_ = 0;    // consecutive UDP polls that brought no packet
-  uint32_t udp_skipped_ = 0;        // polls the idle socket was skipped since the clock read
-  Time last_idle_udp_poll_;         // monotonic_now() at the idle socket's last poll
+  uint32_t udp_empty_polls_ = 0;  // consecutive UDP polls that brought no packet
+  uint32_t udp_skipped_ = 0;      // polls the idle socket was skipped since the clock read
+  Time last_idle_udp_poll_;       // monotonic_now() at the idle socket's last poll
   // Poll it next time whatever the clock says. Atomic: prepare_wait may run in a thread
   // that waits outside the provider's lock while another progresses (cq.cc).
   std::atomic<bool> idle_udp_poll_due_{false};

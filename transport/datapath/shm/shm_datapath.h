@@ -70,7 +70,7 @@ struct ShmStats {
   uint64_t slots_freed = 0;          // inbox slots of dead senders freed
   uint64_t peer_reads = 0;           // read_peer_memory calls that copied
   uint64_t peer_read_bytes = 0;
-  uint64_t peer_reads_refused = 0;  // ... that failed (permission, bad address, peer gone)
+  uint64_t peer_reads_refused = 0;    // ... that failed (permission, bad address, peer gone)
   uint64_t peer_reads_withdrawn = 0;  // ... that copied, but the peer had withdrawn the key
 };
 
