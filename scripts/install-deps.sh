@@ -6,6 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   clang libclang-rt-14-dev          # libFuzzer targets and the sanitizer runtime
+  clang-format                       # scripts/check-format.sh, the suite's first step
   libgtest-dev libgmock-dev libbenchmark-dev
   libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
   iproute2 nftables                  # network-namespace multipath tests

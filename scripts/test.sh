@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite:
+#   0. every C/C++ source as clang-format makes it (scripts/check-format.sh; seconds)
 #   1. release build: unit, protocol, chaos and negative tests (ctest)
 #   2. the same tests under AddressSanitizer + UndefinedBehaviorSanitizer
 #   3. libFuzzer targets (clang), each run for a short, bounded time, one a core
@@ -11,6 +12,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
 jobs=$(nproc)
+
+echo "== format"
+./scripts/check-format.sh
 
 echo "== release build and tests"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPRAY_DEBUG_INFO=lines >/dev/null
