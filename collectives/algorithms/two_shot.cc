@@ -8,9 +8,11 @@
 // a round ends only when all P - 1 peers have run, where a Rabenseifner step needs one
 // partner. With 4 ranks on this 2-core machine over spray it lost to Rabenseifner from
 // 4 KiB to 1 MiB on 2026-11-22 (1 MiB: 0.96-1.21 ms against 0.78-0.87) and won at every
-// size from 64 KiB on 2026-11-28 (1 MiB: 0.61 ms against 0.92; 64 MiB: 62 ms against 92).
-// So the tuner chooses it only where calibration timed it (tuner.h, MeasuredTimes); its
-// formula, the ring's, is a stand-in.
+// size from 64 KiB on 2026-11-28 (1 MiB: 0.61 ms against 0.92; 64 MiB: 62 ms against 92),
+// until Rabenseifner's slow copies were found the same evening (scratch_buffer.h): then
+// calibration timed Rabenseifner faster at 1 MiB again (536 against 656 us) and two-shot
+// at 16 MiB (17.9 against 19.3 ms). So the tuner chooses it only where calibration timed
+// it (tuner.h, MeasuredTimes); its formula, the ring's, is a stand-in.
 //
 // Block r is reduced on rank r alone, in a fixed order (its own values first, then
 // ranks r - 1, r - 2, ...), so every rank ends with the same bits and reruns give the
