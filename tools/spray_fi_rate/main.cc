@@ -17,10 +17,11 @@
 // them over the last 90 % of the run (the first 10 % warm up). --shared-core puts both
 // threads on one CPU, as when processes outnumber cores. --pieces N gives every send and
 // receive buffer as N iovecs of about equal length (the v/msg forms: what it costs a
-// provider to gather and scatter them).
+// provider to gather and scatter them). --receive-offset N starts the receive buffers N
+// bytes later, which moves each one relative to its send buffer modulo 4 KiB.
 //
 // Usage: spray-fi-rate [--provider P] [--bytes N] [--burst N] [--more] [--messages N]
-//                      [--window N] [--shared-core] [--pieces N]
+//                      [--window N] [--shared-core] [--pieces N] [--receive-offset N]
 #include <sched.h>
 
 #include <rdma/fabric.h>
@@ -110,6 +111,10 @@ struct Options {
   // when the other gives the CPU away or its time slice ends.
   bool shared_core = false;
   int pieces = 1;  // iovecs a send's and a receive's buffer is given as
+  // Bytes the receive window starts past where the allocator put it: moves every receive
+  // buffer relative to its send buffer, modulo 4 KiB (copies 1-63 bytes ahead of their
+  // source are the slow ones: transport/base/copy_bytes.h).
+  size_t receive_offset = 0;
 };
 
 // A buffer as consecutive iovecs (on the stack: no allocation a message).
@@ -231,7 +236,9 @@ void receive(Side& side, const Options& o, std::span<uint8_t> slots, ReceiveOutc
 int run(const Options& o) {
   // Declared before the endpoints, so that they outlive them: operations still posted
   // when a run fails may use them until the endpoints close.
-  std::vector<uint8_t> receive_buffers(o.window * o.bytes);
+  std::vector<uint8_t> receive_allocation(o.receive_offset + o.window * o.bytes);
+  const std::span<uint8_t> receive_buffers =
+      std::span(receive_allocation).subspan(o.receive_offset, o.window * o.bytes);
   std::vector<uint8_t> buffers(o.window * o.bytes, 0x5a);
   if (o.shared_core) pin_to_current_cpu();  // before the receiving thread, which inherits it
   Side sender(o.provider, 2 * o.window);
@@ -316,6 +323,9 @@ int main(int argc, char** argv) {
   app.add_option("--window", o.window, "sends outstanding at most")->check(CLI::Range(1, 4096));
   app.add_option("--pieces", o.pieces, "iovecs a send and a receive buffer is given as")
       ->check(CLI::Range(1, 4));
+  app.add_option("--receive-offset", o.receive_offset,
+                 "bytes the receive buffers start past their allocation (0-4095)")
+      ->check(CLI::Range(size_t{0}, size_t{4095}));
   app.add_flag("--shared-core", o.shared_core,
                "run the sending and the receiving thread on one CPU (more threads than cores)");
   CLI11_PARSE(app, argc, argv);

@@ -6,6 +6,8 @@
 
 #include "transport/ses/ses.h"
 
+#include "transport/base/copy_bytes.h"
+
 namespace spray::ses {
 
 RxResult Ses::on_packet(PeerIndex peer, wire::NextHeader next, std::span<const uint8_t> bytes,
@@ -143,10 +145,10 @@ RxResult Ses::on_eager(PeerIndex peer, const wire::SesStandardRequest& h,
   if (m.matched && !m.unexpected) {
     if (offset < m.recv.length && !payload.empty()) {
       const uint64_t n = std::min<uint64_t>(payload.size(), m.recv.length - offset);
-      std::memcpy(m.recv.buffer + offset, payload.data(), n);
+      copy_bytes(m.recv.buffer + offset, payload.data(), n);
     }
   } else if (!payload.empty()) {
-    std::memcpy(m.unexpected.get() + offset, payload.data(), payload.size());
+    copy_bytes(m.unexpected.get() + offset, payload.data(), payload.size());
   }
   m.received += payload.size();
   try_deliver(slot);
@@ -587,7 +589,7 @@ RxResult Ses::on_read_data(PeerIndex peer, const wire::SesResponseWithData& r,
       payload.size() > m.length - r.message_offset || r.modified_length != m.length) {
     return RxResult::kMalformed;
   }
-  if (!payload.empty()) std::memcpy(m.dst + r.message_offset, payload.data(), payload.size());
+  if (!payload.empty()) copy_bytes(m.dst + r.message_offset, payload.data(), payload.size());
   m.bytes_received += payload.size();
   if (m.bytes_received >= m.length) {
     m.response_received = true;

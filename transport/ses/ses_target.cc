@@ -6,6 +6,8 @@
 
 #include "transport/ses/ses.h"
 
+#include "transport/base/copy_bytes.h"
+
 namespace spray::ses {
 
 // --- RMA at the target -----------------------------------------------------------------
@@ -49,7 +51,7 @@ RxResult Ses::on_write(PeerIndex peer, const wire::SesStandardRequest& h,
     if (m.status == Status::kOk) ++stats_.rma_errors;
     m.status = s;
   } else if (!payload.empty()) {
-    std::memcpy(dst + offset, payload.data(), payload.size());
+    copy_bytes(dst + offset, payload.data(), payload.size());
   }
   m.received += payload.size();
   if (som) {
@@ -200,7 +202,7 @@ RxResult Ses::on_rudi_request(PeerIndex peer, wire::NextHeader next, std::span<c
   const Status s = regions_.resolve(h.match_bits, h.buffer_offset - offset, h.request_length,
                                     access::kRemoteWrite, dst);
   if (s == Status::kOk && !payload.empty())
-    std::memcpy(dst + offset, payload.data(), payload.size());
+    copy_bytes(dst + offset, payload.data(), payload.size());
   if (s != Status::kOk) ++stats_.rma_errors;
   rc = return_code_from_status(s);
   msg_id = h.common.message_id;

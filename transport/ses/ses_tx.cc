@@ -6,6 +6,8 @@
 
 #include "transport/ses/ses.h"
 
+#include "transport/base/copy_bytes.h"
+
 namespace spray::ses {
 namespace {
 
@@ -413,7 +415,7 @@ size_t Ses::build_packet(pds::PacketRef ref, std::span<uint8_t> out, wire::NextH
   uint32_t payload = 0;
   const size_t h = build_header(ref, out, next, payload);
   if (h == 0 || out.size() < h + payload) return 0;
-  if (payload > 0) std::memcpy(out.data() + h, payload_source(ref), payload);
+  if (payload > 0) copy_bytes(out.data() + h, payload_source(ref), payload);
   return h + payload;
 }
 

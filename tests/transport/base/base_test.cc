@@ -1,8 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <map>
 #include <set>
+#include <vector>
 
+#include "transport/base/copy_bytes.h"
 #include "transport/base/flat_map.h"
 #include "transport/base/rng.h"
 #include "transport/base/slot_pool.h"
@@ -91,6 +95,37 @@ TEST(Rng, below__is_deterministic_and_in_range) {
     const uint64_t x = a.below(7);
     EXPECT_EQ(x, b.below(7));
     EXPECT_LT(x, 7u);
+  }
+}
+
+}  // namespace
+}  // namespace spray
+
+namespace spray {
+namespace {
+
+// copy_bytes goes in pieces only at short distances; either way it must copy exactly the
+// bytes asked for: every distance around the slow window, lengths around a piece.
+TEST(CopyBytes, copies_exactly_n_bytes_at_every_distance_and_length) {
+  std::vector<uint8_t> from(3 * kCopyPage + 3 * kCopyPiece), to(from.size() + 2 * kCopyPage);
+  for (size_t i = 0; i < from.size(); ++i) from[i] = static_cast<uint8_t>(i * 31 + 7);
+  const uint8_t* src = from.data() + 5;
+  const size_t lengths[] = {
+      0, 1, kCopyPiece - 1, kCopyPiece, kCopyPiece + 1, 3 * kCopyPiece + 17, 2 * kCopyPage};
+  for (size_t distance = 0; distance <= kShortCopyDistance + 2; ++distance) {
+    // dst - src = distance, modulo a page.
+    const uintptr_t want = (reinterpret_cast<uintptr_t>(src) + distance) % kCopyPage;
+    const uintptr_t have = reinterpret_cast<uintptr_t>(to.data()) % kCopyPage;
+    uint8_t* dst = to.data() + (want + kCopyPage - have) % kCopyPage;
+    EXPECT_EQ(short_copy_distance(dst, src), distance > 0 && distance < kShortCopyDistance);
+    for (size_t n : lengths) {
+      std::fill(to.begin(), to.end(), 0xee);
+      copy_bytes(dst, src, n);
+      ASSERT_TRUE(std::equal(src, src + n, dst)) << "distance " << distance << ", n " << n;
+      const auto outside = [](uint8_t b) { return b == 0xee; };
+      ASSERT_TRUE(std::all_of(to.data(), dst, outside)) << "written before";
+      ASSERT_TRUE(std::all_of(dst + n, to.data() + to.size(), outside)) << "written past";
+    }
   }
 }
 

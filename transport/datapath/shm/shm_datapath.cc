@@ -8,8 +8,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <new>
 
 #include "transport/datapath/shm/shm_datapath.h"
+
+#include "transport/base/copy_bytes.h"
 
 namespace spray::dp {
 
@@ -183,10 +186,23 @@ bool ShmDatapath::read_peer_memory(const NetAddr& peer, uint64_t key, uint64_t r
     return false;
   }
   const PeerRegion& r = regions_[static_cast<size_t>(region)];
+  const bool bounce = length > kCopyPiece &&
+                      short_copy_distance(local, reinterpret_cast<const void*>(remote_address));
+  if (bounce && !bounce_) {
+    bounce_.reset(static_cast<uint8_t*>(
+        ::operator new (kBouncePiece + kCopyPage, std::align_val_t{kCopyPage}, std::nothrow)));
+  }
   size_t done = 0;
   while (done < length) {
-    iovec to{local + done, length - done};
-    iovec from{reinterpret_cast<void*>(remote_address + done), length - done};
+    // Straight into `local`, or through the bounce buffer at the source's page offset.
+    size_t piece = length - done;
+    uint8_t* into = local + done;
+    if (bounce && bounce_) {
+      piece = std::min(piece, kBouncePiece);
+      into = bounce_.get() + (remote_address + done) % kCopyPage;
+    }
+    iovec to{into, piece};
+    iovec from{reinterpret_cast<void*>(remote_address + done), piece};
     const ssize_t n = ::process_vm_readv(r.pid, &to, 1, &from, 1, 0);
     if (n <= 0) {
       // EPERM/ENOSYS: this kernel or its policy (Yama ptrace_scope) forbids it, for good.
@@ -194,8 +210,10 @@ bool ShmDatapath::read_peer_memory(const NetAddr& peer, uint64_t key, uint64_t r
       ++stats_.peer_reads_refused;
       return false;
     }
+    if (into != local + done) copy_bytes(local + done, into, static_cast<size_t>(n));
     done += static_cast<size_t>(n);
   }
+  if (bounce && bounce_) ++stats_.peer_reads_bounced;
   // A seqlock's reader: the copy, then the key. Pairs with the fence in
   // withdraw_from_reading: had the copy seen a write the application made after the
   // withdrawal, this load would see the withdrawal.
@@ -209,6 +227,10 @@ bool ShmDatapath::read_peer_memory(const NetAddr& peer, uint64_t key, uint64_t r
   ++stats_.peer_reads;
   stats_.peer_read_bytes += length;
   return true;
+}
+
+void ShmDatapath::PageAlignedDelete::operator()(uint8_t* p) const {
+  ::operator delete (p, std::align_val_t{kCopyPage});
 }
 
 void ShmDatapath::offer_for_reading(uint64_t key) {
