@@ -444,7 +444,9 @@ TEST(ShmDatapath, read_peer_memory__lands_every_byte_whatever_the_distance_to_th
     std::string error;
     auto d = ShmDatapath::open(ShmConfig{}, error);
     const NetAddr addr = d ? d->local_address() : NetAddr{};
-    auto* page = static_cast<uint8_t*>(::aligned_alloc(4096, kLength + 4096));
+    // aligned_alloc wants a whole number of alignments.
+    auto* page = static_cast<uint8_t*>(
+        ::aligned_alloc(4096, (kSourceOffset + kLength + 4095) / 4096 * 4096));
     for (size_t i = 0; i < kLength; ++i) page[kSourceOffset + i] = pattern(i);
     const uint64_t where = reinterpret_cast<uint64_t>(page + kSourceOffset);
     if (d) d->offer_for_reading(kKey);
