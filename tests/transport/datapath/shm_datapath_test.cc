@@ -52,6 +52,22 @@ struct Pipe {
   }
 };
 
+// What a child that offers memory for reading tells its parent: its endpoint's address
+// and where the memory is in its process. Sent through a Pipe by offer_source, read back
+// by await_source (false when the child did not say).
+struct OfferedSource {
+  NetAddr addr;
+  uint64_t where = 0;
+};
+void offer_source(Pipe& p, const OfferedSource& s) {
+  (void)!::write(p.fd[1], &s.addr, sizeof(s.addr));
+  (void)!::write(p.fd[1], &s.where, sizeof(s.where));
+}
+bool await_source(Pipe& p, OfferedSource& s) {
+  return ::read(p.fd[0], &s.addr, sizeof(s.addr)) == static_cast<ssize_t>(sizeof(s.addr)) &&
+         ::read(p.fd[0], &s.where, sizeof(s.where)) == static_cast<ssize_t>(sizeof(s.where));
+}
+
 // A forked child, killed and reaped if the test ends before it exits: a failed
 // assertion must not leave it blocked (holding ctest's output pipe open).
 struct Child {
@@ -375,8 +391,7 @@ TEST(ShmDatapath, read_peer_memory__copies_from_another_process_and_refuses_bad_
     const uint64_t where = reinterpret_cast<uint64_t>(mine.data());
     if (d) d->offer_for_reading(kKey);
     if (d) d->offer_for_reading(kKeyLeftOffered);
-    (void)!::write(info.fd[1], &addr, sizeof(addr));
-    (void)!::write(info.fd[1], &where, sizeof(where));
+    offer_source(info, {addr, where});
     withdraw.await();
     if (d) d->withdraw_from_reading(kKey);
     withdrawn.signal();
@@ -386,10 +401,9 @@ TEST(ShmDatapath, read_peer_memory__copies_from_another_process_and_refuses_bad_
     finish.await();
     ::_exit(0);
   }
-  NetAddr addr;
-  uint64_t where = 0;
-  ASSERT_EQ(::read(info.fd[0], &addr, sizeof(addr)), static_cast<ssize_t>(sizeof(addr)));
-  ASSERT_EQ(::read(info.fd[0], &where, sizeof(where)), static_cast<ssize_t>(sizeof(where)));
+  OfferedSource source;
+  ASSERT_TRUE(await_source(info, source));
+  const auto [addr, where] = source;
   std::vector<uint8_t> got(pattern.size(), 0);
   if (a->read_peer_memory(addr, kKey, where, got.data(), got.size())) {
     EXPECT_EQ(got, pattern);
@@ -450,15 +464,13 @@ TEST(ShmDatapath, read_peer_memory__lands_every_byte_whatever_the_distance_to_th
     for (size_t i = 0; i < kLength; ++i) page[kSourceOffset + i] = pattern(i);
     const uint64_t where = reinterpret_cast<uint64_t>(page + kSourceOffset);
     if (d) d->offer_for_reading(kKey);
-    (void)!::write(info.fd[1], &addr, sizeof(addr));
-    (void)!::write(info.fd[1], &where, sizeof(where));
+    offer_source(info, {addr, where});
     finish.await();
     ::_exit(0);
   }
-  NetAddr addr;
-  uint64_t where = 0;
-  ASSERT_EQ(::read(info.fd[0], &addr, sizeof(addr)), static_cast<ssize_t>(sizeof(addr)));
-  ASSERT_EQ(::read(info.fd[0], &where, sizeof(where)), static_cast<ssize_t>(sizeof(where)));
+  OfferedSource source;
+  ASSERT_TRUE(await_source(info, source));
+  const auto [addr, where] = source;
   std::vector<uint8_t> page_aligned(kLength + 2 * 4096);
   uint8_t* base =
       page_aligned.data() + (4096 - reinterpret_cast<uintptr_t>(page_aligned.data()) % 4096);
