@@ -186,21 +186,22 @@ bool ShmDatapath::read_peer_memory(const NetAddr& peer, uint64_t key, uint64_t r
     return false;
   }
   const PeerRegion& r = regions_[static_cast<size_t>(region)];
-  const bool bounce = length > kCopyPiece &&
-                      short_copy_distance(local, reinterpret_cast<const void*>(remote_address));
-  if (bounce && !bounce_) {
-    bounce_.reset(static_cast<uint8_t*>(
-        ::operator new (kBouncePiece + kCopyPage, std::align_val_t{kCopyPage}, std::nothrow)));
+  // The bounce buffer when this read goes through it (null: straight into `local`, also
+  // when the buffer could not be had).
+  uint8_t* bounce = nullptr;
+  if (length > kCopyPiece &&
+      short_copy_distance(local, reinterpret_cast<const void*>(remote_address))) {
+    if (!bounce_) {
+      bounce_.reset(static_cast<uint8_t*>(
+          ::operator new (kBouncePiece + kCopyPage, std::align_val_t{kCopyPage}, std::nothrow)));
+    }
+    bounce = bounce_.get();
   }
   size_t done = 0;
   while (done < length) {
-    // Straight into `local`, or through the bounce buffer at the source's page offset.
-    size_t piece = length - done;
-    uint8_t* into = local + done;
-    if (bounce && bounce_) {
-      piece = std::min(piece, kBouncePiece);
-      into = bounce_.get() + (remote_address + done) % kCopyPage;
-    }
+    // Straight into `local`, or into the bounce buffer at the source's page offset.
+    const size_t piece = bounce ? std::min(length - done, kBouncePiece) : length - done;
+    uint8_t* into = bounce ? bounce + (remote_address + done) % kCopyPage : local + done;
     iovec to{into, piece};
     iovec from{reinterpret_cast<void*>(remote_address + done), piece};
     const ssize_t n = ::process_vm_readv(r.pid, &to, 1, &from, 1, 0);
@@ -210,10 +211,10 @@ bool ShmDatapath::read_peer_memory(const NetAddr& peer, uint64_t key, uint64_t r
       ++stats_.peer_reads_refused;
       return false;
     }
-    if (into != local + done) copy_bytes(local + done, into, static_cast<size_t>(n));
+    if (bounce) copy_bytes(local + done, into, static_cast<size_t>(n));
     done += static_cast<size_t>(n);
   }
-  if (bounce && bounce_) ++stats_.peer_reads_bounced;
+  if (bounce) ++stats_.peer_reads_bounced;
   // A seqlock's reader: the copy, then the key. Pairs with the fence in
   // withdraw_from_reading: had the copy seen a write the application made after the
   // withdrawal, this load would see the withdrawal.
