@@ -5,7 +5,8 @@
 # between local ranks) and over its own TCP path (btl tcp: the same kind of transport as
 # libfabric's tcp), and, for all-reduce, a ring over bare loopback TCP with no library
 # (bare-tcp). They run in turn, ROUNDS times, so drift hits all alike; the summary gives
-# each one's median time and the ratios that matter.
+# each one's median time and the ratios that matter, then spray's and tcp's ratio to Open
+# MPI round by round (its range, and how many rounds met the target).
 # Usage: scripts/coll-compare.sh [BUILD_DIR] [ROUNDS] [RANKS]
 set -euo pipefail
 build=${1:-build}
@@ -80,4 +81,18 @@ for coll in ("allreduce", "alltoall"):
                                                      med["ompi"] / med["tcp"],
                                                      med["ompi"] / med["spray"],
                                                      med["ompi"] / med["bare-tcp"]))
+# The same ratios round by round (each path against Open MPI of the same round, minutes
+# apart): how far the machine swung them, and in how many rounds the target was met.
+print("per round, ratio to ompi (range; rounds at or above 1.0):")
+for coll in ("allreduce", "alltoall"):
+    for size in ("1048576", "67108864"):
+        ompi = times.get((coll, size, "ompi"), [])
+        cells = []
+        for p in ("spray", "tcp"):
+            mine = times.get((coll, size, p), [])
+            ratios = [o / t for o, t in zip(ompi, mine)]
+            if ratios:
+                cells.append("%s/ompi %.2f-%.2fx (%d of %d)" % (
+                    p, min(ratios), max(ratios), sum(r >= 1.0 for r in ratios), len(ratios)))
+        print("%-10s %9s  %s" % (coll, size, "   ".join(cells)))
 '
