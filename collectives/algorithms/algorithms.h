@@ -3,7 +3,8 @@
 // arguments and does the copies in and out.
 //
 // Large transfers are cut into pieces of at most kPieceBytes, so a receiver reduces or
-// forwards one piece while the next is still on the wire.
+// forwards one piece while the next is still on the wire. All-to-all, which reduces and
+// forwards nothing, cuts them into kAllToAllPieceBytes (spread_out_all_to_all.cc).
 #pragma once
 
 #include <cstddef>
@@ -16,6 +17,7 @@
 namespace spray::coll::algo {
 
 inline constexpr size_t kPieceBytes = 512 * 1024;
+inline constexpr size_t kAllToAllPieceBytes = 4 * 1024 * 1024;
 
 // Block boundaries (in elements) of a ring over `parts` blocks: block b is
 // [offsets[b], offsets[b + 1]).

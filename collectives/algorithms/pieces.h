@@ -13,15 +13,17 @@ namespace spray::coll::algo {
 inline constexpr uint32_t kMaxPieces = 4096;
 inline constexpr uint32_t kMaxSteps = 4096;
 
-// Bytes per piece for a transfer of `bytes`: kPieceBytes, or more if that would need
-// more than kMaxPieces pieces; always a multiple of 8, so no element (at most 8 bytes)
-// straddles two pieces. Both sides compute the same from the same size.
-inline size_t piece_bytes(size_t bytes) {
+// Bytes per piece for a transfer of `bytes` cut into pieces of `preferred` bytes (a
+// multiple of 8): `preferred`, or more if that would need more than kMaxPieces pieces;
+// always a multiple of 8, so no element (at most 8 bytes) straddles two pieces. Both sides
+// compute the same from the same size and preference.
+inline size_t piece_bytes(size_t bytes, size_t preferred = kPieceBytes) {
   const size_t spread = (bytes + kMaxPieces - 1) / kMaxPieces;
-  return std::max(kPieceBytes, (spread + 7) / 8 * 8);
+  return std::max(preferred, (spread + 7) / 8 * 8);
 }
-inline size_t piece_count(size_t bytes) {
-  return bytes == 0 ? 1 : (bytes + piece_bytes(bytes) - 1) / piece_bytes(bytes);  // 0 B: one empty
+inline size_t piece_count(size_t bytes, size_t preferred = kPieceBytes) {
+  const size_t piece = piece_bytes(bytes, preferred);
+  return bytes == 0 ? 1 : (bytes + piece - 1) / piece;  // 0 B: one empty
 }
 
 inline uint32_t piece_step(uint32_t step, size_t piece) {
@@ -40,20 +42,22 @@ inline void bound_deferred_sends(Communicator& c, std::vector<Request>& sends) {
   sends.clear();
 }
 
-// Posts the pieces of one transfer to / from `peer`, appending their requests.
+// Posts the pieces of one transfer to / from `peer`, appending their requests. Sender and
+// receiver must cut with the same `preferred` piece size.
 inline void post_send_pieces(Communicator& c, int peer, const uint8_t* data, size_t bytes,
-                             uint32_t step, std::vector<Request>& out) {
-  const size_t piece = piece_bytes(bytes);
-  for (size_t i = 0, n = piece_count(bytes); i < n; ++i) {
+                             uint32_t step, std::vector<Request>& out,
+                             size_t preferred = kPieceBytes) {
+  const size_t piece = piece_bytes(bytes, preferred);
+  for (size_t i = 0, n = piece_count(bytes, preferred); i < n; ++i) {
     const size_t off = std::min(bytes, i * piece);
     out.push_back(c.link().isend(peer, data + off, std::min(piece, bytes - off),
                                  c.tag(c.rank(), piece_step(step, i))));
   }
 }
 inline void post_recv_pieces(Communicator& c, int peer, uint8_t* data, size_t bytes, uint32_t step,
-                             std::vector<Request>& out) {
-  const size_t piece = piece_bytes(bytes);
-  for (size_t i = 0, n = piece_count(bytes); i < n; ++i) {
+                             std::vector<Request>& out, size_t preferred = kPieceBytes) {
+  const size_t piece = piece_bytes(bytes, preferred);
+  for (size_t i = 0, n = piece_count(bytes, preferred); i < n; ++i) {
     const size_t off = std::min(bytes, i * piece);
     out.push_back(c.link().irecv(peer, data + off, std::min(piece, bytes - off),
                                  c.tag(peer, piece_step(step, i))));

@@ -7,6 +7,15 @@
 // of one exchange hides behind the next. The window bounds the receives and buffers a rank has
 // posted at a time, which is what throttles it: posting all P - 1 at once floods the fabric and the
 // receivers (MPICH's "scattered" all-to-all with a bblock limit works the same way).
+//
+// Blocks go in pieces of kAllToAllPieceBytes (4 MiB), not the 512 KiB that the reducing
+// algorithms use to overlap a reduction with the next piece's transfer: nothing here waits
+// on a piece but the receive itself, and every piece costs a rendezvous (a request, the
+// receiver's read, a completion). 4 ranks on 2 cores, 64 MiB a rank (16 MiB blocks),
+// spread-out, 2026-11-29, binaries built with each size run in turn: over spray (shared
+// memory) 512 KiB pieces took 28.6-37.3 ms (6 rounds) against 23.2-28.5 with 4 MiB, in
+// the same minutes as Open MPI's 23.5-27.4; over `tcp` 85.9-87.0 against 69.6-76.4 (2
+// rounds); over spray:udp 61.0-69.5 against 56.4-69.3 (2 rounds, no clear change).
 #include <cstring>
 #include <deque>
 
@@ -32,9 +41,9 @@ void spread_out_all_to_all_v(Communicator& c, const uint8_t* send,
     const auto to = static_cast<size_t>((r + s) % p), from = static_cast<size_t>((r - s + p) % p);
     std::vector<Request>& step = in_flight.emplace_back();
     post_recv_pieces(c, static_cast<int>(from), recv + recv_offsets[from], recv_bytes[from],
-                     static_cast<uint32_t>(s), step);
+                     static_cast<uint32_t>(s), step, kAllToAllPieceBytes);
     post_send_pieces(c, static_cast<int>(to), send + send_offsets[to], send_bytes[to],
-                     static_cast<uint32_t>(s), step);
+                     static_cast<uint32_t>(s), step, kAllToAllPieceBytes);
     if (in_flight.size() >= static_cast<size_t>(std::max(1, window))) {
       c.link().wait_all(in_flight.front(), c.deadline());
       in_flight.pop_front();

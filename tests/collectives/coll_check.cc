@@ -469,6 +469,9 @@ int main(int argc, char** argv) {
       c.reduce(t, ReduceOp::kMin, n, 0);
       c.all_to_all(t, n / static_cast<size_t>(p) / 4);
     }
+    // All-to-all blocks of more than one piece (all-to-all cuts larger pieces than the
+    // others; odd on purpose). Up to 4 ranks: 32 MiB of buffers a rank.
+    if (p <= 4) c.all_to_all(DataType::kI32, algo::kAllToAllPieceBytes / 4 + 3);
     for (int i = 0; i < 5; ++i) comm->barrier();
     if (c.failures > 0) {
       fmt::print(stderr, "rank {}: {} of {} checks failed\n", comm->rank(), c.failures, c.checks);
