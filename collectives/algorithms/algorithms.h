@@ -3,8 +3,9 @@
 // arguments and does the copies in and out.
 //
 // Large transfers are cut into pieces of at most kPieceBytes, so a receiver reduces or
-// forwards one piece while the next is still on the wire. All-to-all, which reduces and
-// forwards nothing, cuts them into kAllToAllPieceBytes (spread_out_all_to_all.cc).
+// forwards one piece while the next is still on the wire. The pairwise and spread-out
+// all-to-all, which reduce and forward nothing, cut them into kAllToAllPieceBytes
+// (spread_out_all_to_all.cc); Bruck's, which forwards, keeps kPieceBytes.
 #pragma once
 
 #include <cstddef>
