@@ -34,9 +34,15 @@ inline bool short_copy_distance(const void* dst, const void* src) {
   return distance != 0 && distance < kShortCopyDistance;
 }
 
+// Whether one memcpy (or one copy by the kernel) of `n` bytes from `src` to `dst` would be
+// one of the slow ones: longer than a piece, at a short distance.
+inline bool copy_is_slow(const void* dst, const void* src, size_t n) {
+  return n > kCopyPiece && short_copy_distance(dst, src);
+}
+
 // memcpy(dst, src, n); the ranges must not overlap.
 inline void copy_bytes(void* dst, const void* src, size_t n) {
-  if (n <= kCopyPiece || !short_copy_distance(dst, src)) {
+  if (!copy_is_slow(dst, src, n)) {
     std::memcpy(dst, src, n);
     return;
   }

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <memory>
 #include <new>
 
 #include "transport/datapath/shm/shm_datapath.h"
@@ -188,15 +189,9 @@ bool ShmDatapath::read_peer_memory(const NetAddr& peer, uint64_t key, uint64_t r
   const PeerRegion& r = regions_[static_cast<size_t>(region)];
   // The bounce buffer when this read goes through it (null: straight into `local`, also
   // when the buffer could not be had).
-  uint8_t* bounce = nullptr;
-  if (length > kCopyPiece &&
-      short_copy_distance(local, reinterpret_cast<const void*>(remote_address))) {
-    if (!bounce_) {
-      bounce_.reset(static_cast<uint8_t*>(
-          ::operator new (kBouncePiece + kCopyPage, std::align_val_t{kCopyPage}, std::nothrow)));
-    }
-    bounce = bounce_.get();
-  }
+  uint8_t* const bounce = copy_is_slow(local, reinterpret_cast<const void*>(remote_address), length)
+                              ? bounce_buffer()
+                              : nullptr;
   size_t done = 0;
   while (done < length) {
     // Straight into `local`, or into the bounce buffer at the source's page offset.
@@ -230,8 +225,15 @@ bool ShmDatapath::read_peer_memory(const NetAddr& peer, uint64_t key, uint64_t r
   return true;
 }
 
-void ShmDatapath::PageAlignedDelete::operator()(uint8_t* p) const {
-  ::operator delete (p, std::align_val_t{kCopyPage});
+uint8_t* ShmDatapath::bounce_buffer() {
+  if (!bounce_) {
+    try {
+      bounce_ = std::make_unique<WarmHugePages>(kBouncePiece + kCopyPage);
+    } catch (const std::bad_alloc&) {
+      return nullptr;  // read straight into the destination, slow but correct
+    }
+  }
+  return bounce_->data();
 }
 
 void ShmDatapath::offer_for_reading(uint64_t key) {

@@ -33,6 +33,7 @@
 
 #include "transport/base/time.h"
 #include "transport/datapath/datapath.h"
+#include "transport/datapath/huge_page_memory.h"
 #include "transport/datapath/shm/shm_layout.h"
 
 namespace spray::dp {
@@ -255,13 +256,12 @@ class ShmDatapath {
   uint32_t rx_next_slot_ = 0;       // round robin over senders
   uint32_t idle_polls_ = 0;         // empty rx_bursts, for collect_dead_senders
   bool peer_reads_allowed_ = true;  // false after the kernel refused cross-memory reads
-  // read_peer_memory's bounce buffer: kBouncePiece + one page, page-aligned, made on first
-  // use (most endpoints never need it).
+  // read_peer_memory's bounce buffer: kBouncePiece + one page on warmed huge pages
+  // (page-aligned, and the kernel writes it first). bounce_buffer() makes it on first use
+  // (most endpoints never need it) and returns null when it cannot be had.
   static constexpr size_t kBouncePiece = size_t{256} << 10;
-  struct PageAlignedDelete {
-    void operator()(uint8_t* p) const;
-  };
-  std::unique_ptr<uint8_t[], PageAlignedDelete> bounce_;
+  uint8_t* bounce_buffer();
+  std::unique_ptr<WarmHugePages> bounce_;
 };
 
 static_assert(Datapath<ShmDatapath>);
