@@ -87,7 +87,11 @@ class EngineOver final : public EndpointEngine {
   bool poll_completion(ses::Completion& out) override { return engine_.poll_completion(out); }
   size_t tx_in_use() override { return engine_.ses().tx_in_use(); }
   void wait(Duration timeout) override { datapath_->wait(timeout); }
+  void send_held_acks() override {
+    if (engine_.holds_acks()) engine_.transmit(dp::monotonic_now());
+  }
   bool prepare_wait() override {
+    send_held_acks();
     if constexpr (requires(D & d) { d.prepare_wait(); }) {
       return datapath_->prepare_wait();
     } else {

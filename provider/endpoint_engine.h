@@ -63,8 +63,12 @@ class EndpointEngine {
 
   // Blocks until a packet may be waiting or `timeout` passes.
   virtual void wait(Duration timeout) = 0;
-  // Before the owner blocks on wait_fd() with others (epoll): datapaths that are woken
-  // only on request (shared memory) ask for it. False when packets are already waiting.
+  // Before the owner sleeps: sends the ACKs the engine holds back for its next step
+  // (engine::Engine::holds_acks). Domain mutex held.
+  virtual void send_held_acks() = 0;
+  // Before the owner blocks on wait_fd() with others (epoll): sends the held ACKs, and
+  // datapaths that are woken only on request (shared memory) ask for it. False when
+  // packets are already waiting.
   virtual bool prepare_wait() = 0;
   // A descriptor that becomes readable when packets arrive, for FI_WAIT_FD CQs; -1 when
   // the datapath has none (DPDK), and such an endpoint cannot join a FI_WAIT_FD CQ.

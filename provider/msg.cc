@@ -165,6 +165,7 @@ ssize_t post_send(Endpoint& ep, const std::optional<Pieces>& given, fi_addr_t de
   spec.has_data = has_data;
   spec.data = data;
   spec.mode = ep.ordered ? pds::Mode::kRod : pds::Mode::kRud;
+  spec.completion_awaited = report || ep.send_cntr != nullptr;
   const Status s = ep.type == FI_EP_DGRAM ? ep.engine->send_datagram(peer, payload, len, slot, spec)
                                           : ep.engine->send(peer, payload, len, slot, spec);
   if (s != Status::kOk) {

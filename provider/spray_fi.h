@@ -330,10 +330,15 @@ void endpoint_wait(Endpoint& ep, int timeout_ms);
 // has operations in flight (their timers need progress even when nothing arrives);
 // disarms it otherwise. Domain mutex held.
 void arm_for_timers(WaitFd& wait, const std::vector<Endpoint*>& endpoints);
-// Before a wait on the descriptors of `endpoints` (their wait_fd): tells datapaths that
-// must be woken (shared memory) that their owner is about to sleep. False when one of
-// them has packets waiting, so the caller must not block. Domain mutex held.
+// Before a wait on the descriptors of `endpoints` (their wait_fd): sends the ACKs their
+// engines hold back (send_held_acks) and tells datapaths that must be woken (shared
+// memory) that their owner is about to sleep. False when one of them has packets
+// waiting, so the caller must not block. Domain mutex held.
 bool ready_to_block(const std::vector<Endpoint*>& endpoints);
+// Before a thread sleeps for `endpoints` otherwise: the ACKs their engines hold back
+// until their next step (engine::Engine::holds_acks) leave now, so that no peer waits
+// out the sleep for them. Domain mutex held.
+void send_held_acks(const std::vector<Endpoint*>& endpoints);
 // Adds `ep`'s receive descriptor to `wait`: -FI_EOPNOTSUPP (logged) when its datapath
 // has none, -FI_EIO when epoll refuses it.
 int watch_endpoint(WaitFd& wait, Endpoint& ep);

@@ -175,7 +175,12 @@ class Engine {
   // allow, datagrams) leaves in one burst, without polling the receive side first. For
   // just after a post, so that the new message is not held behind a receive poll that
   // usually finds nothing (over kernel UDP a system call). Returns the packets sent.
+  // Also sends the ACKs that earlier steps held back (see holds_acks).
   size_t transmit(Time now);
+  // An ACK for a packet that asked for none at once (Pds::flush_acks) waits for the
+  // engine's next step. An owner about to sleep calls transmit() first, so that no peer
+  // waits out the sleep for it.
+  bool holds_acks() const { return pds_.holds_acks(); }
 
   const EngineStats& stats() const { return stats_; }
   // What TSS sealed, opened and refused; all zero when the engine is not secured.
@@ -330,6 +335,7 @@ class Engine {
   bool behind_a_stalled_line(PeerIndex peer, uint32_t pdc) const;
   void note_stalled(uint32_t pdc);
   void drain_reports(Time now);
+  size_t transmit_step(Time now);  // transmit() within a step already begun
   size_t send_control();
   size_t send_data(Time now);
   size_t send_datagrams();

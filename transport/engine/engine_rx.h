@@ -7,6 +7,7 @@ namespace spray::engine {
 template <dp::Datapath D>
 size_t Engine<D>::progress(Time now) {
   now_ = now;
+  pds_.begin_step();
   if (!stalled_rod_.empty()) {
     // Retry ROD lines that SES could not take last time (it may have room now).
     std::vector<uint32_t> retry;
@@ -24,7 +25,7 @@ size_t Engine<D>::progress(Time now) {
   }
   if (to_free > 0) dp_.free(free_batch_.data(), to_free);
   stats_.rx_packets += received;
-  pds_.flush_acks();
+  pds_.flush_acks(pds::Pds::AckFlush::kRequested);
   pds_.on_timers(now);
   rudi_.on_timers(now, rudi_retransmits_, pds_.failed());
   if (now >= next_probe_) {
@@ -36,7 +37,7 @@ size_t Engine<D>::progress(Time now) {
   ses_.resume_tx_waiters(now);  // tx slots freed by what was just reported
   if constexpr (kDirectReads) copy_direct_reads(now);
   publish_readable_keys();
-  return received + transmit(now);
+  return received + transmit_step(now);
 }
 
 template <dp::Datapath D>

@@ -1,17 +1,27 @@
 // Engine transmit path: control packets first (they unblock peers), then data from the
-// PDCs that have window, then datagrams, in bursts. Included by engine.h.
+// PDCs that have window, then the ACKs an earlier step held back, then datagrams, in
+// bursts. Included by engine.h.
 #pragma once
 
 #include <variant>
 
 namespace spray::engine {
 
-// Also the end of every progress step (engine_rx.h).
 template <dp::Datapath D>
 size_t Engine<D>::transmit(Time now) {
+  pds_.begin_step();
+  return transmit_step(now);
+}
+
+// Also the end of every progress step (engine_rx.h).
+template <dp::Datapath D>
+size_t Engine<D>::transmit_step(Time now) {
   now_ = now;
   size_t sent = send_control();
   sent += send_data(now);
+  // Held ACKs (Pds::flush_acks) leave behind the data, in the same burst: a reply the
+  // application posted reaches the peer first.
+  pds_.flush_acks(pds::Pds::AckFlush::kHeld);
   sent += send_rudi(now);
   sent += send_datagrams();
   sent += send_control();  // NACKs raised while sending (e.g. none) and ACKs from failures

@@ -54,6 +54,11 @@ struct TxRun {
   // operation. Waiting for a PDC it never times out: its requester has no other way to
   // learn of it and would wait forever instead (see Pds::on_wait_timer).
   bool answer = false;
+  // Nothing at the initiator waits for this run's acknowledgement (an inject: no
+  // completion, no counter), so its packet may go without ACK-requested when it is alone
+  // in flight, and the target acknowledges it with what it sends next (see
+  // Pds::next_tx_now and Pds::flush_acks).
+  bool ack_may_wait = false;
 };
 
 enum class PdcState : uint8_t {
@@ -68,7 +73,11 @@ struct TxSlot {
   Time sent{};
   uint32_t bytes = 0;
   uint16_t entropy = 0;
-  uint8_t retries = 0;
+  uint8_t retries : 7 = 0;  // at most Pds::kMaxRetries + 1
+  // Sent without ACK-requested (TxRun::ack_may_wait): its ACK may come as late as the
+  // target's next call, so it gives no RTT sample (one would count the target
+  // application's time as network delay).
+  bool ack_may_wait : 1 = false;
   // Flags as bits: 24 bytes a slot instead of 32 (thousands of PDCs x window slots in
   // the simulator).
   bool in_flight : 1 = false;  // sent, not yet acknowledged
@@ -133,6 +142,11 @@ struct Pdc {
   uint16_t last_rx_entropy = 0;  // the EV the latest request arrived on: ACKs return on it
   bool last_rx_ecn = false;
   bool ack_pending = false;
+  // Every packet the pending ACK covers came without ACK-requested: it may wait for the
+  // engine's next step (Pds::begin_step), which sends it after that step's data. Only
+  // meaningful while ack_pending. `ack_held_since`: the step that first held it.
+  bool ack_may_wait = false;
+  uint32_t ack_held_since = 0;
   // A duplicate arrived (an ACK of ours was lost on a dead or lossy return path) or a
   // retransmission did (the sender heard no answer to its first copy), so the next ACK
   // goes out as Pds::kControlCopies copies, each on its own EV (see emit_ack).

@@ -20,6 +20,7 @@ RxClass Pds::classify_request(PeerIndex peer, const wire::PdsRequest& h, bool tr
   RxClass c;
   c.psn = h.psn;
   c.retransmitted = (h.flags & wire::request_flags::kRetransmit) != 0;
+  c.ack_requested = (h.flags & wire::request_flags::kAckRequested) != 0;
   c.has_backlog = h.has_cc_state;
   c.backlog = h.cc_state;
   c.entropy = entropy;
@@ -156,6 +157,11 @@ void Pds::commit_request(RxClass& c, bool ecn_marked, uint64_t held) {
   if (ecn_marked) ++stats_.rx_ecn_marked;
   if (c.has_backlog) note_backlog(p, c.backlog);
   ++p.rx_since_ack;
+  if (!p.ack_pending) {
+    p.ack_may_wait = true;
+    p.ack_held_since = step_;
+  }
+  p.ack_may_wait = p.ack_may_wait && !c.ack_requested && !c.retransmitted;
   queue_ack(c.pdc);
   if (ecn_marked || p.rx_since_ack >= cfg_.ack_every_packets) emit_ack(p);
 }
@@ -256,6 +262,7 @@ void Pds::emit_ack(Pdc& p) {
   ++stats_.acks_sent;
   p.rx_since_ack = 0;
   p.ack_pending = false;
+  p.ack_may_wait = false;
   p.last_rx_ecn = false;
 }
 
@@ -279,14 +286,21 @@ uint32_t Pds::credit_window() const {
   return std::max<uint32_t>(1, cfg_.cc.bdp_bytes() / std::max<uint32_t>(1, credit_senders_));
 }
 
-void Pds::flush_acks() {
+void Pds::flush_acks(AckFlush which) {
+  size_t kept = 0;
   for (uint32_t index : ack_list_) {
     if (!pdcs_.in_use(index)) continue;
     Pdc& p = pdcs_[index];
+    const bool held = p.ack_pending && p.ack_may_wait &&
+                      (which == AckFlush::kRequested || p.ack_held_since == step_);
+    if (held) {
+      ack_list_[kept++] = index;
+      continue;
+    }
     p.in_ack_list = false;
     if (p.ack_pending) emit_ack(p);
   }
-  ack_list_.clear();
+  ack_list_.resize(kept);
 }
 
 void Pds::on_ctrl(PeerIndex peer, const wire::PdsCtrl& ctrl, uint16_t entropy, Time now) {

@@ -109,7 +109,7 @@ bool Pds::next_tx_now(Pdc& p, uint32_t index, Time now, TxPacket& out) {
     if (is_control_ref(ref)) {
       fill_ctrl(psn, ref, wire::ctrl_flags::kRetransmit | wire::ctrl_flags::kAckRequested);
     } else {
-      fill_header(psn, wire::request_flags::kRetransmit);
+      fill_header(psn, wire::request_flags::kRetransmit | wire::request_flags::kAckRequested);
     }
   };
   // Takes the next PSN for a control packet of PDS's own.
@@ -223,6 +223,15 @@ bool Pds::next_tx_now(Pdc& p, uint32_t index, Time now, TxPacket& out) {
   s.answer = run->answer;
   s.sent = now;
   s.entropy = p.paths->next_entropy();
+  // ACK-requested asks the target to acknowledge at the end of its receive pass, and
+  // every packet carries it but one kind: a run's lone packet that nothing here waits
+  // on (TxRun::ack_may_wait), sent with nothing else in flight on an established PDC.
+  // Its target may then hold the ACK until its next step and send it after that step's
+  // data: in a ping-pong of injects the ACK rides behind the reply instead of costing a
+  // send call of its own ahead of it. Anything sent while it is unacknowledged asks
+  // again, so a held ACK never stalls a window or a completion.
+  s.ack_may_wait = run->ack_may_wait && run->packet_count == 1 && p.snd_una == psn &&
+                   p.state == PdcState::kEstablished;
   p.inflight_bytes += s.bytes;
   const bool last_of_run = ++run->next_packet == run->packet_count;
   if (last_of_run) {
@@ -230,7 +239,7 @@ bool Pds::next_tx_now(Pdc& p, uint32_t index, Time now, TxPacket& out) {
     if (p.run_head == nullptr) p.run_tail = nullptr;
     run->next = nullptr;
   }
-  fill_header(psn, last_of_run ? wire::request_flags::kAckRequested : uint8_t{0});
+  fill_header(psn, s.ack_may_wait ? uint8_t{0} : wire::request_flags::kAckRequested);
   out.ref = s.ref;
   out.entropy = s.entropy;
   if (!p.rto_timer.armed()) arm_rto(p, now);
@@ -356,7 +365,7 @@ void Pds::on_ack(PeerIndex peer, const wire::PdsAck& ack, Time now) {
   Duration rtt{};
   if (psn_diff(trigger, p.snd_una) >= 0 && psn_diff(p.snd_nxt, trigger) > 0) {
     const TxSlot& t = p.tx[ring_index(trigger)];
-    if (t.in_flight && !t.sacked && !t.retransmitted) rtt = now - t.sent;
+    if (t.in_flight && !t.sacked && !t.retransmitted && !t.ack_may_wait) rtt = now - t.sent;
   }
   // The mark belongs to the trigger alone: its EV is reported congested (never first
   // good, which would have REPS recycle a congested path); the others it covers, good.
@@ -532,7 +541,8 @@ void Pds::on_rto(uint32_t index, Time now) {
   }
   ++stats_.timeouts;
   const Time overdue = now - current_rto(p);
-  bool lost = false;  // a packet overdue, not only refused ones
+  bool lost = false;        // a packet overdue, not only refused ones
+  bool maybe_held = false;  // ... but one whose ACK its target may be holding
   for (uint32_t psn = p.snd_una; psn != p.snd_nxt; ++psn) {
     const TxSlot& s = p.tx[ring_index(psn)];
     if (!s.in_flight || s.sacked || s.rtx_queued || s.refused) continue;  // refused: below
@@ -540,7 +550,12 @@ void Pds::on_rto(uint32_t index, Time now) {
       if (!s.retransmitted) break;  // as in detect_losses: later first sends are later still
       continue;
     }
-    p.paths->on_feedback(s.entropy, paths::Feedback::kTimeout);
+    // Sent without ACK-requested, its ACK waits for the target's next step
+    // (TxSlot::ack_may_wait), and a target that went off to compute after receiving it
+    // makes no step for a while: no sign of loss yet. It is resent, asking, without
+    // blaming its path or the congestion window; its next timeout is a loss as any.
+    maybe_held = s.ack_may_wait && !s.retransmitted;
+    if (!maybe_held) p.paths->on_feedback(s.entropy, paths::Feedback::kTimeout);
     queue_retransmit(p, psn);
     ++stats_.timeout_retransmits;
     lost = true;
@@ -554,7 +569,7 @@ void Pds::on_rto(uint32_t index, Time now) {
   }
   // Back off, unless all this timeout does is send again a SYN the target refused for
   // want of a PDC: it is making room, and a backed-off SYN would miss it for long.
-  if (lost || !syn_refused) {
+  if ((lost || !syn_refused) && !maybe_held) {
     p.cc->on_timeout(now);
     ++p.backoff;
   }

@@ -127,6 +127,10 @@ struct SendSpec {
   bool has_data = false;
   uint64_t data = 0;
   pds::Mode mode = pds::Mode::kRud;
+  // Someone waits for this send's completion (a completion entry, a counter). False for
+  // an inject, whose completion nobody sees: an eager send's acknowledgement may then
+  // come late (pds::TxRun::ack_may_wait). The completion is still reported, when it comes.
+  bool completion_awaited = true;
 };
 
 // An atomic operation on `count` elements of the target's registered memory (see

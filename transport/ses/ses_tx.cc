@@ -159,6 +159,10 @@ Status Ses::start(uint32_t slot, pds::Mode mode, Time now) {
   // the messages acknowledged after the skipped ones were never delivered (faults
   // sweep seed 21411).
   m.run.answer = !m.user_op && m.kind != TxKind::kSkip;
+  // Eager sends only: they complete on their ACK, where a write completes on the
+  // target's response (which its ACK would not hasten).
+  m.run.ack_may_wait =
+      m.kind == TxKind::kEager && m.user_op && !m.spec.completion_awaited && !m.needs_response;
   if (m.needs_response && !tx_by_id_.insert(id_key(m.peer, m.msg_id), slot)) {
     tx_.release(slot);
     return Status::kAgain;

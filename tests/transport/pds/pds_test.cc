@@ -201,7 +201,7 @@ TEST(Rccc, receiver_shares_its_bdp_among_senders_with_a_backlog) {
   // Sender 0 says it has nothing left: the other three get a third each.
   wire::PdsRequest done = first[0].request;
   done.psn += 1;
-  done.flags = 0;
+  done.flags = wire::request_flags::kAckRequested;  // no SYN; asks for its ACK, as sent
   done.dpdcid = receiver_pdc_of_0;
   done.cc_state = 0;
   RxClass rx = receiver.classify_request(0, done, false, 0, us(3));
