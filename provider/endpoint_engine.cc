@@ -116,7 +116,8 @@ class EngineOver final : public EndpointEngine {
     const ses::SesStats& s = engine_.ses().stats();
     const std::string transport = fmt::format(
         "packets tx {} rx {}; retransmits {} (rack {}, timeout {}, twin copies {}); "
-        "duplicates {}; acks sent {} received {} (stale {}); nacks sent {} received {}; bad {}; "
+        "duplicates {}; acks sent {} (held {}) received {} (stale {}); nacks sent {} received {}; "
+        "bad {}; "
         "malformed {}; of another job {}; refused {}; ordered lines stalled {} (behind an older "
         "pdc {}); unknown peers {}; pdcs opened {} closed {} "
         "failed {} (unanswered {}, unknown at the peer {}, peer full {}) refused {} reclaimed "
@@ -124,10 +125,10 @@ class EngineOver final : public EndpointEngine {
         "rendezvous direct reads {} (fell back {}); stale tickets {}; atomics applied {} "
         "refused {}",
         e.tx_packets, e.rx_packets, p.retransmits, p.rack_retransmits, p.timeout_retransmits,
-        p.twin_copies, p.rx_duplicates, p.acks_sent, p.acks_received, p.stale_acks, p.nacks_sent,
-        p.nacks_received, p.bad_packets, e.rx_malformed, e.rx_foreign_job, e.rx_refused,
-        e.rx_rod_stalls, e.rx_rod_behind, e.rx_unknown_peer, p.pdcs_opened, p.pdcs_closed,
-        p.pdcs_failed, p.pdcs_failed_unanswered, p.pdcs_failed_unknown_at_peer,
+        p.twin_copies, p.rx_duplicates, p.acks_sent, p.acks_held, p.acks_received, p.stale_acks,
+        p.nacks_sent, p.nacks_received, p.bad_packets, e.rx_malformed, e.rx_foreign_job,
+        e.rx_refused, e.rx_rod_stalls, e.rx_rod_behind, e.rx_unknown_peer, p.pdcs_opened,
+        p.pdcs_closed, p.pdcs_failed, p.pdcs_failed_unanswered, p.pdcs_failed_unknown_at_peer,
         p.pdcs_failed_peer_full, p.pdcs_refused, p.pdcs_reclaimed, p.close_requests, p.pdc_waits,
         p.pdc_wait_failures, p.answer_detours, s.direct_reads, s.direct_read_fallbacks,
         s.stale_tickets, s.atomics_applied, s.atomic_errors);

@@ -118,6 +118,7 @@ struct PdsStats {
   uint64_t rx_packets = 0;
   uint64_t rx_duplicates = 0;
   uint64_t acks_sent = 0;
+  uint64_t acks_held = 0;  // of acks_sent: held back to a later step (Pds::flush_acks)
   uint64_t acks_received = 0;
   uint64_t nacks_sent = 0;
   uint64_t nacks_received = 0;
@@ -176,7 +177,7 @@ class Pds {
   // next_tx_now).
   static constexpr uint8_t kTwinFromTry = 3;
   // The most retries a PSN gets, whatever PdsConfig::max_retries asks (TxSlot counts
-  // them in 8 bits).
+  // them in 7 bits).
   static constexpr uint32_t kMaxRetries = 100;
   // After a PDC fails with answers to its peer aboard, how long that peer's new PDCs
   // are refused (pds_lost_answers.cc): enough for its retries on any PDC to run out

@@ -298,7 +298,9 @@ void Pds::flush_acks(AckFlush which) {
       continue;
     }
     p.in_ack_list = false;
-    if (p.ack_pending) emit_ack(p);
+    if (!p.ack_pending) continue;
+    if (p.ack_may_wait) ++stats_.acks_held;
+    emit_ack(p);
   }
   ack_list_.resize(kept);
 }

@@ -175,6 +175,7 @@ TEST_F(HeldAck, inject__ack_is_held_by_the_target_and_leaves_behind_its_reply) {
   EXPECT_TRUE(burst[0].request) << "the reply leaves first";
   EXPECT_TRUE(burst[1].ack);
   EXPECT_FALSE(b.holds_acks());
+  EXPECT_EQ(b.pds().stats().acks_held, 1u);
 
   // A has its reply and its send's completion, with no retransmission.
   bool sent = false, received = false;
@@ -228,6 +229,7 @@ TEST_F(HeldAck, inject__a_send_behind_an_unacknowledged_one_asks_for_the_ack) {
   b.progress(now);
   EXPECT_EQ(count_acks(pb.take()), 1u) << "one ACK covering both, in the receiving step";
   EXPECT_FALSE(b.holds_acks());
+  EXPECT_EQ(b.pds().stats().acks_held, 0u);
   EXPECT_EQ(g1, v1);
   EXPECT_EQ(g2, v2);
 }
