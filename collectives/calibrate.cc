@@ -175,7 +175,8 @@ CostModel calibrate(Communicator& c) {
   m.measured = time_algorithms(c);
   c.set_all_reduce_algorithm(all_reduce_forced);
   c.set_all_to_all_algorithm(all_to_all_forced);
-  m.source = fmt::format("spray-coll-perf --calibrate: {} ranks over '{}'", c.size(), c.provider());
+  m.fabric = c.link().fabric_name();
+  m.source = fmt::format("spray-coll-perf --calibrate: {} ranks over '{}'", c.size(), m.fabric);
   return m;
 }
 

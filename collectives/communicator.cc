@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -139,6 +140,14 @@ std::unique_ptr<Communicator> Communicator::create(int rank, int size, const std
     if (!options.cost_model_path.empty()) {
       const auto model = CostModel::load(options.cost_model_path, error);
       text = model ? model->to_json() : "error: " + error;
+      // Used all the same (it was asked for), but said: times measured over shared
+      // memory pick badly for kernel UDP, and the reverse.
+      if (model && !model->fabric.empty() && model->fabric != link->fabric_name()) {
+        fmt::print(stderr,
+                   "spray::coll: warning: cost model {} was measured over '{}', this run is "
+                   "over '{}': its algorithm choices may not suit it\n",
+                   options.cost_model_path, model->fabric, link->fabric_name());
+      }
     }
     publish("cost_model", std::vector<uint8_t>(text.begin(), text.end()));
   }

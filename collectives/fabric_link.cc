@@ -85,6 +85,12 @@ std::unique_ptr<FabricLink> FabricLink::open(const std::string& provider, std::s
   return link;
 }
 
+std::string FabricLink::fabric_name() const {
+  if (provider_ != "spray") return provider_;
+  const char* datapath = std::getenv("FI_SPRAY_DATAPATH");
+  return fmt::format("spray:{}", datapath != nullptr && *datapath != 0 ? datapath : "auto");
+}
+
 std::string FabricLink::opened_path() const {
   const fi_info& info = fi_->info();
   const uint32_t protocol = info.ep_attr->protocol;

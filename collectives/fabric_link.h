@@ -78,6 +78,11 @@ class FabricLink {
   // What libfabric opened for it: the provider stack and the endpoint's protocol, e.g.
   // "tcp;ofi_rxm, FI_PROTO_RXM_TCP" (for benchmark headers: which path was measured).
   std::string opened_path() const;
+  // The fabric a calibration holds for (CostModel::fabric): the provider's name and, for
+  // spray, the datapath its environment names (FI_SPRAY_DATAPATH, default auto), e.g.
+  // "spray:udp" or "tcp". Spray's datapaths move data between local ranks as differently
+  // as shared memory and kernel UDP do.
+  std::string fabric_name() const;
   // The endpoint's address, to publish through the rendezvous store.
   std::vector<uint8_t> address() const;
   // Enters every rank's address, in rank order; false and an error on failure.

@@ -252,6 +252,7 @@ std::string CostModel::to_json() const {
                    {"beta_us_per_byte", beta_us_per_byte},
                    {"gamma_us_per_byte", gamma_us_per_byte},
                    {"source", source}};
+  if (!fabric.empty()) j["fabric"] = fabric;
   if (measured.ranks > 0) {
     j["measured"] = {{"ranks", measured.ranks},
                      {"allreduce", times_to_json(kAllReduceNames, measured.all_reduce)},
@@ -279,6 +280,13 @@ std::optional<CostModel> CostModel::from_json(std::string_view text, std::string
     *field = it->get<double>();
   }
   if (const auto it = j.find("source"); it != j.end() && it->is_string()) m.source = *it;
+  if (const auto it = j.find("fabric"); it != j.end()) {
+    if (!it->is_string()) {
+      error = "\"fabric\" must be a string";
+      return std::nullopt;
+    }
+    m.fabric = *it;
+  }
   if (const auto it = j.find("measured"); it != j.end()) {
     const auto ranks = it->is_object() ? it->find("ranks") : it->end();
     if (ranks == it->end() || !ranks->is_number_unsigned() || ranks->get<uint64_t>() < 1 ||

@@ -82,6 +82,9 @@ struct CostModel {
   double beta_us_per_byte = 1.0 / 1000.0;   // 1 GB/s
   double gamma_us_per_byte = 1.0 / 4000.0;  // 4 GB/s
   std::string source = "built-in defaults";
+  // What it was measured on (FabricLink::fabric_name); empty for the built-in defaults
+  // and files written before it was recorded. A run on another fabric warns.
+  std::string fabric;
   MeasuredTimes measured;
 
   // Predicted time in microseconds of one call on `ranks` ranks: the formula, scaled by
@@ -97,7 +100,8 @@ struct CostModel {
   AllToAllAlgorithm best_all_to_all(size_t block_bytes, int ranks) const;
 
   // JSON: {"alpha_us": .., "beta_us_per_byte": .., "gamma_us_per_byte": .., "source": ..,
-  // and when measured "measured": {"ranks": 4, "allreduce": {"ring": [[bytes, us], ..],
+  // "fabric": .. when known, and when measured "measured": {"ranks": 4, "allreduce": {"ring":
+  // [[bytes, us], ..],
   // ..}, "alltoall": {..}}}.
   std::string to_json() const;
   // nullopt and an error naming the field when a value is missing, not a number or not

@@ -3,7 +3,8 @@
 # over 3 ranks (not a power of two) times every all-reduce and all-to-all algorithm at
 # its four sizes and prints one table per collective with the tuner's pick per size; a
 # run given that file (SPRAY_COLL_TUNING) then names the same pick in its 1 MiB row, and
-# its results are checked (--check). A file whose measured times name no algorithm is
+# its results are checked (--check); on another of spray's datapaths the same file is used
+# with a warning naming both. A file whose measured times name no algorithm is
 # refused with an error naming it (spray-run then stops the other ranks), and so is a
 # calibration into a path that cannot be written, before it measures anything.
 # Usage: calibrate.sh SPRAY_RUN SPRAY_COLL_PERF
@@ -34,10 +35,22 @@ SPRAY_COLL_TUNING=$dir/model.json "$run" -n 3 --provider spray --timeout 300 "$p
   --sizes 4K,1M -n 3 -w 1 --check >"$dir/run.out" 2>&1 ||
   { cat "$dir/run.out"; fail "the calibrated run failed"; }
 cat "$dir/run.out"
-grep -q "cost model: spray-coll-perf --calibrate: 3 ranks over 'spray'" "$dir/run.out" ||
+fabric=spray:${FI_SPRAY_DATAPATH:-auto}
+grep -q "cost model: spray-coll-perf --calibrate: 3 ranks over '$fabric'" "$dir/run.out" ||
   fail "the run did not use the calibrated model"
 ran=$(awk '$1 == "[0]" && $2 == 1048576 {print $NF}' "$dir/run.out")
 [[ $ran == "$pick" ]] || fail "1 MiB ran $ran where calibration picked $pick"
+grep -q "warning: cost model" "$dir/run.out" && fail "a warning on the fabric it was measured on"
+
+# The same file on another of spray's datapaths: used, with a warning naming both.
+other=udp
+[[ ${FI_SPRAY_DATAPATH:-auto} == udp ]] && other=auto
+FI_SPRAY_DATAPATH=$other SPRAY_COLL_TUNING=$dir/model.json "$run" -n 3 --provider spray \
+  --timeout 120 "$perf" --sizes 4K -n 2 -w 1 --check >"$dir/other.out" 2>&1 ||
+  { cat "$dir/other.out"; fail "the run on another datapath failed"; }
+cat "$dir/other.out"
+grep -q "warning: cost model $dir/model.json was measured over '$fabric', this run is over 'spray:$other'" \
+  "$dir/other.out" || fail "no warning that the model was measured over another datapath"
 
 # A file that cannot be written fails at once, on every rank, and says so.
 rc=0

@@ -132,6 +132,7 @@ TEST(CostModel, JsonRoundTripAndErrors) {
   m.beta_us_per_byte = 3e-4;
   m.gamma_us_per_byte = 5e-5;
   m.source = "test";
+  m.fabric = "spray:udp";
   std::string error;
   const auto back = CostModel::from_json(m.to_json(), error);
   ASSERT_TRUE(back) << error;
@@ -139,6 +140,15 @@ TEST(CostModel, JsonRoundTripAndErrors) {
   EXPECT_EQ(back->beta_us_per_byte, 3e-4);
   EXPECT_EQ(back->gamma_us_per_byte, 5e-5);
   EXPECT_EQ(back->source, "test");
+  EXPECT_EQ(back->fabric, "spray:udp");
+  // The fabric is optional (files from before it was recorded), but a string when given.
+  const auto without = CostModel::from_json(
+      R"({"alpha_us": 1, "beta_us_per_byte": 1, "gamma_us_per_byte": 1})", error);
+  ASSERT_TRUE(without) << error;
+  EXPECT_EQ(without->fabric, "");
+  EXPECT_FALSE(CostModel::from_json(
+      R"({"alpha_us": 1, "beta_us_per_byte": 1, "gamma_us_per_byte": 1, "fabric": 7})", error));
+  EXPECT_NE(error.find("fabric"), std::string::npos) << error;
   EXPECT_FALSE(CostModel::from_json("not json", error));
   EXPECT_FALSE(CostModel::from_json(R"({"alpha_us": 1, "beta_us_per_byte": 1})", error));
   EXPECT_NE(error.find("gamma_us_per_byte"), std::string::npos) << error;
