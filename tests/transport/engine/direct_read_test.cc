@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "nic_sim/loopback_pair.h"
+#include "tests/transport/engine/forwarding_port.h"
 #include "transport/engine/engine.h"
 
 namespace spray {
@@ -22,15 +23,10 @@ using OfferedKeys = std::set<uint64_t>;
 // LoopbackPort plus read_peer_memory, which copies from this process's memory unless
 // told to refuse (a kernel that forbids cross-memory attach, a peer that is gone), and
 // then fails as ShmDatapath does if the key is no longer offered.
-class PeerReadingPort {
+class PeerReadingPort : public test::ForwardingPort {
  public:
-  PeerReadingPort(sim::LoopbackPort& port, OfferedKeys& offered) : port_(port), offered_(offered) {}
-  size_t alloc(dp::PacketBuf** b, size_t n) { return port_.alloc(b, n); }
-  size_t tx_burst(dp::PacketBuf** b, size_t n) { return port_.tx_burst(b, n); }
-  size_t rx_burst(dp::PacketBuf** b, size_t n) { return port_.rx_burst(b, n); }
-  void free(dp::PacketBuf** b, size_t n) { port_.free(b, n); }
-  uint32_t mtu() const { return port_.mtu(); }
-  dp::NetAddr local_address() const { return port_.local_address(); }
+  PeerReadingPort(sim::LoopbackPort& port, OfferedKeys& offered)
+      : ForwardingPort(port), offered_(offered) {}
 
   bool read_peer_memory(const dp::NetAddr&, uint64_t key, uint64_t remote, uint8_t* local,
                         size_t length) {
@@ -53,7 +49,6 @@ class PeerReadingPort {
   uint64_t withdrawn = 0;  // copies made after the sender withdrew the key
 
  private:
-  sim::LoopbackPort& port_;
   OfferedKeys& offered_;
 };
 static_assert(dp::Datapath<PeerReadingPort>);

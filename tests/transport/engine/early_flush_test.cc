@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "nic_sim/loopback_pair.h"
+#include "tests/transport/engine/forwarding_port.h"
 #include "transport/engine/engine.h"
 
 namespace spray {
@@ -18,27 +19,19 @@ namespace {
 
 // LoopbackPort plus the two members of a datapath that flushes early for some packets,
 // and a record of how many packets each tx_burst carried.
-class BurstRecordingPort {
+class BurstRecordingPort : public test::ForwardingPort {
  public:
   static constexpr size_t kTxFlushBytes = 16 * 1024;
 
-  explicit BurstRecordingPort(sim::LoopbackPort& port) : port_(port) {}
-  size_t alloc(dp::PacketBuf** b, size_t n) { return port_.alloc(b, n); }
+  using ForwardingPort::ForwardingPort;
   size_t tx_burst(dp::PacketBuf** b, size_t n) {
     bursts.push_back(n);
-    return port_.tx_burst(b, n);
+    return ForwardingPort::tx_burst(b, n);
   }
-  size_t rx_burst(dp::PacketBuf** b, size_t n) { return port_.rx_burst(b, n); }
-  void free(dp::PacketBuf** b, size_t n) { port_.free(b, n); }
-  uint32_t mtu() const { return port_.mtu(); }
-  dp::NetAddr local_address() const { return port_.local_address(); }
   bool flushes_early(const dp::PacketBuf&) const { return peer_waits; }
 
   bool peer_waits = true;      // what flushes_early answers for every packet
   std::vector<size_t> bursts;  // packets per tx_burst, in order
-
- private:
-  sim::LoopbackPort& port_;
 };
 static_assert(dp::Datapath<BurstRecordingPort>);
 

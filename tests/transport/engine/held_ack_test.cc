@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "nic_sim/loopback_pair.h"
+#include "tests/transport/engine/forwarding_port.h"
 #include "transport/engine/engine.h"
 
 namespace spray {
@@ -22,10 +23,9 @@ struct SentPacket {
 };
 
 // LoopbackPort that records, per tx_burst, the PDS kind of every packet.
-class PacketRecordingPort {
+class PacketRecordingPort : public test::ForwardingPort {
  public:
-  explicit PacketRecordingPort(sim::LoopbackPort& port) : port_(port) {}
-  size_t alloc(dp::PacketBuf** b, size_t n) { return port_.alloc(b, n); }
+  using ForwardingPort::ForwardingPort;
   size_t tx_burst(dp::PacketBuf** b, size_t n) {
     std::vector<SentPacket>& burst = bursts.emplace_back();
     for (size_t i = 0; i < n; ++i) {
@@ -40,12 +40,8 @@ class PacketRecordingPort {
       p.ack = h.type == wire::PdsType::kAck || h.type == wire::PdsType::kAckCc;
       burst.push_back(p);
     }
-    return port_.tx_burst(b, n);
+    return ForwardingPort::tx_burst(b, n);
   }
-  size_t rx_burst(dp::PacketBuf** b, size_t n) { return port_.rx_burst(b, n); }
-  void free(dp::PacketBuf** b, size_t n) { port_.free(b, n); }
-  uint32_t mtu() const { return port_.mtu(); }
-  dp::NetAddr local_address() const { return port_.local_address(); }
 
   // Every packet sent since the last call, in order, and forgets them.
   std::vector<SentPacket> take() {
@@ -55,9 +51,6 @@ class PacketRecordingPort {
     return all;
   }
   std::vector<std::vector<SentPacket>> bursts;
-
- private:
-  sim::LoopbackPort& port_;
 };
 static_assert(dp::Datapath<PacketRecordingPort>);
 
