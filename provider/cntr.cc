@@ -70,11 +70,7 @@ int cntr_wait(fid_cntr* f, uint64_t threshold, int timeout_ms) {
       if (c->value >= threshold) return FI_SUCCESS;
       if (c->errors != errors_before) return -FI_EAVAIL;
       if (!c->endpoints.empty()) waiter = c->endpoints.front();
-      if (c->wait_fd) {
-        if (!ready_to_block(c->endpoints)) continue;
-      } else {
-        send_held_acks(c->endpoints);
-      }
+      if (!ready_to_sleep(c->endpoints, c->wait_fd != nullptr)) continue;
     }
     if (timeout_ms >= 0 && std::chrono::steady_clock::now() >= deadline) return -FI_ETIMEDOUT;
     if (wait_for_progress_thread(*c->domain, 1)) {

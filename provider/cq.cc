@@ -128,11 +128,7 @@ ssize_t cq_sreadfrom(fid_cq* f, void* buf, size_t count, fi_addr_t* src, const v
       if (!cq->endpoints.empty()) waiter = cq->endpoints.front();
       if (timeout_ms >= 0 && now >= deadline) return -FI_EAGAIN;
       if (now - start < kSpin) continue;
-      if (cq->wait_fd) {
-        if (!ready_to_block(cq->endpoints)) continue;
-      } else {
-        send_held_acks(cq->endpoints);
-      }
+      if (!ready_to_sleep(cq->endpoints, cq->wait_fd != nullptr)) continue;
     }
     // Block in 1 ms slices (timers need progress), never 0 ms: a remainder below 1 ms
     // rounds up, or a short fi_cq_sread would poll in a busy loop and steal the CPU

@@ -577,15 +577,17 @@ void arm_for_timers(WaitFd& wait, const std::vector<Endpoint*>& endpoints) {
   wait.arm(in_flight ? Duration::microseconds(params().rto_min_us) : Duration{});
 }
 
-void send_held_acks(const std::vector<Endpoint*>& endpoints) {
-  for (Endpoint* ep : endpoints) {
-    if (ep->engine) ep->engine->send_held_acks();
-  }
-}
-
 bool ready_to_block(const std::vector<Endpoint*>& endpoints) {
   return std::all_of(endpoints.begin(), endpoints.end(),
                      [](Endpoint* ep) { return !ep->engine || ep->engine->prepare_wait(); });
+}
+
+bool ready_to_sleep(const std::vector<Endpoint*>& endpoints, bool on_descriptors) {
+  if (on_descriptors) return ready_to_block(endpoints);
+  for (Endpoint* ep : endpoints) {
+    if (ep->engine) ep->engine->send_held_acks();
+  }
+  return true;
 }
 
 int watch_endpoint(WaitFd& wait, Endpoint& ep) {

@@ -331,14 +331,15 @@ void endpoint_wait(Endpoint& ep, int timeout_ms);
 // disarms it otherwise. Domain mutex held.
 void arm_for_timers(WaitFd& wait, const std::vector<Endpoint*>& endpoints);
 // Before a wait on the descriptors of `endpoints` (their wait_fd): sends the ACKs their
-// engines hold back (send_held_acks) and tells datapaths that must be woken (shared
-// memory) that their owner is about to sleep. False when one of them has packets
-// waiting, so the caller must not block. Domain mutex held.
+// engines hold back until their next step (engine::Engine::holds_acks), so that no peer
+// waits out the sleep for them, and tells datapaths that must be woken (shared memory)
+// that their owner is about to sleep. False when one of them has packets waiting, so the
+// caller must not block. Domain mutex held.
 bool ready_to_block(const std::vector<Endpoint*>& endpoints);
-// Before a thread sleeps for `endpoints` otherwise: the ACKs their engines hold back
-// until their next step (engine::Engine::holds_acks) leave now, so that no peer waits
-// out the sleep for them. Domain mutex held.
-void send_held_acks(const std::vector<Endpoint*>& endpoints);
+// Before a blocking read or wait sleeps for `endpoints`: ready_to_block when it sleeps on
+// their descriptors (`on_descriptors`); otherwise (a sleep or a wait on one endpoint's
+// datapath) it only sends the held ACKs, and is always ready. Domain mutex held.
+bool ready_to_sleep(const std::vector<Endpoint*>& endpoints, bool on_descriptors);
 // Adds `ep`'s receive descriptor to `wait`: -FI_EOPNOTSUPP (logged) when its datapath
 // has none, -FI_EIO when epoll refuses it.
 int watch_endpoint(WaitFd& wait, Endpoint& ep);
