@@ -38,11 +38,11 @@ void send(SimEngine& e, std::vector<uint8_t>& local, size_t bytes, ses::UserCont
 
 Conversation record(std::string name, const Start& start, const Finish& finish = {}) {
   EngineFuzzTarget t(Host1::kLive);
-  SimEngine& host0 = t.cluster.engine(0);
   SimEngine& host1 = t.cluster.engine(1);
-  // Receives for host 0's two sends.
-  std::vector<uint8_t> inbox(2 * kReceiveBytes);
-  for (size_t i = 0; i < 2; ++i) {
+  // Receives for host 0's three sends (the inject among them).
+  constexpr size_t kHost0Sends = 3;
+  std::vector<uint8_t> inbox(kHost0Sends * kReceiveBytes);
+  for (size_t i = 0; i < kHost0Sends; ++i) {
     must(host1.post_recv({inbox.data() + i * kReceiveBytes, kReceiveBytes, kHost1Receives + i}),
          "receive");
   }
@@ -56,10 +56,11 @@ Conversation record(std::string name, const Start& start, const Finish& finish =
   sim::Fabric& fabric = t.cluster.fabric();
   sim::SimNic& nic0 = fabric.nic(0);
   Conversation out{std::move(name), {}};
-  int packets = 0, completed = 0, host0_sends = 0;
+  int packets = 0, completed = 0;
+  size_t host0_sends = 0, host0_seen = 0;  // host0_seen: of t.host0_completions
   Time now{}, quiet_until{};
   const Time limit = Time{} + Duration::milliseconds(50);
-  auto all_done = [&] { return completed == operations && host0_sends == 2; };
+  auto all_done = [&] { return completed == operations && host0_sends == kHost0Sends; };
   // Once everything is done (and `finish` has run), 1 ms more: acknowledgements that
   // follow the last completion (of a read response, of a close) belong to it too.
   bool finished = false;
@@ -82,9 +83,14 @@ Conversation record(std::string name, const Start& start, const Finish& finish =
       if (c.status != Status::kOk) throw std::runtime_error(out.name + ": an operation failed");
       if (c.context < kHost1Receives) ++completed;
     }
-    while (host0.poll_completion(c)) {
-      if (c.context != kRudSendContext && c.context != kRodSendContext) continue;
-      if (c.status != Status::kOk) throw std::runtime_error(out.name + ": host 0's send failed");
+    t.after_step(now);  // host 0's completions, and its inject once the RUD send is done
+    for (; host0_seen < t.host0_completions.size(); ++host0_seen) {
+      const ses::Completion& sent = t.host0_completions[host0_seen];
+      if (sent.context != kRudSendContext && sent.context != kRodSendContext &&
+          sent.context != kInjectContext) {
+        continue;
+      }
+      if (sent.status != Status::kOk) throw std::runtime_error(out.name + ": host 0's send failed");
       ++host0_sends;
     }
     if (all_done() && !finished && (!finish || finish(host1))) {
@@ -96,6 +102,7 @@ Conversation record(std::string name, const Start& start, const Finish& finish =
                                 now + Duration::microseconds(50));
   }
   if (!finished) throw std::runtime_error(out.name + ": did not complete");
+  out.acks_held_by_host1 = host1.pds().stats().acks_held;
   if (packets > kMaxPackets) throw std::runtime_error(out.name + ": too many packets");
   return out;
 }

@@ -17,6 +17,9 @@ namespace spray::fuzz {
 struct Conversation {
   std::string name;            // file name stem, e.g. "send_rud"
   std::vector<uint8_t> input;  // engine_fuzz_target.h's format
+  // ACKs the live host 1 held to a later step (host 0's inject asks for none when it
+  // has its PDC to itself); the seeds then carry such a late ACK.
+  uint64_t acks_held_by_host1 = 0;
 };
 
 // The payload byte at `offset` of every conversation's data (sends, writes).

@@ -7,7 +7,11 @@
 // responses) are all reachable. It also sends two messages to host 1 from the start, one
 // RUD and one ROD, so that what comes back to an initiator (ACKs, SACKs, NACKs,
 // responses) is reachable too. Both are eager: a rendezvous would put host 0's buffer
-// address on the wire, and a recording would not replay into another process.
+// address on the wire, and a recording would not replay into another process. Once the
+// RUD send has completed (host 1's ACK opened its PDC and nothing else is in flight on
+// it), host 0 also sends an inject: a send nobody awaits, which goes without ACK-requested
+// and whose ACK host 1 may hold, so that the held-ACK paths (a late ACK, a timeout that
+// is no loss) are reachable from the initiator's side as well.
 //
 // The input plays host 1: the real host 1 is down, so nothing but the input reaches
 // host 0. Conversations are recorded with a live host 1 (Host1::kLive), whose packets
@@ -44,6 +48,8 @@ inline constexpr uint8_t kMetaUnknownHost = 0x40;
 // Host 0's own sends to host 1 (both under the rendezvous threshold below).
 inline constexpr ses::UserContext kRudSendContext = 100, kRodSendContext = 101;
 inline constexpr size_t kRudSendBytes = 500, kRodSendBytes = 1000;
+inline constexpr ses::UserContext kInjectContext = 102;
+inline constexpr size_t kInjectBytes = 64;
 
 enum class Host1 : uint8_t { kPlayedByInput, kLive };
 
@@ -65,12 +71,30 @@ struct EngineFuzzTarget {
                                        .context = kMultiReceive,
                                        .multi = true,
                                        .multi_min_free = kMultiMinFree});
-    outgoing.assign(kRudSendBytes + kRodSendBytes, 0x5a);
+    outgoing.assign(kRudSendBytes + kRodSendBytes + kInjectBytes, 0x5a);
     (void)cluster.engine(0).send(1, outgoing.data(), kRudSendBytes, kRudSendContext);
     (void)cluster.engine(0).send(1, outgoing.data() + kRudSendBytes, kRodSendBytes, kRodSendContext,
                                  {.mode = pds::Mode::kRod});
     cluster.step();  // they leave before any input arrives, recorded or replayed alike
   }
+
+  // Takes host 0's completions into host0_completions (they are read there, not polled
+  // from the engine) and, once the RUD send has completed, posts the inject and lets it
+  // leave at once, as a provider's post does. Runs after every step, in recordings and
+  // replays alike, with the time of that step.
+  void after_step(Time now) {
+    ses::Completion c;
+    while (cluster.engine(0).poll_completion(c)) {
+      if (c.context == kRudSendContext && c.status == Status::kOk && !injected) {
+        injected =
+            cluster.engine(0).send(1, outgoing.data() + kRudSendBytes + kRodSendBytes, kInjectBytes,
+                                   kInjectContext, {.completion_awaited = false}) == Status::kOk;
+        cluster.engine(0).transmit(now);
+      }
+      host0_completions.push_back(c);
+    }
+  }
+
   static sim::FabricConfig fabric_config() {
     sim::FabricConfig f;
     f.hosts = 3;
@@ -110,9 +134,15 @@ struct EngineFuzzTarget {
       b->entropy = meta;
       if (!nic.deliver(b)) cluster.fabric().pool().release(b);
       cluster.step();
+      after_step(cluster.now());
       return true;
     });
-    cluster.run_until([] { return false; }, Duration::milliseconds(2));
+    cluster.run_until(
+        [this] {
+          after_step(cluster.now());
+          return false;
+        },
+        Duration::milliseconds(2));
   }
 
   // Calls on_packet(bytes, meta) for each of the input's first kMaxPackets packets,
@@ -133,7 +163,9 @@ struct EngineFuzzTarget {
   sim::Cluster cluster;
   std::vector<uint8_t> region;
   std::vector<uint8_t> recv[kReceives + 1];
-  std::vector<uint8_t> outgoing;  // host 0's two sends, back to back
+  std::vector<uint8_t> outgoing;                   // host 0's three sends, back to back
+  std::vector<ses::Completion> host0_completions;  // in the order host 0 reported them
+  bool injected = false;
 };
 
 // Appends one packet from host 1 (meta 0) in the input format; at most kMaxPacketBytes.
