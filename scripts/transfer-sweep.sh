@@ -5,7 +5,8 @@
 #   clean   no path dies: loss up to 10 %, trims, reordering, duplicates, corruption,
 #           any path selector, nscc or fixed, ring or all-to-all, 2-9 PDCs an engine,
 #           messages of 0 B to 1 MiB, message tables of 4-64 slots in a third of runs,
-#           moved by sends, or in half of runs by RMA writes, reads or both.
+#           moved by sends, or in half of runs by RMA writes, reads or both; a third
+#           of the runs with sends inject them, one at a time (held ACKs).
 #           Every run must deliver everything (exit 0).
 #   faults  as clean with 2-4 paths, path 0 dying in half the runs. A selector on a
 #           dead path may fail operations (exit 1); every operation must still end
@@ -82,6 +83,12 @@ for ((seed = first; seed <= last; ++seed)); do
     pick 4 5 8 16 64; args+=(--message-slots "$r")
   fi
   pick send send send write read mixed; args+=(--operation "$r")
+  # Drawn after everything else for the same reason: a third of the runs with sends
+  # inject them one at a time, so held ACKs meet the faults (added 2026-11-29).
+  if [[ $r == send || $r == mixed ]]; then
+    draw 3
+    ((r == 0)) && args+=(--inject)
+  fi
   "$transfer" "${args[@]}" >"$out" 2>&1
   rc=$?
   ((rc == 1)) && ended_in_error=$((ended_in_error + 1))

@@ -80,6 +80,15 @@ for args in "${failing_msg_errs[@]}"; do
   rc=$?
   [[ $rc == 1 || $rc == 0 ]] || { tail -n 12 "$out"; fail "MSG_ERRs, small tables ($args): exit $rc"; }
 done
+# Injects one at a time (--inject), under every fault and a path dying: each goes alone
+# on its PDC without ACK-requested, the receiver holds its ACK a step, and still every
+# byte arrives; the ACKs must have been held (one for nearly every message).
+"$transfer" "${common[@]}" --hosts 3 --bytes 1000 --loss 0.05 --path-selection reps --seed 5 \
+  --inject >"$out" 2>&1
+rc=$?
+[[ $rc == 0 ]] || { tail -n 12 "$out"; fail "injects over a dying path: exit $rc, not 0"; }
+held=$(awk '/ACKs held/ {print $3}' "$out")
+((held >= 30)) || { cat "$out"; fail "injects: ${held:-no} ACKs held of 60 messages"; }
 # Each host issues its own messages whatever holds up the others: with 8-slot tables the
 # same all-to-all ends sooner in virtual time than in the one global order that stops at
 # the first full table (0.85 against 1.38 ms on 2026-11-28; deterministic for a seed).

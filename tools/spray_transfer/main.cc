@@ -50,6 +50,11 @@ struct Options {
   // "global": one order over all hosts' messages, host 0's first, stopping at the first
   // kAgain; the only order before 2026-11-28, kept so that seeds found then replay.
   std::string issue_order = "per-host";
+  // Sends go as injects (nothing awaits their completion), each host's one at a time: a
+  // lone packet then goes alone on its established PDC without ACK-requested, and its
+  // receiver holds the ACK to its next step (pds::TxRun::ack_may_wait), so held ACKs and
+  // the timeouts that are no loss meet the fabric's faults.
+  bool inject = false;
   bool json = false;
 };
 
@@ -103,10 +108,15 @@ int main(int argc, char** argv) {
                  "send | write (RMA, by the sender) | read (RMA, by the receiver) | mixed (each "
                  "in turn)")
       ->check(CLI::IsMember({"send", "write", "read", "mixed"}));
-  app.add_option("--issue-order", o.issue_order,
-                 "per-host (each host issues its messages whatever holds up the others) | "
-                 "global (one order over all hosts; a full message table stops everyone)")
-      ->check(CLI::IsMember({"per-host", "global"}));
+  auto* issue_order =
+      app.add_option("--issue-order", o.issue_order,
+                     "per-host (each host issues its messages whatever holds up the others) | "
+                     "global (one order over all hosts; a full message table stops everyone)")
+          ->check(CLI::IsMember({"per-host", "global"}));
+  app.add_flag("--inject", o.inject,
+               "sends go as injects (no completion awaited), each host's one at a time, so "
+               "that a lone packet asks for no ACK and its receiver holds the ACK a step")
+      ->excludes(issue_order);
   app.add_flag("--json", o.json, "print the result as JSON");
   CLI11_PARSE(app, argc, argv);
 
@@ -201,7 +211,9 @@ int main(int argc, char** argv) {
     const uint32_t from = sender_of(m), to = receiver_of(m);
     switch (operation_of(m)) {
       case Operation::kSend:
-        return cluster.engine(from).send(to, src[m].data(), o.bytes, m, {.tagged = true, .tag = m});
+        return cluster.engine(from).send(
+            to, src[m].data(), o.bytes, m,
+            {.tagged = true, .tag = m, .completion_awaited = !o.inject});
       case Operation::kWrite:
         return cluster.engine(from).write(to, src[m].data(), o.bytes, 0, key_of(m), m);
       case Operation::kRead:
@@ -220,8 +232,14 @@ int main(int argc, char** argv) {
         } else {
           for (uint32_t turn = 0; turn < o.hosts; ++turn) {
             const uint32_t h = (first_turn + turn) % o.hosts;
-            const uint64_t end = uint64_t{h + 1} * o.messages;
-            while (next_of[h] < end && issue(next_of[h]) == Status::kOk) ++next_of[h];
+            const uint64_t first = uint64_t{h} * o.messages, end = first + o.messages;
+            // --inject: one at a time, the next once the previous send has ended.
+            const auto previous_open = [&] {
+              return o.inject && next_of[h] > first && send_end[next_of[h] - 1] == End::kOpen;
+            };
+            while (next_of[h] < end && !previous_open() && issue(next_of[h]) == Status::kOk) {
+              ++next_of[h];
+            }
           }
           first_turn = (first_turn + 1) % o.hosts;
         }
@@ -265,7 +283,7 @@ int main(int argc, char** argv) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
 
   uint64_t tx = 0, rtx = 0, timeouts = 0, pdcs_opened = 0, pdcs_reclaimed = 0, pdcs_failed = 0,
-           pdcs_remembering = 0, stale_tickets = 0;
+           pdcs_remembering = 0, stale_tickets = 0, acks_held = 0;
   for (uint32_t h = 0; h < o.hosts; ++h) {
     stale_tickets += cluster.engine(h).ses().stats().stale_tickets;
     const auto& s = cluster.engine(h).pds().stats();
@@ -276,6 +294,7 @@ int main(int argc, char** argv) {
     pdcs_reclaimed += s.pdcs_reclaimed;  // ours closed for room, or at a full peer's request
     pdcs_failed += s.pdcs_failed;
     pdcs_remembering += s.pdcs_with_remembered_paths;
+    acks_held += s.acks_held;
   }
   const auto& fs = cluster.fabric().stats();
   const uint64_t delivered = received_ok * o.bytes;
@@ -295,6 +314,7 @@ int main(int argc, char** argv) {
                         {"data_packets_sent", tx},
                         {"retransmissions", rtx},
                         {"timeouts", timeouts},
+                        {"acks_held", acks_held},
                         {"pdcs",
                          {{"opened", pdcs_opened},
                           {"started_on_remembered_paths", pdcs_remembering},
@@ -319,6 +339,7 @@ int main(int argc, char** argv) {
                delivered);
     fmt::print("  data packets   {} sent, {} retransmitted ({:.2f}%), {} timeouts\n", tx, rtx,
                tx ? 100.0 * static_cast<double>(rtx) / static_cast<double>(tx) : 0.0, timeouts);
+    fmt::print("  ACKs held      {} (to the receiver's next step: --inject)\n", acks_held);
     fmt::print(
         "  PDCs           {} opened ({} on paths a closed one found good), {} closed for room, {} "
         "failed\n",
