@@ -88,7 +88,7 @@ class EngineOver final : public EndpointEngine {
   size_t tx_in_use() override { return engine_.ses().tx_in_use(); }
   void wait(Duration timeout) override { datapath_->wait(timeout); }
   void send_held_acks() override {
-    if (engine_.holds_acks()) engine_.transmit(dp::monotonic_now());
+    if (engine_.holds_acks()) engine_.send_held_acks(dp::monotonic_now());
   }
   bool prepare_wait() override {
     send_held_acks();

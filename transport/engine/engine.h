@@ -175,12 +175,15 @@ class Engine {
   // allow, datagrams) leaves in one burst, without polling the receive side first. For
   // just after a post, so that the new message is not held behind a receive poll that
   // usually finds nothing (over kernel UDP a system call). Returns the packets sent.
-  // Also sends the ACKs that earlier steps held back (see holds_acks).
+  // Also sends the ACKs that earlier steps held back (see holds_acks) behind what it
+  // sends, or alone once they are overdue.
   size_t transmit(Time now);
-  // An ACK for a packet that asked for none at once (Pds::flush_acks) waits for the
-  // engine's next step. An owner about to sleep calls transmit() first, so that no peer
-  // waits out the sleep for it.
+  // An ACK for a packet that asked for none at once (Pds::flush_acks) waits for a step
+  // that sends something, at most PdsConfig::ack_hold_limit: a reply the application
+  // posts after a poll or two that found nothing still carries it. An owner about to
+  // sleep calls send_held_acks() first, so that no peer waits out the sleep for it.
   bool holds_acks() const { return pds_.holds_acks(); }
+  size_t send_held_acks(Time now);  // returns the packets sent
 
   const EngineStats& stats() const { return stats_; }
   // What TSS sealed, opened and refused; all zero when the engine is not secured.
@@ -335,7 +338,6 @@ class Engine {
   bool behind_a_stalled_line(PeerIndex peer, uint32_t pdc) const;
   void note_stalled(uint32_t pdc);
   void drain_reports(Time now);
-  size_t transmit_step(Time now);  // transmit() within a step already begun
   size_t send_control();
   size_t send_data(Time now);
   size_t send_datagrams();

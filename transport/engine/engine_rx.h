@@ -7,7 +7,6 @@ namespace spray::engine {
 template <dp::Datapath D>
 size_t Engine<D>::progress(Time now) {
   now_ = now;
-  pds_.begin_step();
   if (!stalled_rod_.empty()) {
     // Retry ROD lines that SES could not take last time (it may have room now).
     std::vector<uint32_t> retry;
@@ -37,7 +36,7 @@ size_t Engine<D>::progress(Time now) {
   ses_.resume_tx_waiters(now);  // tx slots freed by what was just reported
   if constexpr (kDirectReads) copy_direct_reads(now);
   publish_readable_keys();
-  return received + transmit_step(now);
+  return received + transmit(now);
 }
 
 template <dp::Datapath D>

@@ -1,5 +1,5 @@
 // Engine transmit path: control packets first (they unblock peers), then data from the
-// PDCs that have window, then the ACKs an earlier step held back, then datagrams, in
+// PDCs that have window, then datagrams, then the ACKs an earlier step held back, in
 // bursts. Included by engine.h.
 #pragma once
 
@@ -8,23 +8,28 @@
 namespace spray::engine {
 
 template <dp::Datapath D>
-size_t Engine<D>::transmit(Time now) {
-  pds_.begin_step();
-  return transmit_step(now);
+size_t Engine<D>::send_held_acks(Time now) {
+  now_ = now;
+  pds_.flush_acks(pds::Pds::AckFlush::kAll, now);
+  const size_t sent = send_control();
+  flush_tx();
+  return sent;
 }
 
 // Also the end of every progress step (engine_rx.h).
 template <dp::Datapath D>
-size_t Engine<D>::transmit_step(Time now) {
+size_t Engine<D>::transmit(Time now) {
   now_ = now;
   size_t sent = send_control();
   sent += send_data(now);
-  // Held ACKs (Pds::flush_acks) leave behind the data, in the same burst: a reply the
-  // application posted reaches the peer first.
-  pds_.flush_acks(pds::Pds::AckFlush::kHeld);
   sent += send_rudi(now);
   sent += send_datagrams();
-  sent += send_control();  // NACKs raised while sending (e.g. none) and ACKs from failures
+  // Held ACKs (Pds::flush_acks) leave behind this step's packets, in the same burst (a
+  // reply the application posted reaches the peer first), or alone once overdue.
+  pds_.flush_acks(sent > 0 ? pds::Pds::AckFlush::kBehindPackets : pds::Pds::AckFlush::kOverdue,
+                  now);
+  // Those ACKs, NACKs raised while sending (e.g. none) and ACKs from failures.
+  sent += send_control();
   flush_tx();
   return sent;
 }

@@ -142,11 +142,12 @@ struct Pdc {
   uint16_t last_rx_entropy = 0;  // the EV the latest request arrived on: ACKs return on it
   bool last_rx_ecn = false;
   bool ack_pending = false;
-  // Every packet the pending ACK covers came without ACK-requested: it may wait for the
-  // engine's next step (Pds::begin_step), which sends it after that step's data. Only
-  // meaningful while ack_pending. `ack_held_since`: the step that first held it.
+  // Every packet the pending ACK covers came without ACK-requested: it may wait for a
+  // step that sends something, and leave behind it in the same burst, or for
+  // PdsConfig::ack_hold_limit past `ack_held_since` (Pds::flush_acks). Only meaningful
+  // while ack_pending. `ack_held_since`: when its first packet arrived.
   bool ack_may_wait = false;
-  uint32_t ack_held_since = 0;
+  Time ack_held_since{};
   // A duplicate arrived (an ACK of ours was lost on a dead or lossy return path) or a
   // retransmission did (the sender heard no answer to its first copy), so the next ACK
   // goes out as Pds::kControlCopies copies, each on its own EV (see emit_ack).

@@ -9,8 +9,8 @@
 //   rx:  classify_request() -> SES consumes the packet -> commit_request()
 //        on_ack() / on_nack() / on_ctrl(); then take acked_ / failed_ reports to SES
 //        flush_acks(kRequested) once per received burst (ACK coalescing)
-//   steps: begin_step() as each progress or transmit step starts; flush_acks(kHeld)
-//        after the step's data, for the ACKs an earlier step held back
+//   steps: after each step's data, flush_acks(kBehindPackets) when the burst carries
+//        packets, else flush_acks(kOverdue); flush_acks(kAll) before the owner sleeps
 //   tx:  for each ready PDC, next_tx() until it says no; the engine asks SES to build
 //        the payload for the returned PacketRef
 //   timers: on_timers(now)
@@ -83,7 +83,7 @@ struct RxClass {
   // copy, so the ACK that answers this one goes out as several copies (see emit_ack).
   bool retransmitted = false;
   // The request asked for an ACK at the end of this receive pass (ACK-requested); one
-  // that did not may have its ACK held until the engine's next step (Pdc::ack_may_wait).
+  // that did not may have its ACK held for a later step (Pdc::ack_may_wait).
   bool ack_requested = true;
   uint16_t entropy = 0;  // the EV it arrived on: its ACK returns on it
 };
@@ -244,15 +244,17 @@ class Pds {
   // A CTRL from `peer` that arrived on EV `entropy` (answers return on it).
   void on_ctrl(PeerIndex peer, const wire::PdsCtrl& ctrl, uint16_t entropy, Time now);
 
-  // A step of the engine (a progress pass, or a transmit after a post) begins: ACKs held
-  // back by an earlier step are now due (flush_acks(kHeld)).
-  void begin_step() { ++step_; }
-  // Queues coalesced ACKs. kRequested, after a receive burst: every PDC that received
-  // data since, except those whose packets all came without ACK-requested (they wait).
-  // kHeld, after a step's data: those, too, if an earlier step held them.
-  enum class AckFlush : uint8_t { kRequested, kHeld };
-  void flush_acks(AckFlush which = AckFlush::kRequested);
-  // Some ACK is held back: the owner calls begin_step and flushes before it sleeps.
+  // Queues coalesced ACKs: every PDC that received data since the last flush, except
+  // those whose packets all came without ACK-requested (Pdc::ack_may_wait), which are
+  // held, unless `which` lets them go:
+  //   kRequested     after a receive burst: none of them (a reply may follow);
+  //   kBehindPackets a step's burst carries packets: all, behind those packets, so that
+  //                  they cost no send call of their own;
+  //   kOverdue       a step that sends nothing: those held ack_hold_limit or longer;
+  //   kAll           the owner is about to sleep: all.
+  enum class AckFlush : uint8_t { kRequested, kBehindPackets, kOverdue, kAll };
+  void flush_acks(AckFlush which = AckFlush::kRequested, Time now = {});
+  // Some ACK is held back: the owner flushes them (kAll) before it sleeps.
   bool holds_acks() const { return !ack_list_.empty(); }
   // Runs retransmission timers.
   void on_timers(Time now);
@@ -490,7 +492,6 @@ class Pds {
   std::vector<uint32_t> ready_;
   // PDCs with an ACK to send; between steps only those whose ACK is held back.
   std::vector<uint32_t> ack_list_;
-  uint32_t step_ = 0;  // begin_step's count (wraps; compared for equality only)
   std::vector<PacketRef> acked_;
   std::vector<FailedMessage> failed_;
   std::vector<ControlPacket> control_;

@@ -30,6 +30,10 @@ struct PdsConfig {
   uint32_t max_retries = 12;  // transmissions of one PSN beyond the first; at most 100
   Duration reorder_window = Duration::microseconds(20);  // RACK: least tolerated reordering
   uint32_t ack_every_packets = 16;                       // coalescing: ACK at least this often
+  // A held ACK (Pdc::ack_may_wait) waits for a step that sends something, to leave in
+  // its burst, at most this long; then a step sends it alone. Well under min_rto, so
+  // that its sender's timer does not fire for it while the target keeps calling.
+  Duration ack_hold_limit = Duration::microseconds(25);
   // Memory held per engine regardless of load (the simulator runs thousands of engines
   // and sizes these down): timer-wheel buckets of 1 us, and control packets reserved for.
   uint32_t timer_slots = 4096;

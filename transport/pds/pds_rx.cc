@@ -159,7 +159,7 @@ void Pds::commit_request(RxClass& c, bool ecn_marked, uint64_t held) {
   ++p.rx_since_ack;
   if (!p.ack_pending) {
     p.ack_may_wait = true;
-    p.ack_held_since = step_;
+    p.ack_held_since = now_;
   }
   p.ack_may_wait = p.ack_may_wait && !c.ack_requested && !c.retransmitted;
   queue_ack(c.pdc);
@@ -286,13 +286,15 @@ uint32_t Pds::credit_window() const {
   return std::max<uint32_t>(1, cfg_.cc.bdp_bytes() / std::max<uint32_t>(1, credit_senders_));
 }
 
-void Pds::flush_acks(AckFlush which) {
+void Pds::flush_acks(AckFlush which, Time now) {
   size_t kept = 0;
   for (uint32_t index : ack_list_) {
     if (!pdcs_.in_use(index)) continue;
     Pdc& p = pdcs_[index];
-    const bool held = p.ack_pending && p.ack_may_wait &&
-                      (which == AckFlush::kRequested || p.ack_held_since == step_);
+    const bool may_go =
+        which == AckFlush::kBehindPackets || which == AckFlush::kAll ||
+        (which == AckFlush::kOverdue && now - p.ack_held_since >= cfg_.ack_hold_limit);
+    const bool held = p.ack_pending && p.ack_may_wait && !may_go;
     if (held) {
       ack_list_[kept++] = index;
       continue;

@@ -1,8 +1,9 @@
 // Held ACKs: a send nobody waits on (an inject: SendSpec::completion_awaited false) goes
-// without ACK-requested when it is alone in flight, and its target holds the ACK until
-// its next step, where it leaves behind that step's data. Everything else asks for its
-// ACK and gets it at the end of the receiving step, as before. Driven over an in-memory
-// wire that records what each tx_burst carried.
+// without ACK-requested when it is alone in flight, and its target holds the ACK for a
+// later step that sends something, where it leaves behind those packets, or until it is
+// overdue (PdsConfig::ack_hold_limit), or until the owner is about to sleep. Everything
+// else asks for its ACK and gets it at the end of the receiving step, as before. Driven
+// over an in-memory wire that records what each tx_burst carried.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -129,6 +130,20 @@ class HeldAck : public ::testing::Test {
     return nullptr;
   }
 
+  // B replies `pong` by inject (context 4): the reply leaves first, in the one burst that
+  // also carries the ACK B held.
+  void reply_carries_the_held_ack(const uint64_t& pong) {
+    ASSERT_EQ(b.send(to_a, &pong, 8, 4, inject), Status::kOk);
+    step();
+    b.transmit(now);
+    ASSERT_EQ(pb.bursts.size(), 1u) << "reply and ACK in one burst";
+    const auto burst = pb.take();
+    ASSERT_EQ(burst.size(), 2u);
+    EXPECT_TRUE(burst[0].request) << "the reply leaves first";
+    EXPECT_TRUE(burst[1].ack);
+    EXPECT_FALSE(b.holds_acks());
+  }
+
   // Runs both engines until A's send `ctx` completes; its status.
   Status send_status(ses::UserContext ctx) {
     ses::Completion c;
@@ -159,15 +174,7 @@ TEST_F(HeldAck, inject__ack_is_held_by_the_target_and_leaves_behind_its_reply) {
   ASSERT_TRUE(b.poll_completion(c));
   EXPECT_EQ(got_ping, ping);
 
-  ASSERT_EQ(b.send(to_a, &pong, 8, 4, inject), Status::kOk);
-  step();
-  b.transmit(now);
-  ASSERT_EQ(pb.bursts.size(), 1u) << "reply and ACK in one burst";
-  const auto burst = pb.take();
-  ASSERT_EQ(burst.size(), 2u);
-  EXPECT_TRUE(burst[0].request) << "the reply leaves first";
-  EXPECT_TRUE(burst[1].ack);
-  EXPECT_FALSE(b.holds_acks());
+  reply_carries_the_held_ack(pong);
   EXPECT_EQ(b.pds().stats().acks_held, 1u);
 
   // A has its reply and its send's completion, with no retransmission.
@@ -186,21 +193,63 @@ TEST_F(HeldAck, inject__ack_is_held_by_the_target_and_leaves_behind_its_reply) {
   EXPECT_EQ(a.pds().stats().retransmits, 0u);
 }
 
-// Without a reply, the held ACK leaves at the target's next step.
-TEST_F(HeldAck, inject__held_ack_leaves_at_the_targets_next_step) {
+// An application that polls its completion queue again after taking the message (Open
+// MPI's progress loop reads until the queue is empty) makes a step that finds nothing
+// before it replies: the ACK stays held through it, and the reply still carries it.
+TEST_F(HeldAck, inject__a_reply_after_idle_polls_still_carries_the_ack) {
   establish();
+  uint64_t ping = 1, pong = 2, got_ping = 0, got_pong = 0;
+  ASSERT_EQ(a.post_recv(into(&got_pong, 8, 2)), Status::kOk);
+  send_to_b(ping, got_ping, 3, inject);
+  step();
+  b.progress(now);  // receives the ping
+  for (int i = 0; i < 3; ++i) {
+    step();
+    b.progress(now);  // polls that find nothing
+  }
+  EXPECT_TRUE(pb.take().empty());
+  reply_carries_the_held_ack(pong);
+  EXPECT_EQ(send_status(3), Status::kOk);
+  EXPECT_EQ(got_ping, ping);
+}
+
+// Without a reply, the held ACK leaves alone at the first step past the hold limit.
+TEST_F(HeldAck, inject__held_ack_leaves_alone_once_overdue) {
+  establish();
+  const Duration limit = pds::PdsConfig{}.ack_hold_limit;
   const uint64_t value = 42;
   uint64_t got = 0;
   send_to_b(value, got, 2, inject);
   step();
+  const Time arrived = now;
   b.progress(now);
-  EXPECT_EQ(count_acks(pb.take()), 0u);
+  while (now + Duration::microseconds(1) - arrived < limit) {
+    step();
+    b.progress(now);
+    ASSERT_EQ(count_acks(pb.take()), 0u) << "held " << (now - arrived).ps << " ps";
+  }
   step();
   b.progress(now);
   EXPECT_EQ(count_acks(pb.take()), 1u);
   EXPECT_FALSE(b.holds_acks());
+  EXPECT_EQ(b.pds().stats().acks_held, 1u);
   EXPECT_EQ(send_status(2), Status::kOk);
   EXPECT_EQ(got, value);
+}
+
+// An owner about to sleep sends its held ACKs first, however young.
+TEST_F(HeldAck, inject__send_held_acks_sends_them_at_once) {
+  establish();
+  const uint64_t value = 43;
+  uint64_t got = 0;
+  send_to_b(value, got, 2, inject);
+  step();
+  b.progress(now);
+  EXPECT_TRUE(b.holds_acks());
+  EXPECT_EQ(b.send_held_acks(now), 1u);
+  EXPECT_EQ(count_acks(pb.take()), 1u);
+  EXPECT_FALSE(b.holds_acks());
+  EXPECT_EQ(send_status(2), Status::kOk);
 }
 
 // A second inject sent while the first is unacknowledged asks for its ACK, and the
