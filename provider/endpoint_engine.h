@@ -63,8 +63,8 @@ class EndpointEngine {
 
   // Blocks until a packet may be waiting or `timeout` passes.
   virtual void wait(Duration timeout) = 0;
-  // Before the owner sleeps: sends the ACKs the engine holds back for its next step
-  // (engine::Engine::holds_acks). Domain mutex held.
+  // Before the owner sleeps: sends the ACKs the engine holds back for a step that sends
+  // something (engine::Engine::holds_acks). Domain mutex held.
   virtual void send_held_acks() = 0;
   // Before the owner blocks on wait_fd() with others (epoll): sends the held ACKs, and
   // datapaths that are woken only on request (shared memory) ask for it. False when

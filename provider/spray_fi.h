@@ -331,7 +331,7 @@ void endpoint_wait(Endpoint& ep, int timeout_ms);
 // disarms it otherwise. Domain mutex held.
 void arm_for_timers(WaitFd& wait, const std::vector<Endpoint*>& endpoints);
 // Before a wait on the descriptors of `endpoints` (their wait_fd): sends the ACKs their
-// engines hold back until their next step (engine::Engine::holds_acks), so that no peer
+// engines hold back for a step that sends something (engine::Engine::holds_acks), so that no peer
 // waits out the sleep for them, and tells datapaths that must be woken (shared memory)
 // that their owner is about to sleep. False when one of them has packets waiting, so the
 // caller must not block. Domain mutex held.

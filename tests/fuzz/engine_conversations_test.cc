@@ -94,8 +94,8 @@ TEST(EngineConversations, every_one_completes_host0s_own_sends) {
 }
 
 // Host 0's inject goes without ACK-requested when nothing else of host 0's is in flight
-// on its PDC (as here: host 0 sends no read request and no response), so host 1 holds the ACK to
-// its next step; the seeds then start the fuzzer from the held-ACK path.
+// on its PDC (as here: host 0 sends no read request and no response), so host 1 holds
+// the ACK to a later step; the seeds then start the fuzzer from the held-ACK path.
 TEST(EngineConversations, host0s_inject_has_its_ack_held) {
   for (const char* name : {"answers_to_host0", "send_rud", "send_then_close"}) {
     EXPECT_EQ(named(name).acks_held_by_host1, 1u) << name;

@@ -74,9 +74,9 @@ struct TxSlot {
   uint32_t bytes = 0;
   uint16_t entropy = 0;
   uint8_t retries : 7 = 0;  // at most Pds::kMaxRetries + 1
-  // Sent without ACK-requested (TxRun::ack_may_wait): its ACK may come as late as the
-  // target's next call, so it gives no RTT sample (one would count the target
-  // application's time as network delay).
+  // Sent without ACK-requested (TxRun::ack_may_wait): its ACK may wait for what the
+  // target sends next (PdsConfig::ack_hold_limit), or for its next call, so it gives no
+  // RTT sample (one would count the target application's time as network delay).
   bool ack_may_wait : 1 = false;
   // Flags as bits: 24 bytes a slot instead of 32 (thousands of PDCs x window slots in
   // the simulator).
