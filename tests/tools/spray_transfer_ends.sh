@@ -81,7 +81,7 @@ for args in "${failing_msg_errs[@]}"; do
   [[ $rc == 1 || $rc == 0 ]] || { tail -n 12 "$out"; fail "MSG_ERRs, small tables ($args): exit $rc"; }
 done
 # Injects one at a time (--inject), under every fault and a path dying: each goes alone
-# on its PDC without ACK-requested, the receiver holds its ACK a step, and still every
+# on its PDC without ACK-requested, the receiver holds its ACK, and still every
 # byte arrives; the ACKs must have been held (one for nearly every message).
 "$transfer" "${common[@]}" --hosts 3 --bytes 1000 --loss 0.05 --path-selection reps --seed 5 \
   --inject >"$out" 2>&1

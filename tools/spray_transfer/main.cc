@@ -52,7 +52,7 @@ struct Options {
   std::string issue_order = "per-host";
   // Sends go as injects (nothing awaits their completion), each host's one at a time: a
   // lone packet then goes alone on its established PDC without ACK-requested, and its
-  // receiver holds the ACK to its next step (pds::TxRun::ack_may_wait), so held ACKs and
+  // receiver holds the ACK for what it sends next (pds::TxRun::ack_may_wait), so held ACKs and
   // the timeouts that are no loss meet the fabric's faults.
   bool inject = false;
   bool json = false;
@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
           ->check(CLI::IsMember({"per-host", "global"}));
   app.add_flag("--inject", o.inject,
                "sends go as injects (no completion awaited), each host's one at a time, so "
-               "that a lone packet asks for no ACK and its receiver holds the ACK a step")
+               "that a lone packet asks for no ACK and its receiver holds the ACK")
       ->excludes(issue_order);
   app.add_flag("--json", o.json, "print the result as JSON");
   CLI11_PARSE(app, argc, argv);
