@@ -226,10 +226,10 @@ bool Pds::next_tx_now(Pdc& p, uint32_t index, Time now, TxPacket& out) {
   // ACK-requested asks the target to acknowledge at the end of its receive pass, and
   // every packet carries it but one kind: a run's lone packet that nothing here waits
   // on (TxRun::ack_may_wait), sent with nothing else in flight on an established PDC.
-  // Its target may then hold the ACK until its next step and send it after that step's
-  // data: in a ping-pong of injects the ACK rides behind the reply instead of costing a
-  // send call of its own ahead of it. Anything sent while it is unacknowledged asks
-  // again, so a held ACK never stalls a window or a completion.
+  // Its target may then hold the ACK for a step that sends something and send it behind
+  // those packets (Pds::flush_acks): in a ping-pong of injects the ACK rides behind the
+  // reply instead of costing a send call of its own ahead of it. Anything sent while it is
+  // unacknowledged asks again, so a held ACK never stalls a window or a completion.
   s.ack_may_wait = run->ack_may_wait && run->packet_count == 1 && p.snd_una == psn &&
                    p.state == PdcState::kEstablished;
   p.inflight_bytes += s.bytes;
@@ -550,7 +550,7 @@ void Pds::on_rto(uint32_t index, Time now) {
       if (!s.retransmitted) break;  // as in detect_losses: later first sends are later still
       continue;
     }
-    // Sent without ACK-requested, its ACK waits for the target's next step
+    // Sent without ACK-requested, its ACK waits for what the target sends next
     // (TxSlot::ack_may_wait), and a target that went off to compute after receiving it
     // makes no step for a while: no sign of loss yet. It is resent, asking, without
     // blaming its path or the congestion window; its next timeout is a loss as any.
