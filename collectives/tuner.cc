@@ -209,8 +209,9 @@ nlohmann::json times_to_json(const std::pair<Enum, std::string_view> (&names)[N]
 }
 
 // The inverse of times_to_json, into `out`, sorted by size; false and `error` when a name
-// is not an algorithm of this collective or a row is not [positive integer, positive
-// finite number].
+// is not an algorithm of this collective, a row is not [positive integer, positive
+// finite number] or a size has two rows (which time would hold is a guess, and the order
+// sorting left them in made rank 0's written model differ from what it read).
 template <typename Enum, size_t N>
 bool times_from_json(const std::pair<Enum, std::string_view> (&names)[N], const nlohmann::json& j,
                      std::string_view what, std::map<Enum, std::vector<TimeSample>>& out,
@@ -240,6 +241,14 @@ bool times_from_json(const std::pair<Enum, std::string_view> (&names)[N], const 
     }
     std::sort(samples.begin(), samples.end(),
               [](const TimeSample& x, const TimeSample& y) { return x.bytes < y.bytes; });
+    const auto twice = std::adjacent_find(
+        samples.begin(), samples.end(),
+        [](const TimeSample& x, const TimeSample& y) { return x.bytes == y.bytes; });
+    if (twice != samples.end()) {
+      error =
+          fmt::format("\"measured\".\"{}\".\"{}\": {} bytes has two rows", what, key, twice->bytes);
+      return false;
+    }
     out[*a] = std::move(samples);
   }
   return true;

@@ -174,7 +174,8 @@ TEST(CostModel, JsonRoundTripAndErrors) {
       base + R"("measured": {"ranks": 2, "allreduce": {"ring": [[65536, 9], [4096, 3]]}}})", error);
   ASSERT_TRUE(unordered) << error;
   EXPECT_EQ(unordered->measured.all_reduce.at(AllReduceAlgorithm::kRing)[0].bytes, 4096u);
-  // A file naming no algorithm, a bad row or no rank count is refused and says where.
+  // A file naming no algorithm, a bad row, a size twice or no rank count is refused and
+  // says where.
   for (const auto& [measured_text, expected] :
        {std::pair{R"({"ranks": 4, "allreduce": {"butterfly": [[4096, 1]]}})", "butterfly"},
         std::pair{R"({"ranks": 4, "alltoall": {"auto": [[4096, 1]]}})", "auto"},
@@ -182,6 +183,8 @@ TEST(CostModel, JsonRoundTripAndErrors) {
         std::pair{R"({"ranks": 4, "allreduce": {"ring": [[4096, -1]]}})", "ring"},
         std::pair{R"({"ranks": 4, "allreduce": {"ring": [[4096]]}})", "ring"},
         std::pair{R"({"ranks": 4, "allreduce": {"ring": []}})", "ring"},
+        std::pair{R"({"ranks": 4, "allreduce": {"ring": [[4096, 1], [64, 1], [4096, 2]]}})",
+                  "4096 bytes has two rows"},
         std::pair{R"({"ranks": 4, "allreduce": [1]})", "allreduce"},
         std::pair{R"({"ranks": 0})", "ranks"}, std::pair{R"({"allreduce": {}})", "ranks"},
         std::pair{R"([4])", "ranks"}}) {
