@@ -1,13 +1,18 @@
 // DpdkDatapath setup: EAL, port, queues, mempool, offloads, neighbours.
 #include <fmt/format.h>
+#include <rte_dev.h>
+#include <rte_devargs.h>
 #include <rte_ethdev.h>
+#include <rte_kvargs.h>
 #include <rte_mbuf.h>
 
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <mutex>
 #include <set>
+#include <string_view>
 #include <thread>
 
 #include "transport/datapath/dpdk/dpdk_datapath.h"
@@ -32,6 +37,28 @@ std::string port_names() {
     names += fmt::format("{}{}", names.empty() ? "" : ", ", name);
   }
   return names.empty() ? "none" : names;
+}
+
+// DPDK 22.11's net_memif mangles a frame longer than one of its ring buffers: the chained
+// buffers arrive as frames of the wrong lengths (seen here: 9014-byte frames over 2048-byte
+// buffers came in as 9258-, 6914- and 2048-byte ones, which we drop as malformed, and the
+// transfer failed). So a frame must fit one buffer, the `bsize` in the port's --vdev
+// arguments (2048 when absent). Empty when the port is not memif or the frame fits.
+std::string memif_frame_problem(const rte_eth_dev_info& info, uint32_t frame_bytes) {
+  if (info.driver_name == nullptr || std::string_view(info.driver_name) != "net_memif") return {};
+  unsigned long buffer_bytes = 2048;
+  if (const rte_devargs* args = rte_dev_devargs(info.device); args && args->args) {
+    if (rte_kvargs* kv = rte_kvargs_parse(args->args, nullptr)) {
+      if (const char* bsize = rte_kvargs_get(kv, "bsize"))
+        buffer_bytes = std::strtoul(bsize, nullptr, 0);
+      rte_kvargs_free(kv);
+    }
+  }
+  if (frame_bytes <= buffer_bytes) return {};
+  return fmt::format(
+      "net_memif buffers of {} bytes cannot hold a {}-byte frame (MTU {} + {} bytes of headers); "
+      "give the port bsize={} or more in its --vdev, or a smaller MTU",
+      buffer_bytes, frame_bytes, frame_bytes - kFrameHeaderBytes, kFrameHeaderBytes, frame_bytes);
 }
 
 bool find_port(const std::string& name, uint16_t& port_id, std::string& error) {
@@ -101,6 +128,8 @@ std::unique_ptr<DpdkDatapath> DpdkDatapath::open(const DpdkConfig& c, std::strin
   rte_eth_dev_info info{};
   if (const int rc = rte_eth_dev_info_get(port, &info); rc != 0)
     return fail(fmt::format("cannot query DPDK port {}: {}", port, rte_strerror(-rc)), nullptr);
+  if (std::string why = memif_frame_problem(info, kFrameHeaderBytes + c.mtu_bytes); !why.empty())
+    return fail(fmt::format("port {}: {}", port, why), nullptr);
 
   // The mbuf's private area holds its PacketBuf; the data room holds the whole frame.
   static std::atomic<uint32_t> pool_serial{0};
@@ -140,8 +169,23 @@ std::unique_ptr<DpdkDatapath> DpdkDatapath::open(const DpdkConfig& c, std::strin
     return fail(fmt::format("cannot set up TX queue on port {}: {}", port, rte_strerror(-rc)),
                 pool);
   const uint32_t frame_mtu = c.mtu_bytes + kFrameHeaderBytes - kEthernetHeaderBytes;
-  if (frame_mtu > RTE_ETHER_MTU && rte_eth_dev_set_mtu(port, static_cast<uint16_t>(frame_mtu)) != 0)
-    return fail(fmt::format("port {} does not accept an IP MTU of {}", port, frame_mtu), pool);
+  // The port's MTU must hold our packets: ours is asked for when the port's is smaller (a
+  // larger one is left as it is). A PMD with no MTU to set (-ENOTSUP: net_memif, whose
+  // frames are bounded by its buffers instead, see memif_frame_problem) is taken as it is.
+  // DPDK 22.11's net_af_packet reports a largest frame of 1518 bytes, so ethdev refuses it
+  // any MTU above 1500, whatever its kernel interface's: the reason goes to the user.
+  uint16_t port_mtu = 0;
+  const bool mtu_known = rte_eth_dev_get_mtu(port, &port_mtu) == 0;
+  if (mtu_known ? port_mtu < frame_mtu : frame_mtu > RTE_ETHER_MTU) {
+    if (const int rc = rte_eth_dev_set_mtu(port, static_cast<uint16_t>(frame_mtu));
+        rc != 0 && rc != -ENOTSUP)
+      return fail(
+          fmt::format(
+              "port {} does not accept an IP MTU of {} (MTU {} + 28 bytes of IPv4 and UDP): "
+              "{}; its MTU is {}, its largest frame {} bytes",
+              port, frame_mtu, c.mtu_bytes, rte_strerror(-rc), port_mtu, info.max_rx_pktlen),
+          pool);
+  }
   if (const int rc = rte_eth_dev_start(port); rc != 0)
     return fail(fmt::format("cannot start DPDK port {}: {}", port, rte_strerror(-rc)), pool);
 
