@@ -47,7 +47,8 @@ std::string port_names() {
 std::string memif_frame_problem(const rte_eth_dev_info& info, uint32_t frame_bytes) {
   if (info.driver_name == nullptr || std::string_view(info.driver_name) != "net_memif") return {};
   unsigned long buffer_bytes = 2048;
-  if (const rte_devargs* args = rte_dev_devargs(info.device); args && args->args) {
+  const rte_devargs* args = info.device ? rte_dev_devargs(info.device) : nullptr;
+  if (args && args->args) {
     if (rte_kvargs* kv = rte_kvargs_parse(args->args, nullptr)) {
       if (const char* bsize = rte_kvargs_get(kv, "bsize"))
         buffer_bytes = std::strtoul(bsize, nullptr, 0);
