@@ -72,9 +72,12 @@ std::unique_ptr<DpdkDatapath> open_ok(const DpdkConfig& c) {
 // With `client_first_link_wait`, the client's first bursts wait for the link instead.
 struct MemifPair {
   explicit MemifPair(bool with_neighbours, Duration client_first_link_wait = {})
-      : a(open_ok(config(0, with_neighbours))),
-        b(open_ok(with_first_link_wait(config(1, with_neighbours), client_first_link_wait))) {
-    if (client_first_link_wait.ps > 0) return;
+      : MemifPair(config(0, with_neighbours),
+                  with_first_link_wait(config(1, with_neighbours), client_first_link_wait)) {}
+  // Any two ports of one memif link, the server end first.
+  MemifPair(const DpdkConfig& server, const DpdkConfig& client)
+      : a(open_ok(server)), b(open_ok(client)) {
+    if (client.first_link_wait.ps > 0) return;
     EXPECT_TRUE(a && b && a->await_link(Duration::seconds(10)) &&
                 b->await_link(Duration::seconds(10)))
         << "memif link did not come up";
@@ -268,19 +271,15 @@ TEST(DpdkEngine, transfer__between_two_memif_ports) {
 // packets of up to 8972 bytes (an 8 MiB message takes about 950 of them; at the default
 // 1472-byte MTU it took over 5700).
 TEST(DpdkEngine, transfer__in_jumbo_frames_between_memif_ports) {
-  auto da = open_ok(jumbo_config(0));
-  auto db = open_ok(jumbo_config(1));
-  ASSERT_TRUE(da && db);
-  ASSERT_TRUE(da->await_link(Duration::seconds(10)) && db->await_link(Duration::seconds(10)));
+  MemifPair pair(jumbo_config(0), jumbo_config(1));
+  auto& [da, db] = pair;
+  ASSERT_TRUE(da && db && da->link_up() && db->link_up());
   engine::EngineConfig ec;
   ec.pds.cc.base_rtt = Duration::microseconds(50);
   test::transfer_in_real_time(*da, *db, {1, 9000, 70000, 8 << 20}, ec);
   EXPECT_EQ(da->stats().rx_bad_checksum + db->stats().rx_bad_checksum, 0u);
   EXPECT_EQ(db->stats().rx_malformed, 0u);
   EXPECT_LT(da->stats().tx_packets + db->stats().tx_packets, 2000u);
-  db.reset();  // the client end first, as MemifPair does
-  const Time deadline = monotonic_now() + Duration::seconds(2);
-  while (da->link_up() && monotonic_now() < deadline) da->wait(Duration::milliseconds(1));
 }
 
 }  // namespace

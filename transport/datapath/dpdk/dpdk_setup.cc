@@ -182,9 +182,10 @@ std::unique_ptr<DpdkDatapath> DpdkDatapath::open(const DpdkConfig& c, std::strin
         rc != 0 && rc != -ENOTSUP)
       return fail(
           fmt::format(
-              "port {} does not accept an IP MTU of {} (MTU {} + 28 bytes of IPv4 and UDP): "
+              "port {} does not accept an IP MTU of {} (MTU {} + {} bytes of IPv4 and UDP): "
               "{}; its MTU is {}, its largest frame {} bytes",
-              port, frame_mtu, c.mtu_bytes, rte_strerror(-rc), port_mtu, info.max_rx_pktlen),
+              port, frame_mtu, c.mtu_bytes, kIpv4HeaderBytes + kUdpHeaderBytes, rte_strerror(-rc),
+              port_mtu, info.max_rx_pktlen),
           pool);
   }
   if (const int rc = rte_eth_dev_start(port); rc != 0)
