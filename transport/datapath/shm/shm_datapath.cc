@@ -14,6 +14,7 @@
 #include "transport/datapath/shm/shm_datapath.h"
 
 #include "transport/base/copy_bytes.h"
+#include "transport/datapath/shm/short_distance_reads.h"
 
 namespace spray::dp {
 
@@ -189,9 +190,11 @@ bool ShmDatapath::read_peer_memory(const NetAddr& peer, uint64_t key, uint64_t r
   const PeerRegion& r = regions_[static_cast<size_t>(region)];
   // The bounce buffer when this read goes through it (null: straight into `local`, also
   // when the buffer could not be had).
-  uint8_t* const bounce = copy_is_slow(local, reinterpret_cast<const void*>(remote_address), length)
-                              ? bounce_buffer()
-                              : nullptr;
+  uint8_t* const bounce =
+      copy_is_slow(local, reinterpret_cast<const void*>(remote_address), length) &&
+              bounce_short_reads()
+          ? bounce_buffer()
+          : nullptr;
   size_t done = 0;
   while (done < length) {
     // Straight into `local`, or into the bounce buffer at the source's page offset.
@@ -234,6 +237,18 @@ uint8_t* ShmDatapath::bounce_buffer() {
     }
   }
   return bounce_->data();
+}
+
+bool ShmDatapath::bounce_short_reads() const {
+  switch (short_distance_reads_) {
+    case ShmConfig::ShortDistanceReads::kDirect:
+      return false;
+    case ShmConfig::ShortDistanceReads::kBounced:
+      return true;
+    case ShmConfig::ShortDistanceReads::kMeasured:
+      break;
+  }
+  return bounce_short_distance_reads();
 }
 
 void ShmDatapath::offer_for_reading(uint64_t key) {

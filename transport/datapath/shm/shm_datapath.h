@@ -55,6 +55,11 @@ struct ShmConfig {
   // arrive on it too. Doorbells then arrive as kDoorbellBytes-long datagrams, which its
   // owner must discard. -1: bind our own socket to address:port.
   int shared_socket = -1;
+  // How read_peer_memory copies to a destination 1-63 bytes past its source modulo 4 KiB:
+  // as this CPU does it faster (measured once per process: short_distance_reads.h), or
+  // always one way (tests).
+  enum class ShortDistanceReads { kMeasured, kDirect, kBounced };
+  ShortDistanceReads short_distance_reads = ShortDistanceReads::kMeasured;
 };
 
 // A doorbell datagram's length: no UET packet is this short.
@@ -127,11 +132,12 @@ class ShmDatapath {
   // off) or when, after the copy, the peer no longer offers `key` (what was copied may be
   // what its application wrote since): the engine then reads through packets instead,
   // which the sender answers only while the send is live.
-  // The kernel copies with `rep movsb`, several times slower when `local` lies 1-63 bytes
-  // past the source modulo 4 KiB (transport/base/copy_bytes.h); such a read goes through a
-  // bounce buffer placed at the source's offset in its page, kBouncePiece at a time, and
-  // copy_bytes moves it on (spray-fi-rate, 1 MiB messages over shm received 16 bytes
-  // past their source: 3581 against 1591 MB/s before, 2026-11-28).
+  // The kernel copies with `rep movsb`, on some CPUs several times slower when `local`
+  // lies 1-63 bytes past the source modulo 4 KiB (transport/base/copy_bytes.h); on those
+  // such a read goes through a bounce buffer placed at the source's offset in its page,
+  // kBouncePiece at a time, and copy_bytes moves it on (spray-fi-rate, 1 MiB messages over
+  // shm received 16 bytes past their source: 3581 against 1591 MB/s before, 2026-11-28).
+  // Which CPUs: config.short_distance_reads, short_distance_reads.h.
   bool read_peer_memory(const NetAddr& peer, uint64_t key, uint64_t remote_address, uint8_t* local,
                         size_t length);
   // This endpoint's rendezvous send of `key` may be copied from by peers, until
@@ -256,11 +262,15 @@ class ShmDatapath {
   uint32_t rx_next_slot_ = 0;       // round robin over senders
   uint32_t idle_polls_ = 0;         // empty rx_bursts, for collect_dead_senders
   bool peer_reads_allowed_ = true;  // false after the kernel refused cross-memory reads
+  ShmConfig::ShortDistanceReads short_distance_reads_ = ShmConfig::ShortDistanceReads::kMeasured;
   // read_peer_memory's bounce buffer: kBouncePiece + one page on warmed huge pages
   // (page-aligned, and the kernel writes it first). bounce_buffer() makes it on first use
   // (most endpoints never need it) and returns null when it cannot be had.
   static constexpr size_t kBouncePiece = size_t{256} << 10;
   uint8_t* bounce_buffer();
+  // Whether a read at a short distance goes through bounce_buffer() (config's choice, or
+  // the process's measurement when that is kMeasured).
+  bool bounce_short_reads() const;
   std::unique_ptr<WarmHugePages> bounce_;
 };
 

@@ -189,8 +189,10 @@ std::unique_ptr<ShmDatapath> ShmDatapath::open(const ShmConfig& c, std::string& 
     if (owns_socket) ::close(fd);
     return nullptr;
   }
-  return std::unique_ptr<ShmDatapath>(
+  auto datapath = std::unique_ptr<ShmDatapath>(
       new ShmDatapath(layout, local, fd, owns_socket, base, name, c.rx_views));
+  datapath->short_distance_reads_ = c.short_distance_reads;
+  return datapath;
 }
 
 ShmDatapath::ShmDatapath(const shm::RegionLayout& layout, NetAddr local, int socket,
