@@ -57,22 +57,13 @@ class Buffers {
   uint8_t* dst_;
 };
 
-void BM_Memcpy(benchmark::State& state) {
+// The benchmark loop: `copy(buffers)` over buffers at the case's distance, kBytes a
+// time. `copy` returns false when the kernel refused a read, which ends the case.
+template <typename Copy>
+void time_copies(benchmark::State& state, Copy copy) {
   Buffers b(static_cast<size_t>(state.range(0)));
   for (auto _ : state) {
-    std::memcpy(b.dst(), b.src(), kBytes);
-    benchmark::ClobberMemory();
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kBytes));
-}
-
-void BM_ProcessVmReadv(benchmark::State& state) {
-  Buffers b(static_cast<size_t>(state.range(0)));
-  const pid_t self = ::getpid();
-  for (auto _ : state) {
-    iovec local{b.dst(), kBytes};
-    iovec remote{const_cast<uint8_t*>(b.src()), kBytes};
-    if (::process_vm_readv(self, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(kBytes)) {
+    if (!copy(b)) {
       state.SkipWithError("process_vm_readv failed (ptrace rules or seccomp?)");
       break;
     }
@@ -81,15 +72,32 @@ void BM_ProcessVmReadv(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kBytes));
 }
 
+// kBytes from `from` to `to` by the kernel's cross-memory copy, this process reading
+// itself as a peer would.
+bool read_from_self(uint8_t* to, const uint8_t* from) {
+  iovec local{to, kBytes};
+  iovec remote{const_cast<uint8_t*>(from), kBytes};
+  return ::process_vm_readv(::getpid(), &local, 1, &remote, 1, 0) == static_cast<ssize_t>(kBytes);
+}
+
+void BM_Memcpy(benchmark::State& state) {
+  time_copies(state, [](Buffers& b) {
+    std::memcpy(b.dst(), b.src(), kBytes);
+    return true;
+  });
+}
+
+void BM_ProcessVmReadv(benchmark::State& state) {
+  time_copies(state, [](Buffers& b) { return read_from_self(b.dst(), b.src()); });
+}
+
 // spray's copy for payloads (transport/base/copy_bytes.h): memcpy, or 2 KiB pieces at
 // the slow distances.
 void BM_CopyBytes(benchmark::State& state) {
-  Buffers b(static_cast<size_t>(state.range(0)));
-  for (auto _ : state) {
+  time_copies(state, [](Buffers& b) {
     spray::copy_bytes(b.dst(), b.src(), kBytes);
-    benchmark::ClobberMemory();
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kBytes));
+    return true;
+  });
 }
 
 // A cross-memory read the way the shared-memory datapath makes one through its bounce
@@ -97,20 +105,12 @@ void BM_CopyBytes(benchmark::State& state) {
 // (distance 0), then copy_bytes to the destination. Beside BM_ProcessVmReadv at the same
 // distance it shows which way this CPU reads faster (short_distance_reads.h decides so).
 void BM_ProcessVmReadvBounced(benchmark::State& state) {
-  Buffers b(static_cast<size_t>(state.range(0)));
   Buffers bounce(0);
-  const pid_t self = ::getpid();
-  for (auto _ : state) {
-    iovec local{bounce.dst(), kBytes};
-    iovec remote{const_cast<uint8_t*>(b.src()), kBytes};
-    if (::process_vm_readv(self, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(kBytes)) {
-      state.SkipWithError("process_vm_readv failed (ptrace rules or seccomp?)");
-      break;
-    }
+  time_copies(state, [&bounce](Buffers& b) {
+    if (!read_from_self(bounce.dst(), b.src())) return false;
     spray::copy_bytes(b.dst(), bounce.dst(), kBytes);
-    benchmark::ClobberMemory();
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kBytes));
+    return true;
+  });
 }
 
 // Distances: aligned, the slow window (16: scratch at 0 into a malloc'd buffer), its
