@@ -14,11 +14,12 @@
 // default); that is paid once per growth, since the buffer is kept.
 //
 // Where in its page the memory starts: kPageOffset (2 KiB) past a page boundary, heap or
-// mapping. Why: on this project's machines (AMD EPYC, FSRM) a `rep movsb` copy whose
-// destination lies 1 to 31 bytes past its source, modulo 4 KiB, runs 3-5x slower than
-// any other (a /tmp microbenchmark, 2026-11-28, 256 KiB copies: process_vm_readv
-// 1.2-1.9 against 5.5-6.5 GB/s; glibc's memcpy, which uses rep movsb at that size, 2.4-2.8
-// against 12-19). The kernel copies with rep movsb, so every process_vm_readv between
+// mapping. Why: on some of this project's machines (an AMD EPYC with FSRM, 2026-11-28) a
+// `rep movsb` copy whose destination lies 1 to 31 bytes past its source, modulo 4 KiB,
+// ran 3-5x slower than any other (a /tmp microbenchmark, 2026-11-28, 256 KiB copies:
+// process_vm_readv 1.2-1.9 against 5.5-6.5 GB/s; glibc's memcpy, which uses rep movsb at that
+// size, 2.4-2.8 against 12-19; not so on 2026-12-06's EPYC, another model, where the offset costs
+// nothing). The kernel copies with rep movsb, so every process_vm_readv between
 // this buffer and a caller's buffer pays it when the two sit so. Large malloc'd buffers
 // start 16 bytes into a page (glibc's mmapped chunks) and aligned ones at 0: a buffer
 // starting at 0 would put copies from it into such a buffer exactly 16 bytes ahead. Half

@@ -3,7 +3,7 @@
 // for single-copy reads between processes of one host; here from this process to itself,
 // which takes the same path), with the destination `distance` bytes past the source
 // modulo 4 KiB. Both copy with `rep movsb` at this size on CPUs with ERMS/FSRM, which on
-// the AMD EPYC machines this project runs on is 3-5x slower when the destination lies 1
+// the AMD EPYC of 2026-11-28 ran 3-5x slower when the destination lay 1
 // to 31 bytes ahead (2026-11-28: memcpy 2.4-2.8 against 12-19 GB/s, process_vm_readv
 // 1.2-1.9 against 5.5-6.5). That is why the collectives' scratch memory starts half a page
 // into a page (collectives/scratch_buffer.h): a caller's large malloc'd buffer starts 16
