@@ -1,9 +1,10 @@
 #include "provider/staging.h"
 
 #include <algorithm>
-#include <cstring>
 #include <limits>
 #include <new>
+
+#include "transport/base/copy_bytes.h"
 
 namespace spray::fi {
 namespace {
@@ -52,7 +53,7 @@ std::optional<Pieces> pieces_of(const void* buf, size_t len) {
 void gather(const Pieces& p, uint8_t* out) {
   for (size_t i = 0; i < p.count; ++i) {
     if (p.piece[i].iov_len == 0) continue;  // the empty buffer kept as given may be null
-    std::memcpy(out, p.piece[i].iov_base, p.piece[i].iov_len);
+    copy_bytes(out, p.piece[i].iov_base, p.piece[i].iov_len);
     out += p.piece[i].iov_len;
   }
 }
@@ -61,23 +62,37 @@ void scatter(const uint8_t* in, size_t bytes, const Pieces& p) {
   for (size_t i = 0; i < p.count && bytes > 0; ++i) {
     const size_t n = std::min(bytes, p.piece[i].iov_len);
     if (n == 0) continue;
-    std::memcpy(p.piece[i].iov_base, in, n);
+    copy_bytes(p.piece[i].iov_base, in, n);
     in += n;
     bytes -= n;
   }
 }
 
 uint32_t StagingBuffers::take(size_t bytes) {
+  // The smallest free buffer that holds `bytes`, else the largest one. A scan: there are
+  // at most as many buffers as operations were ever staged at once.
+  size_t pick = free_.size();  // a position in free_; free_.size() for none yet
+  for (size_t i = 0; i < free_.size(); ++i) {
+    if (pick == free_.size()) {
+      pick = i;
+      continue;
+    }
+    const size_t capacity = buffers_[free_[i]].capacity;
+    const size_t best = buffers_[free_[pick]].capacity;
+    if (best >= bytes ? (capacity >= bytes && capacity < best) : capacity > best) pick = i;
+  }
   uint32_t index = kNone;
   try {
-    if (free_.empty()) {
+    if (pick == free_.size()) {
       buffers_.reserve(buffers_.size() + 1);
       free_.reserve(buffers_.size() + 1);  // give_back never allocates
       buffers_.emplace_back();
       index = static_cast<uint32_t>(buffers_.size() - 1);
     } else {
-      index = free_.back();
+      index = free_[pick];
+      free_[pick] = free_.back();
       free_.pop_back();
+      idle_bytes_ -= buffers_[index].capacity;
     }
     Buffer& b = buffers_[index];
     if (b.capacity < bytes) {
@@ -90,7 +105,10 @@ uint32_t StagingBuffers::take(size_t bytes) {
     b.scatter_from = 0;
     return index;
   } catch (const std::bad_alloc&) {
-    if (index != kNone) free_.push_back(index);
+    if (index != kNone) {  // back to the free list, without memory if its growth failed
+      idle_bytes_ += buffers_[index].capacity;
+      free_.push_back(index);
+    }
     return kNone;
   }
 }
@@ -107,10 +125,11 @@ void StagingBuffers::complete(uint32_t index, size_t placed) {
 
 void StagingBuffers::give_back(uint32_t index) {
   Buffer& b = buffers_[index];
-  if (b.capacity > kKeptBytes) {
+  if (idle_bytes_ + b.capacity > kIdleBytes) {
     b.memory.reset();
     b.capacity = 0;
   }
+  idle_bytes_ += b.capacity;
   b.scatter_to = Pieces{};
   free_.push_back(index);
 }
