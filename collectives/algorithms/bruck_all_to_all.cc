@@ -7,9 +7,9 @@
 // 2. For k = 1, 2, 4, ...: send every slot with bit k set to rank r + k, and take the
 //    same slots from rank r - k. A block in slot i moves i ranks in all, staying in slot i.
 // 3. Now slot i holds the block from rank r - i to this rank.
-#include <cstring>
 
 #include "collectives/algorithms/pieces.h"
+#include "transport/base/copy_bytes.h"  // a memory helper: no transport in it
 
 namespace spray::coll::algo {
 
@@ -20,7 +20,7 @@ void bruck_all_to_all(Communicator& c, const uint8_t* send, uint8_t* recv, size_
   uint8_t* slots = c.scratch(0, up * block_bytes);
   for (size_t i = 0; i < up; ++i) {
     const size_t dest = (static_cast<size_t>(r) + i) % up;
-    std::memcpy(slots + i * block_bytes, send + dest * block_bytes, block_bytes);
+    copy_bytes(slots + i * block_bytes, send + dest * block_bytes, block_bytes);
   }
   const size_t half_bytes = (up / 2 + 1) * block_bytes;
   uint8_t* outgoing = c.scratch(1, half_bytes);
@@ -31,7 +31,7 @@ void bruck_all_to_all(Communicator& c, const uint8_t* send, uint8_t* recv, size_
     size_t packed = 0;
     for (size_t i = 0; i < up; ++i) {
       if (i & static_cast<size_t>(k)) {
-        std::memcpy(outgoing + packed, slots + i * block_bytes, block_bytes);
+        copy_bytes(outgoing + packed, slots + i * block_bytes, block_bytes);
         packed += block_bytes;
       }
     }
@@ -42,14 +42,14 @@ void bruck_all_to_all(Communicator& c, const uint8_t* send, uint8_t* recv, size_
     size_t unpacked = 0;
     for (size_t i = 0; i < up; ++i) {
       if (i & static_cast<size_t>(k)) {
-        std::memcpy(slots + i * block_bytes, incoming + unpacked, block_bytes);
+        copy_bytes(slots + i * block_bytes, incoming + unpacked, block_bytes);
         unpacked += block_bytes;
       }
     }
   }
   for (size_t i = 0; i < up; ++i) {
     const size_t source = (static_cast<size_t>(r) + up - i) % up;
-    std::memcpy(recv + source * block_bytes, slots + i * block_bytes, block_bytes);
+    copy_bytes(recv + source * block_bytes, slots + i * block_bytes, block_bytes);
   }
 }
 

@@ -92,7 +92,7 @@ RxResult Ses::on_eager(PeerIndex peer, const wire::SesStandardRequest& h,
       !(h.common.message_id & 0x8000)) {
     if (auto recv = posted_.take_match(tagged, peer, h.match_bits, total)) {
       const uint64_t placed = std::min<uint64_t>(total, recv->length);
-      if (placed > 0) std::memcpy(recv->buffer, payload.data(), placed);
+      if (placed > 0) copy_bytes(recv->buffer, payload.data(), placed);
       push_receive_completion(*recv, peer, total, placed, Status::kOk, h.match_bits,
                               h.common.has(wire::ses_flags::kHeaderData), h.header_data);
       release_in_order(peer);
@@ -221,7 +221,7 @@ void Ses::try_deliver(uint32_t slot) {
   RxMessage& m = rx_[slot];
   if (m.rendezvous || !m.matched || !m.som_seen || m.received != m.total) return;
   const uint64_t placed = std::min(m.total, m.recv.length);
-  if (m.unexpected && placed > 0) std::memcpy(m.recv.buffer, m.unexpected.get(), placed);
+  if (m.unexpected && placed > 0) copy_bytes(m.recv.buffer, m.unexpected.get(), placed);
   complete_receive(m, Status::kOk, placed);
   free_rx(slot);
 }

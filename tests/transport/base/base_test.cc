@@ -1,7 +1,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <set>
 #include <vector>
@@ -127,6 +129,32 @@ TEST(CopyBytes, copies_exactly_n_bytes_at_every_distance_and_length) {
       ASSERT_TRUE(std::all_of(dst + n, to.data() + to.size(), outside)) << "written past";
     }
   }
+}
+
+// move_bytes is memmove: overlapping ranges, either way round and at short distances
+// (where copy_bytes's pieces would read bytes already overwritten), come out as memmove's;
+// ranges apart at a short distance are copied exactly.
+TEST(CopyBytes, move_bytes_is_memmove_for_overlapping_and_separate_ranges) {
+  const size_t n = 3 * kCopyPiece + 17;
+  std::vector<uint8_t> buffer(2 * n + kCopyPage), want(buffer.size());
+  const auto fill = [&] {
+    for (size_t i = 0; i < buffer.size(); ++i) buffer[i] = static_cast<uint8_t>(i * 13 + 1);
+    want = buffer;
+  };
+  for (const ptrdiff_t shift : {-2049, -16, -1, 0, 1, 16, 63, 2049}) {
+    fill();
+    uint8_t* src = buffer.data() + kCopyPage;
+    std::memmove(want.data() + kCopyPage + shift, want.data() + kCopyPage, n);
+    move_bytes(src + shift, src, n);
+    ASSERT_EQ(buffer, want) << "overlapping, shifted by " << shift;
+  }
+  fill();
+  uint8_t* src = buffer.data();
+  uint8_t* dst = buffer.data() + n + 16 + ((kCopyPage - n % kCopyPage) % kCopyPage);
+  ASSERT_TRUE(short_copy_distance(dst, src));
+  std::memcpy(want.data() + (dst - src), want.data(), n);
+  move_bytes(dst, src, n);
+  EXPECT_EQ(buffer, want) << "apart, at a distance of 16";
 }
 
 }  // namespace
