@@ -138,7 +138,7 @@ RxResult Ses::on_atomic(PeerIndex peer, const wire::SesStandardRequest& h,
   m.status = status_from_return_code(rc);
   m.total = modified;
   if (!old_values.empty()) {  // the slow path of a full table: a heap copy is fine here
-    m.unexpected = std::make_unique<uint8_t[]>(old_values.size());
+    m.unexpected = std::make_unique_for_overwrite<uint8_t[]>(old_values.size());
     std::memcpy(m.unexpected.get(), old_values.data(), old_values.size());
   }
   wait_for_tx(waiting, TxWait::kAtomicResponse);

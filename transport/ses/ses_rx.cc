@@ -162,7 +162,7 @@ void Ses::admit_in_order(PeerIndex peer, uint32_t slot, Time now) {
   if (m.msg_id != expect_seq_[peer]) {
     m.awaiting_order = true;
     if (!m.rendezvous && !m.unexpected && m.total > 0) {
-      m.unexpected = std::make_unique<uint8_t[]>(m.total);
+      m.unexpected = std::make_unique_for_overwrite<uint8_t[]>(m.total);
     }
     return;
   }
@@ -197,7 +197,7 @@ void Ses::match_or_queue(uint32_t slot, Time now) {
   }
   ++stats_.unexpected_messages;
   if (!m.rendezvous && !m.unexpected && m.total > 0) {
-    m.unexpected = std::make_unique<uint8_t[]>(m.total);  // nothing placed yet
+    m.unexpected = std::make_unique_for_overwrite<uint8_t[]>(m.total);  // nothing placed yet
   }
   m.next_unexpected = kNone;
   if (unexpected_tail_ == kNone) {

@@ -114,7 +114,7 @@ RxResult Ses::on_read(PeerIndex peer, const wire::SesStandardRequest& h, Time no
           Status::kOk) {
     // A small read is answered with the memory as it is now (kSnapshotReadBytes). The slow
     // path of a full table: a heap copy is fine here.
-    m.unexpected = std::make_unique<uint8_t[]>(m.total);
+    m.unexpected = std::make_unique_for_overwrite<uint8_t[]>(m.total);
     std::memcpy(m.unexpected.get(), src, m.total);
   }
   wait_for_tx(*slot, TxWait::kReadResponse);
@@ -164,7 +164,7 @@ uint8_t* Ses::answer_copy(uint32_t slot, uint64_t bytes) {
   AnswerCopy& copy = answer_copies_[slot];
   if (copy.capacity < bytes) {
     copy.capacity = std::max(bytes, kSnapshotReadBytes);
-    copy.bytes = std::make_unique<uint8_t[]>(copy.capacity);
+    copy.bytes = std::make_unique_for_overwrite<uint8_t[]>(copy.capacity);
   }
   return copy.bytes.get();
 }
