@@ -69,28 +69,25 @@ void scatter(const uint8_t* in, size_t bytes, const Pieces& p) {
 }
 
 uint32_t StagingBuffers::take(size_t bytes) {
-  // The smallest free buffer that holds `bytes`, else the largest one. A scan: there are
-  // at most as many buffers as operations were ever staged at once.
-  size_t pick = free_.size();  // a position in free_; free_.size() for none yet
-  for (size_t i = 0; i < free_.size(); ++i) {
-    if (pick == free_.size()) {
-      pick = i;
-      continue;
-    }
-    const size_t capacity = buffers_[free_[i]].capacity;
-    const size_t best = buffers_[free_[pick]].capacity;
-    if (best >= bytes ? (capacity >= bytes && capacity < best) : capacity > best) pick = i;
-  }
+  // Whether free buffer a serves `bytes` better than b: one that holds them over one
+  // that does not; of two that do, the smaller; of two that do not, the larger (grown
+  // below). A scan: there are at most as many buffers as operations ever staged at once.
+  const auto better = [&](uint32_t a, uint32_t b) {
+    const size_t ca = buffers_[a].capacity, cb = buffers_[b].capacity;
+    if ((ca >= bytes) != (cb >= bytes)) return ca >= bytes;
+    return ca >= bytes ? ca < cb : ca > cb;
+  };
+  const auto best = std::min_element(free_.begin(), free_.end(), better);
   uint32_t index = kNone;
   try {
-    if (pick == free_.size()) {
+    if (best == free_.end()) {
       buffers_.reserve(buffers_.size() + 1);
       free_.reserve(buffers_.size() + 1);  // give_back never allocates
       buffers_.emplace_back();
       index = static_cast<uint32_t>(buffers_.size() - 1);
     } else {
-      index = free_[pick];
-      free_[pick] = free_.back();
+      index = *best;
+      *best = free_.back();
       free_.pop_back();
       idle_bytes_ -= buffers_[index].capacity;
     }

@@ -18,7 +18,7 @@
 // With --check, wrong elements make the exit status 3.
 // --huge-pages puts the send and receive buffers on 2 MiB-aligned memory advised for
 // transparent huge pages, as an application may allocate them; by default they are
-// ordinary heap memory, as MPI benchmarks allocate theirs. --recv-offset N starts the
+// ordinary heap memory, as MPI benchmarks allocate theirs. --receive-offset N starts the
 // receive buffer N bytes past where it was allocated, which moves it relative to the send
 // buffer modulo 4 KiB: a copy from one to the other at a distance of 1-63 bytes is the
 // slow case of `rep movsb` on some CPUs (transport/base/copy_bytes.h).
@@ -136,19 +136,19 @@ struct Point {
   int n;
   int rank;
   std::optional<Compression> compression;  // all-reduce only
-  size_t count;        // elements per rank-block, as the collective call takes it
-  size_t recv_offset;  // bytes the receive buffer starts past recv.data()
+  size_t count;           // elements per rank-block, as the collective call takes it
+  size_t receive_offset;  // bytes the receive buffer starts past recv.data()
   Buffer send, recv;
 
   Point(Coll c, DataType t, ReduceOp o, int ranks, int me, size_t bytes,
-        std::optional<Compression> z, bool huge_pages, size_t receive_offset)
+        std::optional<Compression> z, bool huge_pages, size_t receive_offset_bytes)
       : coll(c),
         type(t),
         op(o),
         n(ranks),
         rank(me),
         compression(z),
-        recv_offset(receive_offset),
+        receive_offset(receive_offset_bytes),
         send(BufferAllocator{huge_pages}),
         recv(BufferAllocator{huge_pages}) {
     const size_t es = size_of(t);
@@ -177,12 +177,12 @@ struct Point {
         break;
     }
     send.assign(std::max<size_t>(1, send_elems * es), 0);
-    recv.assign(recv_offset + std::max<size_t>(1, recv_elems * es), 0);
+    recv.assign(receive_offset + std::max<size_t>(1, recv_elems * es), 0);
     for (size_t i = 0; i < send_elems; ++i) store_element(send.data(), i, t, value(rank, i));
   }
   // Where the collective writes its result.
-  uint8_t* result() { return recv.data() + recv_offset; }
-  const uint8_t* result() const { return recv.data() + recv_offset; }
+  uint8_t* result() { return recv.data() + receive_offset; }
+  const uint8_t* result() const { return recv.data() + receive_offset; }
   size_t bytes_reported() const {
     const size_t es = size_of(type), un = static_cast<size_t>(n);
     return coll == Coll::kAllReduce || coll == Coll::kBroadcast || coll == Coll::kReduce
@@ -293,7 +293,7 @@ int main(int argc, char** argv) {
   int iters = 0, warmup = 2;
   size_t group_size = 64;
   bool check = false, huge_pages = false, per_call = false;
-  size_t recv_offset = 0;
+  size_t receive_offset = 0;
   app.add_option("--coll", coll_name,
                  "allreduce|reducescatter|allgather|broadcast|reduce|alltoall");
   app.add_option("-b,--minbytes", min_text, "Smallest size (8, 4K, 1M, ...)");
@@ -317,7 +317,7 @@ int main(int argc, char** argv) {
   app.add_flag("-c,--check", check, "Count wrong elements in every result");
   app.add_flag("--huge-pages", huge_pages,
                "Send and receive buffers on transparent huge pages (default: heap memory)");
-  app.add_option("--recv-offset", recv_offset,
+  app.add_option("--receive-offset", receive_offset,
                  "Bytes the receive buffer starts past its allocation (0-4095): moves it "
                  "relative to the send buffer modulo 4 KiB")
       ->check(CLI::Range(size_t{0}, size_t{4095}));
@@ -410,7 +410,7 @@ int main(int argc, char** argv) {
       fmt::print("# spray-coll-perf: {} {} {} over '{}' ({}), {} ranks; cost model: {}{}{}\n",
                  which->name, name(*type), name(*op), comm->provider(), comm->opened_path(), n,
                  comm->cost_model().source, huge_pages ? "; buffers on huge pages" : "",
-                 recv_offset ? fmt::format("; receive buffer {} bytes on", recv_offset) : "");
+                 receive_offset ? fmt::format("; receive buffer {} bytes on", receive_offset) : "");
       if (compression) {
         fmt::print(
             "# quantised to INT{} in groups of {}; 'wire' = bytes on the wire saved "
@@ -425,7 +425,7 @@ int main(int argc, char** argv) {
     for (size_t k = 0; k < sizes.size(); ++k) {
       if (progress) fmt::print(stderr, "\r[{}/{}] {} B ", k + 1, sizes.size(), sizes[k]);
       Point p(which->coll, *type, *op, n, comm->rank(), sizes[k], compression, huge_pages,
-              recv_offset);
+              receive_offset);
       const size_t moved = std::max<size_t>(p.bytes_reported(), 1);
       const int reps =
           iters > 0 ? iters : static_cast<int>(std::clamp<size_t>((256u << 20) / moved, 2, 50));
@@ -496,7 +496,7 @@ int main(int argc, char** argv) {
                          {"ranks", n},
                          {"rows", rows},
                          {"huge_pages", huge_pages},
-                         {"recv_offset", recv_offset},
+                         {"receive_offset", receive_offset},
                          {"opened_path", comm->opened_path()}};
       std::ofstream(json_path) << out.dump(2) << "\n";
     }

@@ -456,9 +456,7 @@ class Ses {
     bool matched = false;
     bool claimed = false;  // set aside by a probe; in claimed_, not in the unexpected FIFO
     RecvSpec recv;
-    // Eager data that arrived before a match (or ahead of its turn): allocated for
-    // overwrite, not zeroed, since every byte is placed before the message is delivered.
-    std::unique_ptr<uint8_t[]> unexpected;
+    std::unique_ptr<uint8_t[]> unexpected;  // eager data held before a match; not zeroed
     uint32_t next_unexpected = kNone;
     Status status = Status::kOk;
     uint64_t read_offset = 0;  // rendezvous: the sender's buffer address
