@@ -7,7 +7,10 @@
 #          +-- r2 --+              h1 and h2 route to each other over both routers
 #                                  (ECMP, fib_multipath_hash_policy=1: L4 hashing)
 #
-# Usage: netns_multipath.sh BUILD_DIR TEST
+# The same over IPv6 with FAMILY ipv6 (h1 fd09::1, h2 fd09::2; links fd01:N::/64 between
+# h1 and router N, fd02:N::/64 between router N and h2).
+#
+# Usage: netns_multipath.sh BUILD_DIR TEST [ipv4|ipv6]
 #   spray     every path carries a share of the traffic (interface counters)
 #   linkdown  h1's link to r1 goes down mid-transfer; the transfer completes intact
 #   nftdrop   r1 drops a random 5 % of what it forwards; transfers complete intact
@@ -15,10 +18,19 @@
 #             switch would; the receiver reads the marks from the IP header, PDS echoes
 #             them in ACKs, the sender moves most traffic to the unmarked path, and the
 #             transfer completes intact
+#   provider_mtu  the provider, bound to h1's address on lo, sizes its datagrams for the
+#             1500-byte links they leave by, not for lo (fi_info's DGRAM max_msg_size);
+#             over IPv4 also fi_pingpong between h1 and h2 (the OOB exchange is IPv4
+#             only), data checked, with no IP fragment made anywhere
+#   jumbo     datagrams of 8972 bytes (spray-endpoint --mtu) on the 1500-byte path: the
+#             kernel refuses them as GSO runs (EMSGSIZE), the datapath turns GSO off
+#             after the first refusal and the kernel fragments them one by one; the
+#             transfer completes intact, losing at most that first burst
 # Exit 77 (ctest: skipped) when not root or namespaces are unavailable.
 set -euo pipefail
 build=$1
 test=$2
+family=${3:-ipv4}
 skip() { echo "SKIP: $*"; exit 77; }
 
 [[ $(id -u) -eq 0 ]] || skip "needs root to create network namespaces"
@@ -32,9 +44,15 @@ cleanup() {
   for n in h1 h2 r1 r2; do ip netns del "$(ns $n)" 2>/dev/null || true; done
 }
 trap cleanup EXIT
+# No duplicate address detection on the links to come: their IPv6 link-local addresses
+# would stay tentative for about two seconds, and until then most datagrams from h2 back
+# to h1 were lost (a UDP echo over each of 32 source ports right after setup: 7 sent in
+# the first 2.1 s got no reply), so the first transfer's ACKs did not come back.
 for n in h1 h2 r1 r2; do
   ip netns add "$(ns $n)" 2>/dev/null || skip "cannot create network namespaces here"
   ip -n "$(ns $n)" link set lo up
+  ip netns exec "$(ns $n)" sysctl -qw net.ipv6.conf.all.accept_dad=0 \
+    net.ipv6.conf.default.accept_dad=0
 done
 x() { local n=$1; shift; ip netns exec "$(ns $n)" "$@"; }
 
@@ -48,31 +66,47 @@ link() {
 }
 link h1 r1; link h1 r2; link r1 h2; link r2 h2
 
-ip -n "$(ns h1)" addr add 10.1.1.1/24 dev h1r1
-ip -n "$(ns h1)" addr add 10.1.2.1/24 dev h1r2
-ip -n "$(ns r1)" addr add 10.1.1.2/24 dev r1h1
-ip -n "$(ns r2)" addr add 10.1.2.2/24 dev r2h1
-ip -n "$(ns r1)" addr add 10.2.1.2/24 dev r1h2
-ip -n "$(ns r2)" addr add 10.2.2.2/24 dev r2h2
-ip -n "$(ns h2)" addr add 10.2.1.1/24 dev h2r1
-ip -n "$(ns h2)" addr add 10.2.2.1/24 dev h2r2
-ip -n "$(ns h1)" addr add 10.9.0.1/32 dev lo
-ip -n "$(ns h2)" addr add 10.9.0.2/32 dev lo
+# addr NS DEV ADDRESS/PREFIX; route NS DEST NEXTHOP...: in this run's address family.
+if [[ $family == ipv4 ]]; then
+  h1=10.9.0.1 h2=10.9.0.2 host_prefix=32 link_prefix=24 ipv=4
+  h1r1=10.1.1.1 r1h1=10.1.1.2 h1r2=10.1.2.1 r2h1=10.1.2.2
+  h2r1=10.2.1.1 r1h2=10.2.1.2 h2r2=10.2.2.1 r2h2=10.2.2.2
+  addr() { ip -n "$(ns $1)" addr add "$3" dev "$2"; }
+elif [[ $family == ipv6 ]]; then
+  h1=fd09::1 h2=fd09::2 host_prefix=128 link_prefix=64 ipv=6
+  h1r1=fd01:1::1 r1h1=fd01:1::2 h1r2=fd01:2::1 r2h1=fd01:2::2
+  h2r1=fd02:1::1 r1h2=fd02:1::2 h2r2=fd02:2::1 r2h2=fd02:2::2
+  addr() { ip -n "$(ns $1)" addr add "$3" dev "$2" nodad; }  # see accept_dad above
+else
+  echo "unknown address family '$family'"; exit 2
+fi
+route() { local n=$1; shift; ip -$ipv -n "$(ns $n)" route add "$@"; }
+
+addr h1 h1r1 $h1r1/$link_prefix; addr r1 r1h1 $r1h1/$link_prefix
+addr h1 h1r2 $h1r2/$link_prefix; addr r2 r2h1 $r2h1/$link_prefix
+addr h2 h2r1 $h2r1/$link_prefix; addr r1 r1h2 $r1h2/$link_prefix
+addr h2 h2r2 $h2r2/$link_prefix; addr r2 r2h2 $r2h2/$link_prefix
+addr h1 lo $h1/$host_prefix
+addr h2 lo $h2/$host_prefix
 
 for n in h1 h2 r1 r2; do
   x $n sysctl -qw net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0
 done
-for n in r1 r2; do x $n sysctl -qw net.ipv4.ip_forward=1; done
-for n in h1 h2; do
-  x $n sysctl -qw net.ipv4.fib_multipath_hash_policy=1        # hash on the UDP ports
-  x $n sysctl -qw net.ipv4.conf.all.ignore_routes_with_linkdown=1
+for n in r1 r2; do
+  x $n sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1
 done
-ip -n "$(ns h1)" route add 10.9.0.2/32 nexthop via 10.1.1.2 dev h1r1 nexthop via 10.1.2.2 dev h1r2
-ip -n "$(ns h2)" route add 10.9.0.1/32 nexthop via 10.2.1.2 dev h2r1 nexthop via 10.2.2.2 dev h2r2
-ip -n "$(ns r1)" route add 10.9.0.1/32 via 10.1.1.1
-ip -n "$(ns r1)" route add 10.9.0.2/32 via 10.2.1.1
-ip -n "$(ns r2)" route add 10.9.0.1/32 via 10.1.2.1
-ip -n "$(ns r2)" route add 10.9.0.2/32 via 10.2.2.1
+for n in h1 h2; do
+  x $n sysctl -qw net.ipv${ipv}.fib_multipath_hash_policy=1        # hash on the UDP ports
+  x $n sysctl -qw net.ipv${ipv}.conf.all.ignore_routes_with_linkdown=1
+done
+# Hosts speak from their lo address (src), as routed hosts do: a socket that binds none
+# (fi_pingpong's TCP exchange) is then answerable, since the far host routes only to it.
+route h1 $h2/$host_prefix src $h1 nexthop via $r1h1 dev h1r1 nexthop via $r2h1 dev h1r2
+route h2 $h1/$host_prefix src $h2 nexthop via $r1h2 dev h2r1 nexthop via $r2h2 dev h2r2
+route r1 $h1/$host_prefix via $h1r1
+route r1 $h2/$host_prefix via $h2r1
+route r2 $h1/$host_prefix via $h1r2
+route r2 $h2/$host_prefix via $h2r2
 
 # Source ports per endpoint. The kernel hashes each onto a path; with 8 ports all of them
 # land on one of two paths once in 128 runs, with 32 once in 2^31.
@@ -80,7 +114,8 @@ ENTROPY_PORTS=32
 
 tx_packets() { x "$1" cat "/sys/class/net/$2/statistics/tx_packets"; }
 
-# transfer MESSAGES BYTES [extra...]: server in h2, client in h1; both must succeed.
+# start_transfer MESSAGES BYTES [OPTION...] (options for both ends), then finish_transfer:
+# server in h2, client in h1; both must succeed.
 # The bound only stops a stuck run: a release build moves the 600 MB of the link-down
 # case in about 8 s, AddressSanitizer builds in about 30 s, and one CI run under ASan
 # moved only 335 of the 600 messages in 60 s (it was still progressing: ACKs are
@@ -89,13 +124,14 @@ tx_packets() { x "$1" cat "/sys/class/net/$2/statistics/tx_packets"; }
 transfer_timeout=150
 start_transfer() {
   local messages=$1 bytes=$2
-  x h2 "$tool" server --bind 10.9.0.2:4800 --messages "$messages" --bytes "$bytes" --timeout "$transfer_timeout" \
-    --entropy-ports "$ENTROPY_PORTS" \
+  shift 2
+  x h2 "$tool" server --bind "[$h2]:4800" --messages "$messages" --bytes "$bytes" --timeout "$transfer_timeout" \
+    --entropy-ports "$ENTROPY_PORTS" "$@" \
     > "$workdir/server.json" &
   server_pid=$!
   sleep 0.3
-  x h1 "$tool" client --bind 10.9.0.1 --connect 10.9.0.2:4800 --messages "$messages" \
-    --entropy-ports "$ENTROPY_PORTS" \
+  x h1 "$tool" client --bind "$h1" --connect "[$h2]:4800" --messages "$messages" \
+    --entropy-ports "$ENTROPY_PORTS" "$@" \
     --bytes "$bytes" --timeout "$transfer_timeout" > "$workdir/client.json" &
   client_pid=$!
 }
@@ -161,7 +197,8 @@ case $test in
     ;;
   ecn)
     # Only datagrams sent ECN-capable may be marked (RFC 3168).
-    r1_forward_rule spray_ecn 'meta l4proto udp ip ecn ect0 counter ip ecn set ce'
+    ip=ip; [[ $family == ipv6 ]] && ip=ip6
+    r1_forward_rule spray_ecn "meta l4proto udp $ip ecn ect0 counter $ip ecn set ce"
     a0=$(tx_packets h1 h1r1); b0=$(tx_packets h1 h1r2)
     start_transfer 100 262144
     finish_transfer || { echo "FAIL: transfer failed with CE marks"; exit 1; }
@@ -179,6 +216,38 @@ case $test in
     # the marking path: r1 carried 4-27 % of h1's packets in five runs here (about half
     # without marks, see `spray`).
     (( a < b )) || { echo "FAIL: the marking path still carries the larger share"; exit 1; }
+    ;;
+  provider_mtu)
+    export FI_PROVIDER_PATH=$build/provider/lib FI_PROVIDER=spray FI_SPRAY_DATAPATH=udp
+    [[ -e $FI_PROVIDER_PATH/libspray-fi.so ]] || { echo "FAIL: provider not built"; exit 1; }
+    command -v fi_info >/dev/null || skip "fi_info (libfabric-bin) is not installed"
+    # What the provider offers a DGRAM endpoint is one datagram's payload.
+    largest=$(FI_SPRAY_ADDRESS=$h1 x h1 fi_info -p spray -t FI_EP_DGRAM -v |
+              awk '/max_msg_size/ {print $2; exit}')
+    echo "provider bound to $h1 on lo: DGRAM max_msg_size $largest"
+    [[ -n $largest ]] || { echo "FAIL: fi_info found no spray DGRAM endpoint"; exit 1; }
+    (( largest < 1500 - 48 )) || { echo "FAIL: datagrams sized past the 1500-byte links"; exit 1; }
+    if [[ $family == ipv4 ]]; then
+      FI_SPRAY_ADDRESS=$h2 x h2 timeout 60 fi_pingpong -e rdm -S 1048576 -I 20 -c \
+        -B 47592 > "$workdir/pp_server.log" 2>&1 &
+      pp_server=$!
+      sleep 0.5
+      FI_SPRAY_ADDRESS=$h1 x h1 timeout 60 fi_pingpong -e rdm -S 1048576 -I 20 -c -P 47592 \
+        "$h2" > "$workdir/pp_client.log" 2>&1 || { cat "$workdir"/pp_*.log; echo "FAIL: client"; exit 1; }
+      wait "$pp_server" || { cat "$workdir"/pp_*.log; echo "FAIL: server"; exit 1; }
+      tail -1 "$workdir/pp_client.log"
+    fi
+    for n in h1 h2 r1 r2; do
+      made=$(x $n nstat -az IpFragCreates Ip6FragCreates | awk '/FragCreates/ {s += $2} END {print s + 0}')
+      (( made == 0 )) || { echo "FAIL: $n made $made IP fragments"; exit 1; }
+    done
+    ;;
+  jumbo)
+    start_transfer 50 262144 --mtu 8972
+    finish_transfer || { echo "FAIL: the transfer did not complete with oversized datagrams"; exit 1; }
+    dropped=$(grep -o '"tx_dropped":[0-9]*' "$workdir/client.json" | cut -d: -f2)
+    echo "client: $dropped datagrams refused by the kernel"
+    (( dropped <= 64 )) || { echo "FAIL: GSO runs kept being refused ($dropped datagrams)"; exit 1; }
     ;;
   *)
     echo "unknown test '$test'"; exit 2 ;;

@@ -50,15 +50,17 @@ std::string interface_of(const std::string& address, bool& v6) {
   return {};
 }
 
-}  // namespace
-
-uint32_t udp_payload_mtu(const std::string& address, std::string& error) {
-  bool v6 = false;
-  const std::string name = interface_of(address, v6);
-  if (name.empty()) {
-    error = "no local interface has address " + address;
-    return 0;
+// Whether interface `name` is a loopback device (IFF_LOOPBACK).
+bool is_loopback_device(const std::string& name) {
+  const InterfaceList list = interface_list();
+  for (const ifaddrs* i = list.get(); i; i = i->ifa_next) {
+    if (name == i->ifa_name) return (i->ifa_flags & IFF_LOOPBACK) != 0;
   }
+  return false;
+}
+
+// Interface `name`'s MTU (SIOCGIFMTU on a socket of the family), or 0 with `error` set.
+int interface_mtu(const std::string& name, bool v6, std::string& error) {
   const int fd = socket(v6 ? AF_INET6 : AF_INET, SOCK_DGRAM, 0);
   if (fd < 0) {
     error = "socket: " + std::string(std::strerror(errno));
@@ -72,13 +74,58 @@ uint32_t udp_payload_mtu(const std::string& address, std::string& error) {
     error = "SIOCGIFMTU on " + name + ": " + std::strerror(errno);
     return 0;
   }
-  const uint32_t headers = (v6 ? 40 : 20) + 8;
-  const uint32_t mtu = std::min<uint32_t>(static_cast<uint32_t>(req.ifr_mtu), 9000);
-  if (mtu <= headers + 256) {
-    error = "interface " + name + " MTU " + std::to_string(req.ifr_mtu) + " is too small";
+  return req.ifr_mtu;
+}
+
+// Whether `address` is a loopback address (127.0.0.0/8, ::1), which never leaves the host.
+bool is_loopback_address(const std::string& address) {
+  in_addr a4{};
+  in6_addr a6{};
+  if (inet_pton(AF_INET, address.c_str(), &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
+  return inet_pton(AF_INET6, address.c_str(), &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
+}
+
+// The smallest MTU among the interfaces that are up, are not loopback devices and hold an
+// address of the family; 0 when there is none.
+int smallest_outward_mtu(bool v6) {
+  int smallest = 0;
+  std::string error;  // an interface whose MTU cannot be read is left out
+  const InterfaceList list = interface_list();
+  for (const ifaddrs* i = list.get(); i; i = i->ifa_next) {
+    if (!i->ifa_addr || i->ifa_addr->sa_family != (v6 ? AF_INET6 : AF_INET)) continue;
+    if (!(i->ifa_flags & IFF_UP) || (i->ifa_flags & IFF_LOOPBACK)) continue;
+    const int mtu = interface_mtu(i->ifa_name, v6, error);
+    if (mtu > 0 && (smallest == 0 || mtu < smallest)) smallest = mtu;
+  }
+  return smallest;
+}
+
+}  // namespace
+
+uint32_t udp_payload_mtu(const std::string& address, std::string& error) {
+  bool v6 = false;
+  const std::string name = interface_of(address, v6);
+  if (name.empty()) {
+    error = "no local interface has address " + address;
     return 0;
   }
-  return mtu - headers;
+  int mtu = interface_mtu(name, v6, error);
+  if (mtu == 0) return 0;
+  // A host address on the loopback device (a routed host's own address, reached over
+  // ECMP routes through its links) leaves by the host's other interfaces, not by lo:
+  // packets must fit the smallest of them. Sized by lo's 64 KiB MTU (capped to 9000),
+  // every GSO run of them was refused on 1500-byte links (EMSGSIZE) and the kernel
+  // fragmented each single one (tests/integration/netns_multipath.sh, provider_mtu).
+  if (is_loopback_device(name) && !is_loopback_address(address)) {
+    if (const int outward = smallest_outward_mtu(v6); outward > 0) mtu = outward;
+  }
+  const uint32_t headers = (v6 ? 40 : 20) + 8;
+  const uint32_t capped = std::min<uint32_t>(static_cast<uint32_t>(mtu), 9000);
+  if (capped <= headers + 256) {
+    error = "interface " + name + " MTU " + std::to_string(mtu) + " is too small";
+    return 0;
+  }
+  return capped - headers;
 }
 
 std::string interface_address(const std::string& name, std::string& error) {

@@ -15,8 +15,11 @@ namespace spray::dp {
 // Payload bytes per datagram for `address` (an IPv4 or IPv6 literal of a local
 // interface): min(interface MTU, 9000) - IP header - 8. The cap is a jumbo frame:
 // loopback's 64 KiB MTU would allow more, but no data-centre link does, and larger
-// packets would only flatter loopback. 0 and `error` set when the address is not local
-// or the MTU cannot be read.
+// packets would only flatter loopback. An address that is not a loopback address but
+// sits on the loopback device (a routed host's own address, reached over ECMP routes
+// through its links) takes the smallest MTU of the host's other interfaces that are up
+// and hold an address of its family, the links its packets leave by. 0 and `error` set
+// when the address is not local or the MTU cannot be read.
 uint32_t udp_payload_mtu(const std::string& address, std::string& error);
 
 // The address an endpoint on interface `name` binds: its first IPv4 address, else its

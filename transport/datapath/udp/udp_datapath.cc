@@ -308,9 +308,14 @@ size_t UdpDatapath::send_burst(PacketBuf** bufs, size_t n, bool release) {
                                     static_cast<unsigned>(messages - first), MSG_DONTWAIT);
         ++stats_.tx_syscalls;
         if (sent <= 0) {
-          // Full socket buffer or an ICMP error: the rest is lost; PDS recovers it. A
-          // device that cannot segment (EIO on a GSO message) turns GSO off for good.
-          if ((errno == EIO || errno == EINVAL) && packets_in[first] > 1) gso_ = false;
+          // Full socket buffer or an ICMP error: the rest is lost; PDS recovers it. A GSO
+          // message refused turns GSO off for good, and datagrams then go one by one: a
+          // device that cannot segment (EIO, EINVAL), or segments longer than the route's
+          // MTU (EMSGSIZE, over IPv4 and IPv6 alike: the kernel fragments a single
+          // datagram that long, but refuses a run of them; until this was handled every
+          // run was lost and resent, and a transfer ran at a third of its rate).
+          if ((errno == EIO || errno == EINVAL || errno == EMSGSIZE) && packets_in[first] > 1)
+            gso_ = false;
           for (size_t k = first; k < messages; ++k) stats_.tx_dropped += packets_in[k];
           break;
         }
