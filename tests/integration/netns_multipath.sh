@@ -222,7 +222,7 @@ case $test in
     [[ -e $FI_PROVIDER_PATH/libspray-fi.so ]] || { echo "FAIL: provider not built"; exit 1; }
     command -v fi_info >/dev/null || skip "fi_info (libfabric-bin) is not installed"
     # What the provider offers a DGRAM endpoint is one datagram's payload.
-    largest=$(FI_SPRAY_ADDRESS=$h1 x h1 fi_info -p spray -t FI_EP_DGRAM -v |
+    largest=$(FI_SPRAY_ADDRESS=$h1 x h1 timeout 60 fi_info -p spray -t FI_EP_DGRAM -v |
               awk '/max_msg_size/ {print $2; exit}')
     echo "provider bound to $h1 on lo: DGRAM max_msg_size $largest"
     [[ -n $largest ]] || { echo "FAIL: fi_info found no spray DGRAM endpoint"; exit 1; }
