@@ -8,7 +8,8 @@
 #                                  (ECMP, fib_multipath_hash_policy=1: L4 hashing)
 #
 # The same over IPv6 with FAMILY ipv6 (h1 fd09::1, h2 fd09::2; links fd01:N::/64 between
-# h1 and router N, fd02:N::/64 between router N and h2).
+# h1 and router N, fd02:N::/64 between router N and h2); IPv4 stays configured beside it,
+# idle but for fi_pingpong's own TCP exchange.
 #
 # Usage: netns_multipath.sh BUILD_DIR TEST [ipv4|ipv6]
 #   spray     every path carries a share of the traffic (interface counters)
@@ -19,9 +20,9 @@
 #             them in ACKs, the sender moves most traffic to the unmarked path, and the
 #             transfer completes intact
 #   provider_mtu  the provider, bound to h1's address on lo, sizes its datagrams for the
-#             1500-byte links they leave by, not for lo (fi_info's DGRAM max_msg_size);
-#             over IPv4 also fi_pingpong between h1 and h2 (the OOB exchange is IPv4
-#             only), data checked, with no IP fragment made anywhere
+#             1500-byte links they leave by, not for lo (fi_info's DGRAM max_msg_size),
+#             and fi_pingpong between the hosts' lo addresses moves 1 MiB messages,
+#             data checked, with no IP fragment made anywhere
 #   jumbo     datagrams of 8972 bytes (spray-endpoint --mtu) on the 1500-byte path: the
 #             kernel refuses them as GSO runs (EMSGSIZE), the datapath turns GSO off
 #             after the first refusal and the kernel fragments them one by one; the
@@ -44,6 +45,13 @@ cleanup() {
   for n in h1 h2 r1 r2; do ip netns del "$(ns $n)" 2>/dev/null || true; done
 }
 trap cleanup EXIT
+# A run killed outright (ctest's timeout sends SIGKILL, which no trap sees) leaves its
+# namespaces behind: delete those of runs whose process is gone.
+for stale in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^sp[0-9]+(h1|h2|r1|r2)$'); do
+  pid=${stale#sp}
+  pid=${pid%??}
+  kill -0 "$pid" 2>/dev/null || ip netns del "$stale" 2>/dev/null || true
+done
 # No duplicate address detection on the links to come: their IPv6 link-local addresses
 # would stay tentative for about two seconds, and until then most datagrams from h2 back
 # to h1 were lost (a UDP echo over each of 32 source ports right after setup: 7 sent in
@@ -66,29 +74,6 @@ link() {
 }
 link h1 r1; link h1 r2; link r1 h2; link r2 h2
 
-# addr NS DEV ADDRESS/PREFIX; route NS DEST NEXTHOP...: in this run's address family.
-if [[ $family == ipv4 ]]; then
-  h1=10.9.0.1 h2=10.9.0.2 host_prefix=32 link_prefix=24 ipv=4
-  h1r1=10.1.1.1 r1h1=10.1.1.2 h1r2=10.1.2.1 r2h1=10.1.2.2
-  h2r1=10.2.1.1 r1h2=10.2.1.2 h2r2=10.2.2.1 r2h2=10.2.2.2
-  addr() { ip -n "$(ns $1)" addr add "$3" dev "$2"; }
-elif [[ $family == ipv6 ]]; then
-  h1=fd09::1 h2=fd09::2 host_prefix=128 link_prefix=64 ipv=6
-  h1r1=fd01:1::1 r1h1=fd01:1::2 h1r2=fd01:2::1 r2h1=fd01:2::2
-  h2r1=fd02:1::1 r1h2=fd02:1::2 h2r2=fd02:2::1 r2h2=fd02:2::2
-  addr() { ip -n "$(ns $1)" addr add "$3" dev "$2" nodad; }  # see accept_dad above
-else
-  echo "unknown address family '$family'"; exit 2
-fi
-route() { local n=$1; shift; ip -$ipv -n "$(ns $n)" route add "$@"; }
-
-addr h1 h1r1 $h1r1/$link_prefix; addr r1 r1h1 $r1h1/$link_prefix
-addr h1 h1r2 $h1r2/$link_prefix; addr r2 r2h1 $r2h1/$link_prefix
-addr h2 h2r1 $h2r1/$link_prefix; addr r1 r1h2 $r1h2/$link_prefix
-addr h2 h2r2 $h2r2/$link_prefix; addr r2 r2h2 $r2h2/$link_prefix
-addr h1 lo $h1/$host_prefix
-addr h2 lo $h2/$host_prefix
-
 for n in h1 h2 r1 r2; do
   x $n sysctl -qw net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0
 done
@@ -96,17 +81,49 @@ for n in r1 r2; do
   x $n sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1
 done
 for n in h1 h2; do
-  x $n sysctl -qw net.ipv${ipv}.fib_multipath_hash_policy=1        # hash on the UDP ports
-  x $n sysctl -qw net.ipv${ipv}.conf.all.ignore_routes_with_linkdown=1
+  for v in 4 6; do
+    x $n sysctl -qw net.ipv$v.fib_multipath_hash_policy=1        # hash on the UDP ports
+    x $n sysctl -qw net.ipv$v.conf.all.ignore_routes_with_linkdown=1
+  done
 done
-# Hosts speak from their lo address (src), as routed hosts do: a socket that binds none
-# (fi_pingpong's TCP exchange) is then answerable, since the far host routes only to it.
-route h1 $h2/$host_prefix src $h1 nexthop via $r1h1 dev h1r1 nexthop via $r2h1 dev h1r2
-route h2 $h1/$host_prefix src $h2 nexthop via $r1h2 dev h2r1 nexthop via $r2h2 dev h2r2
-route r1 $h1/$host_prefix via $h1r1
-route r1 $h2/$host_prefix via $h2r1
-route r2 $h1/$host_prefix via $h1r2
-route r2 $h2/$host_prefix via $h2r2
+
+# configure ipv4|ipv6: the addresses and routes of one family (see the picture above).
+# Sets h1 and h2, the hosts' addresses in it. Hosts speak from their lo address (src), as
+# routed hosts do: a socket that binds none (fi_pingpong's TCP exchange) is then
+# answerable, since the far host routes only to that address.
+configure() {
+  local host_prefix link_prefix ipv nodad=()
+  local h1r1 r1h1 h1r2 r2h1 h2r1 r1h2 h2r2 r2h2
+  if [[ $1 == ipv4 ]]; then
+    h1=10.9.0.1 h2=10.9.0.2 host_prefix=32 link_prefix=24 ipv=4
+    h1r1=10.1.1.1 r1h1=10.1.1.2 h1r2=10.1.2.1 r2h1=10.1.2.2
+    h2r1=10.2.1.1 r1h2=10.2.1.2 h2r2=10.2.2.1 r2h2=10.2.2.2
+  elif [[ $1 == ipv6 ]]; then
+    h1=fd09::1 h2=fd09::2 host_prefix=128 link_prefix=64 ipv=6 nodad=(nodad)  # see accept_dad
+    h1r1=fd01:1::1 r1h1=fd01:1::2 h1r2=fd01:2::1 r2h1=fd01:2::2
+    h2r1=fd02:1::1 r1h2=fd02:1::2 h2r2=fd02:2::1 r2h2=fd02:2::2
+  else
+    echo "unknown address family '$1'"; exit 2
+  fi
+  addr() { ip -n "$(ns $1)" addr add "$3" dev "$2" "${nodad[@]}"; }
+  route() { local n=$1; shift; ip -$ipv -n "$(ns $n)" route add "$@"; }
+  addr h1 h1r1 $h1r1/$link_prefix; addr r1 r1h1 $r1h1/$link_prefix
+  addr h1 h1r2 $h1r2/$link_prefix; addr r2 r2h1 $r2h1/$link_prefix
+  addr h2 h2r1 $h2r1/$link_prefix; addr r1 r1h2 $r1h2/$link_prefix
+  addr h2 h2r2 $h2r2/$link_prefix; addr r2 r2h2 $r2h2/$link_prefix
+  addr h1 lo $h1/$host_prefix
+  addr h2 lo $h2/$host_prefix
+  route h1 $h2/$host_prefix src $h1 nexthop via $r1h1 dev h1r1 nexthop via $r2h1 dev h1r2
+  route h2 $h1/$host_prefix src $h2 nexthop via $r1h2 dev h2r1 nexthop via $r2h2 dev h2r2
+  route r1 $h1/$host_prefix via $h1r1
+  route r1 $h2/$host_prefix via $h2r1
+  route r2 $h1/$host_prefix via $h1r2
+  route r2 $h2/$host_prefix via $h2r2
+}
+# IPv4 always (fi_pingpong's own exchange needs it: h2_ipv4), the family under test last.
+configure ipv4
+h2_ipv4=$h2
+[[ $family == ipv4 ]] || configure "$family"
 
 # Source ports per endpoint. The kernel hashes each onto a path; with 8 ports all of them
 # land on one of two paths once in 128 runs, with 32 once in 2^31.
@@ -227,16 +244,15 @@ case $test in
     echo "provider bound to $h1 on lo: DGRAM max_msg_size $largest"
     [[ -n $largest ]] || { echo "FAIL: fi_info found no spray DGRAM endpoint"; exit 1; }
     (( largest < 1500 - 48 )) || { echo "FAIL: datagrams sized past the 1500-byte links"; exit 1; }
-    if [[ $family == ipv4 ]]; then
-      FI_SPRAY_ADDRESS=$h2 x h2 timeout 60 fi_pingpong -e rdm -S 1048576 -I 20 -c \
-        -B 47592 > "$workdir/pp_server.log" 2>&1 &
-      pp_server=$!
-      sleep 0.5
-      FI_SPRAY_ADDRESS=$h1 x h1 timeout 60 fi_pingpong -e rdm -S 1048576 -I 20 -c -P 47592 \
-        "$h2" > "$workdir/pp_client.log" 2>&1 || { cat "$workdir"/pp_*.log; echo "FAIL: client"; exit 1; }
-      wait "$pp_server" || { cat "$workdir"/pp_*.log; echo "FAIL: server"; exit 1; }
-      tail -1 "$workdir/pp_client.log"
-    fi
+    # Its exchange goes over IPv4 (h2_ipv4) whatever the family; the endpoints bind $h1/$h2.
+    FI_SPRAY_ADDRESS=$h2 x h2 timeout 60 fi_pingpong -e rdm -S 1048576 -I 20 -c \
+      -B 47592 > "$workdir/pp_server.log" 2>&1 &
+    pp_server=$!
+    sleep 0.5
+    FI_SPRAY_ADDRESS=$h1 x h1 timeout 60 fi_pingpong -e rdm -S 1048576 -I 20 -c -P 47592 \
+      "$h2_ipv4" > "$workdir/pp_client.log" 2>&1 || { cat "$workdir"/pp_*.log; echo "FAIL: client"; exit 1; }
+    wait "$pp_server" || { cat "$workdir"/pp_*.log; echo "FAIL: server"; exit 1; }
+    tail -1 "$workdir/pp_client.log"
     for n in h1 h2 r1 r2; do
       made=$(x $n nstat -az IpFragCreates Ip6FragCreates | awk '/FragCreates/ {s += $2} END {print s + 0}')
       (( made == 0 )) || { echo "FAIL: $n made $made IP fragments"; exit 1; }
