@@ -26,37 +26,38 @@ InterfaceList interface_list() {
   return InterfaceList(list, freeifaddrs);
 }
 
-// The name of the interface that holds `address`, or "" if none does.
-std::string interface_of(const std::string& address, bool& v6) {
+// The interface that holds an address, and what udp_payload_mtu asks of the two.
+struct Holder {
+  std::string name;               // "" when no interface holds the address
+  bool v6 = false;                // the address is IPv6
+  bool loopback_device = false;   // the interface is a loopback device (IFF_LOOPBACK)
+  bool loopback_address = false;  // 127.0.0.0/8 or ::1: it never leaves the host
+};
+
+Holder interface_of(const std::string& address) {
+  Holder h;
   in_addr a4{};
   in6_addr a6{};
   const bool is4 = inet_pton(AF_INET, address.c_str(), &a4) == 1;
-  v6 = !is4 && inet_pton(AF_INET6, address.c_str(), &a6) == 1;
-  if (!is4 && !v6) return {};
+  h.v6 = !is4 && inet_pton(AF_INET6, address.c_str(), &a6) == 1;
+  if (!is4 && !h.v6) return h;
+  h.loopback_address = is4 ? (ntohl(a4.s_addr) >> 24) == 127 : IN6_IS_ADDR_LOOPBACK(&a6);
   const InterfaceList list = interface_list();
   for (const ifaddrs* i = list.get(); i; i = i->ifa_next) {
     if (!i->ifa_addr) continue;
-    if (is4 && i->ifa_addr->sa_family == AF_INET &&
-        std::memcmp(&reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr, &a4,
-                    sizeof(a4)) == 0) {
-      return i->ifa_name;
-    }
-    if (v6 && i->ifa_addr->sa_family == AF_INET6 &&
-        std::memcmp(&reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr, &a6,
-                    sizeof(a6)) == 0) {
-      return i->ifa_name;
+    const bool holds = (is4 && i->ifa_addr->sa_family == AF_INET &&
+                        std::memcmp(&reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr,
+                                    &a4, sizeof(a4)) == 0) ||
+                       (h.v6 && i->ifa_addr->sa_family == AF_INET6 &&
+                        std::memcmp(&reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr,
+                                    &a6, sizeof(a6)) == 0);
+    if (holds) {
+      h.name = i->ifa_name;
+      h.loopback_device = (i->ifa_flags & IFF_LOOPBACK) != 0;
+      return h;
     }
   }
-  return {};
-}
-
-// Whether interface `name` is a loopback device (IFF_LOOPBACK).
-bool is_loopback_device(const std::string& name) {
-  const InterfaceList list = interface_list();
-  for (const ifaddrs* i = list.get(); i; i = i->ifa_next) {
-    if (name == i->ifa_name) return (i->ifa_flags & IFF_LOOPBACK) != 0;
-  }
-  return false;
+  return h;
 }
 
 // Interface `name`'s MTU (SIOCGIFMTU on a socket of the family), or 0 with `error` set.
@@ -77,14 +78,6 @@ int interface_mtu(const std::string& name, bool v6, std::string& error) {
   return req.ifr_mtu;
 }
 
-// Whether `address` is a loopback address (127.0.0.0/8, ::1), which never leaves the host.
-bool is_loopback_address(const std::string& address) {
-  in_addr a4{};
-  in6_addr a6{};
-  if (inet_pton(AF_INET, address.c_str(), &a4) == 1) return (ntohl(a4.s_addr) >> 24) == 127;
-  return inet_pton(AF_INET6, address.c_str(), &a6) == 1 && IN6_IS_ADDR_LOOPBACK(&a6);
-}
-
 // The smallest MTU among the interfaces that are up, are not loopback devices and hold an
 // address of the family; 0 when there is none.
 int smallest_outward_mtu(bool v6) {
@@ -103,26 +96,26 @@ int smallest_outward_mtu(bool v6) {
 }  // namespace
 
 uint32_t udp_payload_mtu(const std::string& address, std::string& error) {
-  bool v6 = false;
-  const std::string name = interface_of(address, v6);
-  if (name.empty()) {
+  const Holder holder = interface_of(address);
+  if (holder.name.empty()) {
     error = "no local interface has address " + address;
     return 0;
   }
-  int mtu = interface_mtu(name, v6, error);
+  const bool v6 = holder.v6;
+  int mtu = interface_mtu(holder.name, v6, error);
   if (mtu == 0) return 0;
   // A host address on the loopback device (a routed host's own address, reached over
   // ECMP routes through its links) leaves by the host's other interfaces, not by lo:
   // packets must fit the smallest of them. Sized by lo's 64 KiB MTU (capped to 9000),
   // every GSO run of them was refused on 1500-byte links (EMSGSIZE) and the kernel
   // fragmented each single one (tests/integration/netns_multipath.sh, provider_mtu).
-  if (is_loopback_device(name) && !is_loopback_address(address)) {
+  if (holder.loopback_device && !holder.loopback_address) {
     if (const int outward = smallest_outward_mtu(v6); outward > 0) mtu = outward;
   }
   const uint32_t headers = (v6 ? 40 : 20) + 8;
   const uint32_t capped = std::min<uint32_t>(static_cast<uint32_t>(mtu), 9000);
   if (capped <= headers + 256) {
-    error = "interface " + name + " MTU " + std::to_string(mtu) + " is too small";
+    error = "interface " + holder.name + " MTU " + std::to_string(mtu) + " is too small";
     return 0;
   }
   return capped - headers;
