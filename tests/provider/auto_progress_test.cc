@@ -21,8 +21,9 @@
 #include <thread>
 
 #include "tests/provider/fabric_fixture.h"
+#include "tests/support/sanitizers.h"
 
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(SPRAY_UNDER_ASAN)
 #include <sanitizer/lsan_interface.h>
 #endif
 
@@ -182,7 +183,7 @@ TEST_F(AutoProgress, sread__wakes_for_completions_the_thread_delivers) {
 // has the port open. 200 rounds; 25 under AddressSanitizer, where an endpoint's open and
 // close (its tables built at -O0, their memory poisoned) take about 75 ms against 2.5, and
 // 200 rounds took 15.5 s against 1 in each of the suite's four runs of it.
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(SPRAY_UNDER_ASAN)
 constexpr int kCloseRounds = 25;
 #else
 constexpr int kCloseRounds = 200;
@@ -331,7 +332,7 @@ TEST_F(Fabric, exit__from_a_signal_handler_during_a_post_ends_the_process) {
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(SPRAY_UNDER_ASAN)
     // LeakSanitizer checks now, what the child inherited, and not at exit: an exit from a
     // signal handler may leave an allocation in flight, and over TSS about 1 such exit in
     // 4 ended with 904 bytes from OpenSSL's CRYPTO_zalloc reported lost (not found whose:
