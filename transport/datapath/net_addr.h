@@ -46,6 +46,17 @@ struct NetAddr {
     return h ^ (h >> 32);
   }
 
+  // 127.0.0.0/8 or ::1: an address that never leaves the host (the loopback device
+  // reaches it, by one path).
+  bool is_loopback() const {
+    if (family == Family::kIpv4) return ip[0] == 127;
+    if (family != Family::kIpv6) return false;
+    for (size_t i = 0; i < 15; ++i) {
+      if (ip[i] != 0) return false;
+    }
+    return ip[15] == 1;
+  }
+
   std::string to_string() const;
 
   friend bool operator==(const NetAddr&, const NetAddr&) = default;

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <optional>
 
 #include "transport/datapath/udp/socket_address.h"
 
@@ -36,21 +37,19 @@ struct Holder {
 
 Holder interface_of(const std::string& address) {
   Holder h;
-  in_addr a4{};
-  in6_addr a6{};
-  const bool is4 = inet_pton(AF_INET, address.c_str(), &a4) == 1;
-  h.v6 = !is4 && inet_pton(AF_INET6, address.c_str(), &a6) == 1;
-  if (!is4 && !h.v6) return h;
-  h.loopback_address = is4 ? (ntohl(a4.s_addr) >> 24) == 127 : IN6_IS_ADDR_LOOPBACK(&a6);
+  const std::optional<NetAddr> parsed = parse_ip(address);
+  if (!parsed) return h;
+  h.v6 = parsed->family == NetAddr::Family::kIpv6;
+  h.loopback_address = parsed->is_loopback();
   const InterfaceList list = interface_list();
   for (const ifaddrs* i = list.get(); i; i = i->ifa_next) {
     if (!i->ifa_addr) continue;
-    const bool holds = (is4 && i->ifa_addr->sa_family == AF_INET &&
+    const bool holds = (!h.v6 && i->ifa_addr->sa_family == AF_INET &&
                         std::memcmp(&reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr,
-                                    &a4, sizeof(a4)) == 0) ||
+                                    parsed->ip.data(), 4) == 0) ||
                        (h.v6 && i->ifa_addr->sa_family == AF_INET6 &&
                         std::memcmp(&reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr,
-                                    &a6, sizeof(a6)) == 0);
+                                    parsed->ip.data(), 16) == 0);
     if (holds) {
       h.name = i->ifa_name;
       h.loopback_device = (i->ifa_flags & IFF_LOOPBACK) != 0;

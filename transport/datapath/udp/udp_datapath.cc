@@ -19,16 +19,6 @@ constexpr size_t kMaxBurst = 64;        // packets per system call; larger burst
 constexpr size_t kMaxGsoSegments = 64;  // the kernel's UDP_MAX_SEGMENTS
 constexpr size_t kMaxGsoBytes = 65507;  // a UDP datagram's payload limit
 
-// 127.0.0.0/8 or ::1: a peer the loopback device reaches, by one path.
-bool is_loopback(const NetAddr& a) {
-  if (a.family == NetAddr::Family::kIpv4) return a.ip[0] == 127;
-  if (a.family != NetAddr::Family::kIpv6) return false;
-  for (size_t i = 0; i < 15; ++i) {
-    if (a.ip[i] != 0) return false;
-  }
-  return a.ip[15] == 1;
-}
-
 }  // namespace
 
 size_t UdpDatapath::alloc(PacketBuf** bufs, size_t n) {
@@ -252,7 +242,7 @@ size_t UdpDatapath::send_burst(PacketBuf** bufs, size_t n, bool release) {
     for (size_t i = 0; i < count; ++i) {
       const PacketBuf* b = bufs[done + i];
       socket_of[i] = static_cast<uint8_t>(
-          cfg_.spray_over_loopback || !is_loopback(b->peer) ? b->entropy % sockets : 0);
+          cfg_.spray_over_loopback || !b->peer.is_loopback() ? b->entropy % sockets : 0);
       ++start[socket_of[i] + 1];
     }
     for (size_t s = 0; s < sockets; ++s)
