@@ -58,8 +58,8 @@ constexpr StringParam kStringParams[] = {
      "ADDRESS:PORT of the spray-fabric daemon that FI_SPRAY_DATAPATH=fabric sends through "
      "(its address family must be the endpoints')."},
     {"dpdk_neighbours", &Params::dpdk_neighbours,
-     "Static DPDK neighbours, IPV4=MAC[,IPV4=MAC...]; others are resolved by ARP and from "
-     "the kernel's table."},
+     "Static DPDK neighbours, IP=MAC[,IP=MAC...] (IPv4 or IPv6); others are taken from "
+     "the kernel's ARP table or resolved by ARP or IPv6 neighbour discovery."},
     {"tss_key_file", &Params::tss_key_file,
      "File holding the secure domain's 32-byte key as 64 hex digits (e.g. from `openssl rand "
      "-hex 32`; readable by its owner only). Set, every packet is encrypted and "
@@ -187,7 +187,8 @@ std::string default_address(std::string& error) {
 uint32_t datagram_bytes(const std::string& address) {
   if (params().mtu > 0) return static_cast<uint32_t>(params().mtu);
   if (params().datapath == "shm") return dp::ShmConfig{}.mtu_bytes;
-  if (params().datapath == "dpdk") return 1472;  // DPDK owns no kernel interface to ask
+  // DPDK owns no kernel interface to ask: what a 1500-byte IP packet holds.
+  if (params().datapath == "dpdk") return address.find(':') == std::string::npos ? 1472 : 1452;
   if (params().datapath == "fabric") return dp::FabricDatapathConfig{}.mtu_bytes;
   if (params().datapath == "verbs") {
     std::string error;

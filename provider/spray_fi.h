@@ -65,7 +65,7 @@ struct Params {
   int socket_buffer = 4 << 20;
   std::string dpdk_args;        // EAL parameters for the DPDK datapath
   std::string dpdk_port;        // its ethdev; empty: the only one
-  std::string dpdk_neighbours;  // "IPV4=MAC,IPV4=MAC": static neighbours for DPDK
+  std::string dpdk_neighbours;  // "IP=MAC,IP=MAC": static neighbours for DPDK
   std::string fabric;           // spray-fabric's ADDR:PORT for FI_SPRAY_DATAPATH=fabric
   std::string verbs_device;     // RDMA device for verbs; empty: the first one
   int verbs_port = 1;           // its port

@@ -3,7 +3,9 @@
 //   - no parser reads outside the frame (ASan) or hits undefined behaviour (UBSan);
 //   - a frame accepted as a UET packet has its payload inside the frame, and the same
 //     payload reframed by us parses back to the same verdict, source and payload;
-//   - an accepted ARP message re-encodes to a frame that parses to the same message.
+//   - an accepted ARP message re-encodes to a frame that parses to the same message;
+//   - all of this for an IPv6 endpoint too (UDP over IPv6), and an accepted neighbour
+//     solicitation or advertisement re-encodes to one that parses to the same message.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +19,53 @@ using namespace spray::dp;
 
 constexpr MacAddress kOurMac{0x02, 0, 0, 0, 0, 0x01};
 constexpr uint32_t kOurIp = 0x0a000001;
+const IpBytes kOurIp6{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+
+FrameFilter ipv6_filter() {
+  FrameFilter us{kOurMac, 0, 4800};
+  us.ipv6 = true;
+  us.ip6 = kOurIp6;
+  return us;
+}
+
+// The IPv6 endpoint's view of the same bytes.
+void check_ipv6(const std::vector<uint8_t>& frame, uint32_t length, bool nic_checked) {
+  FrameFilter us = ipv6_filter();
+  us.udp_checksum_checked = nic_checked;
+  const ParsedFrame p = parse_frame(frame.data(), length, us);
+  if (p.kind == FrameKind::kArp) std::abort();  // an IPv6 endpoint takes no ARP
+  if (p.kind == FrameKind::kUdpForUs) {
+    if (p.payload_offset + p.payload_bytes > length) std::abort();
+    std::vector<uint8_t> again(kFrame6HeaderBytes + p.payload_bytes);
+    std::memcpy(again.data() + kFrame6HeaderBytes, frame.data() + p.payload_offset,
+                p.payload_bytes);
+    Udp6FrameAddresses a{{0x02, 0, 0, 0, 0, 0x09}, kOurMac, p.src_ip6, kOurIp6, p.src_port, 4800};
+    write_udp6_frame(again.data(), a, p.payload_bytes, Checksums::kSoftware);
+    const ParsedFrame q =
+        parse_frame(again.data(), static_cast<uint32_t>(again.size()), ipv6_filter());
+    if (q.kind != FrameKind::kUdpForUs || q.src_ip6 != p.src_ip6 || q.src_port != p.src_port ||
+        q.payload_bytes != p.payload_bytes ||
+        std::memcmp(again.data() + q.payload_offset, frame.data() + p.payload_offset,
+                    p.payload_bytes) != 0)
+      std::abort();
+  }
+  NeighbourMessage m;
+  if (parse_neighbour_discovery(frame.data(), length, m)) {
+    std::vector<uint8_t> nd(kNeighbourFrameBytes);
+    if (m.is_solicitation && m.source_ip != IpBytes{}) {
+      write_neighbour_solicitation(nd.data(), m.link_mac, m.source_ip, m.target_ip);
+    } else if (!m.is_solicitation) {
+      write_neighbour_advertisement(nd.data(), m.link_mac, m.target_ip, MacAddress{}, m.source_ip);
+    } else {
+      return;  // duplicate address detection: we never send it
+    }
+    NeighbourMessage again;
+    if (!parse_neighbour_discovery(nd.data(), kNeighbourFrameBytes, again) ||
+        again.is_solicitation != m.is_solicitation || again.target_ip != m.target_ip ||
+        !again.has_link_mac || again.link_mac != m.link_mac)
+      std::abort();
+  }
+}
 
 }  // namespace
 
@@ -43,6 +92,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                     p.payload_bytes) != 0)
       std::abort();
   }
+  check_ipv6(frame, length, size % 3 == 0);
   ArpMessage m;
   if (parse_arp(frame.data(), length, m)) {
     std::vector<uint8_t> arp(kArpFrameBytes);

@@ -11,6 +11,9 @@
 #                     checksums and ARP, checked by the kernel)
 #   afpacket-dpdk     DPDK net_af_packet on both ends of the veth (and the refusal of an
 #                     MTU the PMD cannot take, with its reason)
+#   afpacket-kernel-ipv6
+#                     the same over IPv6 (fd77::1 <-> fd77::2): our IPv6 framing and UDP
+#                     checksums checked by the kernel, neighbour discovery both ways
 #   afpacket-nftdrop  as afpacket-kernel, with nftables in B dropping 5 % of our packets
 #   afxdp-kernel      DPDK net_af_xdp on a0 <-> kernel UDP in B (skipped when the kernel
 #                     or libxdp cannot attach XDP here)
@@ -59,6 +62,7 @@ make_veth() {
   ip -n "${tag}a" link set "${tag}x" name a0 up
   ip -n "${tag}b" link set "${tag}y" name b0 up
   ip -n "${tag}b" addr add 10.77.0.2/24 dev b0
+  ip -n "${tag}b" addr add fd77::2/64 dev b0 nodad  # usable at once, no duplicate detection
   # The kernel would otherwise leave UDP checksums for "hardware" that veth does not
   # have, and a packet socket in A would see them unfinished.
   xb ethtool -K b0 tx off >/dev/null
@@ -85,6 +89,31 @@ run_pair() {
 
 
 case $test in
+  afpacket-kernel-ipv6)
+    command -v ethtool >/dev/null || skip "ethtool is not installed"
+    make_veth
+    # No static neighbour on either side. First the DPDK endpoint sends first and solicits
+    # fd77::2 (B's kernel learns it from the solicitation); then, B's neighbours flushed,
+    # B's kernel sends first and solicits fd77::1, which only the DPDK endpoint answers.
+    run_pair xb "$tool" server --bind "[fd77::2]:4800" -- \
+      xa "$tool" client --datapath dpdk --bind fd77::1 --connect "[fd77::2]:4800" \
+      --dpdk-args "$(eal 1 "--vdev=net_af_packet0,iface=a0")" ||
+      { echo "FAIL: transfer to the kernel failed"; exit 1; }
+    grep -q '"nd_solicitations_sent":[1-9]' "$workdir/client.json" ||
+      { echo "FAIL: the DPDK client did not solicit the kernel peer"; exit 1; }
+    grep -q '"rx_bad_checksum":0' "$workdir/client.json" ||
+      { echo "FAIL: the kernel's checksums did not check"; exit 1; }
+    ip -n "${tag}b" neigh flush dev b0
+    run_pair xa "$tool" server --datapath dpdk --bind "[fd77::1]:4800" \
+      --dpdk-args "$(eal 1 "--vdev=net_af_packet0,iface=a0")" -- \
+      xb "$tool" client --bind fd77::2 --connect "[fd77::1]:4800" ||
+      { echo "FAIL: transfer from the kernel failed"; exit 1; }
+    grep -q '"nd_advertisements_sent":[1-9]' "$workdir/server.json" ||
+      { echo "FAIL: the DPDK server did not answer the kernel's solicitation"; exit 1; }
+    grep -q '"rx_bad_checksum":0' "$workdir/server.json" ||
+      { echo "FAIL: the kernel's checksums did not check"; exit 1; }
+    xb ip -6 neigh show fd77::1 dev b0
+    ;;
   afpacket-kernel | afpacket-nftdrop | afxdp-kernel)
     command -v ethtool >/dev/null || skip "ethtool is not installed"
     make_veth

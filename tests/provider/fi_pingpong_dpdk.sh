@@ -4,7 +4,9 @@
 # (-c). fi_pingpong's own address exchange goes over a loopback TCP socket; every spray
 # packet goes through DPDK. The memif socket lives in a directory this script deletes.
 # With FI_SPRAY_TSS_KEY_FILE set every packet is sealed (UET TSS), and each side's
-# endpoint must log that it sealed and opened packets and refused none.
+# endpoint must log that it sealed and opened packets and refused none. With
+# SPRAY_DPDK_IPV6=1 the endpoints are fd78::1 and fd78::2, with no static neighbours:
+# every packet is framed in IPv6 and the peers find each other by neighbour discovery.
 # Usage: fi_pingpong_dpdk.sh PROVIDER_DIR rdm|dgram
 set -euo pipefail
 dir=$1
@@ -25,12 +27,18 @@ sock="$workdir/memif.sock"
 # (memif carries no ARP-capable kernel on either side, though ARP would work too).
 eal() { echo "--no-huge -m 256 --no-shconf --no-pci --log-level=error -l $1 --vdev=net_memif0,role=$2,socket=$sock,mac=$3"; }
 mac_a=02:00:00:00:00:0a mac_b=02:00:00:00:00:0b
+ipv6=${SPRAY_DPDK_IPV6:-}
+if [[ -n $ipv6 ]]; then
+  ip_a=fd78::1 ip_b=fd78::2 neighbour_of_a="" neighbour_of_b=""
+else
+  ip_a=10.78.0.1 ip_b=10.78.0.2 neighbour_of_a=10.78.0.2=$mac_b neighbour_of_b=10.78.0.1=$mac_a
+fi
 as_server() {
-  FI_SPRAY_ADDRESS=10.78.0.1 FI_SPRAY_DPDK_NEIGHBOURS=10.78.0.2=$mac_b \
+  FI_SPRAY_ADDRESS=$ip_a FI_SPRAY_DPDK_NEIGHBOURS=$neighbour_of_a \
     FI_SPRAY_DPDK_ARGS="$(eal 0 server $mac_a)" "$@"
 }
 as_client() {
-  FI_SPRAY_ADDRESS=10.78.0.2 FI_SPRAY_DPDK_NEIGHBOURS=10.78.0.1=$mac_a \
+  FI_SPRAY_ADDRESS=$ip_b FI_SPRAY_DPDK_NEIGHBOURS=$neighbour_of_b \
     FI_SPRAY_DPDK_ARGS="$(eal 1 client $mac_b)" "$@"
 }
 source "$(dirname "${BASH_SOURCE[0]}")/oob_port.sh"
@@ -100,4 +108,4 @@ for size in $sizes; do
   fi
   echo "FAIL: $ep, $size bytes"; exit 1
 done
-echo "PASS: fi_pingpong $ep over spray on DPDK memif${secured:+, every packet sealed}"
+echo "PASS: fi_pingpong $ep over spray on DPDK memif${ipv6:+ over IPv6}${secured:+, every packet sealed}"

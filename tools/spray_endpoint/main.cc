@@ -48,6 +48,9 @@ nlohmann::json dpdk_stats(const dp::DpdkDatapath& d) {
           {"rx_ecn_ce", s.rx_ecn_ce},
           {"arp_requests_sent", s.arp_requests_sent},
           {"arp_replies_sent", s.arp_replies_sent},
+          {"nd_solicitations_sent", s.nd_solicitations_sent},
+          {"nd_advertisements_sent", s.nd_advertisements_sent},
+          {"nd_advertisements_ignored", s.nd_advertisements_ignored},
           {"checksum_offload", d.checksum_offload()}};
 }
 
@@ -81,7 +84,9 @@ int main(int argc, char** argv) {
     c->add_option("--window", o.window, "messages in flight")->check(CLI::Range(1, 1024));
     c->add_option("--entropy-ports", o.entropy_ports,
                   "UDP source ports per endpoint (power of two)");
-    c->add_option("--mtu", o.mtu, "UET bytes per datagram");
+    c->add_option("--mtu", o.mtu,
+                  "UET bytes per datagram (default: what a 1500-byte IP packet holds, 1472 or "
+                  "1452 over IPv6)");
     c->add_option("--path-selection", o.path_selection,
                   "reps | oblivious | ecmp | ecmp_repath | bitmap");
     c->add_option("--timeout", o.timeout_s, "give up after this many seconds");
@@ -97,7 +102,7 @@ int main(int argc, char** argv) {
     c->add_option("--base-rtt-us", o.base_rtt_us, "unloaded round trip congestion control assumes");
     c->add_option("--dpdk-args", o.dpdk_args, "EAL parameters (default: $FI_SPRAY_DPDK_ARGS)");
     c->add_option("--dpdk-port", o.dpdk_port, "DPDK port name (default: the only port)");
-    c->add_option("--neighbour", o.neighbours, "IPV4=MAC, for DPDK (repeatable)");
+    c->add_option("--neighbour", o.neighbours, "IP=MAC, for DPDK (repeatable)");
   };
   auto* srv = app.add_subcommand("server", "receive and check messages");
   srv->add_option("--bind", o.bind,
@@ -118,20 +123,20 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::string error;
+  const bool ipv6 = local->family == dp::NetAddr::Family::kIpv6;
+  const uint32_t mtu = o.mtu ? o.mtu : 1500 - (ipv6 ? 40 : 20) - 8;
   if (o.datapath == "dpdk") {
     dp::DpdkConfig c;
     c.eal_args = o.dpdk_args;
     c.port = o.dpdk_port;
-    c.address = fmt::format("{}.{}.{}.{}", local->ip[0], local->ip[1], local->ip[2], local->ip[3]);
+    c.address = dp::ip_to_string(*local);
     c.udp_port = local->port;
     c.entropy_ports = o.entropy_ports;
-    c.mtu_bytes = o.mtu;
+    c.mtu_bytes = mtu;
     c.neighbours = o.neighbours;
-    auto d =
-        local->family == dp::NetAddr::Family::kIpv4 ? dp::DpdkDatapath::open(c, error) : nullptr;
+    auto d = dp::DpdkDatapath::open(c, error);
     if (!d) {
-      fmt::print(stderr, "spray-endpoint: {}\n",
-                 error.empty() ? "the DPDK datapath is IPv4 only" : error);
+      fmt::print(stderr, "spray-endpoint: {}\n", error);
       return 2;
     }
     return play<dp::DpdkDatapath>(o, *d, dpdk_stats, is_client, target);
@@ -140,7 +145,7 @@ int main(int argc, char** argv) {
   c.address = dp::ip_to_string(*local);
   c.port = local->port;
   c.entropy_ports = o.entropy_ports;
-  c.mtu_bytes = o.mtu;
+  c.mtu_bytes = mtu;
   c.gso = o.gso;
   c.gro = o.gro;
   c.interface = o.interface;

@@ -25,7 +25,7 @@ struct Options {
   uint64_t bytes = 1 << 20;
   uint32_t window = 16;  // messages in flight at the client
   uint16_t entropy_ports = 8;
-  uint32_t mtu = 1472;
+  uint32_t mtu = 0;  // UET bytes per datagram; 0: a 1500-byte IP packet's (1472, IPv6 1452)
   std::string path_selection = "reps";
   double timeout_s = 60;
   bool pingpong = false;  // latency: one message in flight, echoed back

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <numeric>
 
@@ -184,13 +185,54 @@ TEST(NeighbourTable, text_entries_and_errors) {
                           "10.0.0.3=02:00:00:00:00:02:03", "=", ""}) {
     error.clear();
     EXPECT_FALSE(t.add_from_text(bad, error)) << bad;
-    EXPECT_NE(error.find("IPV4=MAC"), std::string::npos) << error;
+    EXPECT_NE(error.find("IP=MAC"), std::string::npos) << error;
   }
   EXPECT_TRUE(t.add_from_text("10.0.0.2=02:00:00:00:00:03", error));  // replaces
   EXPECT_EQ((*t.find(kIpB))[5], 0x03);
   EXPECT_TRUE(t.add_from_text("10.0.0.1=02:00:00:00:00:01", error));
   EXPECT_FALSE(t.add_from_text("10.0.0.9=02:00:00:00:00:09", error));
   EXPECT_NE(error.find("full"), std::string::npos) << error;
+}
+
+TEST(NeighbourTable, holds_ipv6_and_ipv4_entries_apart) {
+  NeighbourTable t;
+  std::string error;
+  EXPECT_TRUE(t.add_from_text("fd00::2=02:00:00:00:00:06", error)) << error;
+  EXPECT_TRUE(t.add_from_text("10.0.0.2=02:00:00:00:00:04", error)) << error;
+  EXPECT_FALSE(t.add_from_text("fd00::zz=02:00:00:00:00:06", error));
+  ASSERT_NE(t.find(*parse_ip_bytes("fd00::2")), nullptr);
+  EXPECT_EQ((*t.find(*parse_ip_bytes("fd00::2")))[5], 0x06);
+  EXPECT_EQ((*t.find(kIpB))[5], 0x04);
+  EXPECT_EQ(t.find(*parse_ip_bytes("::10.0.0.2")), nullptr) << "IPv4-compatible is not v4-mapped";
+  EXPECT_EQ(t.find(*parse_ip_bytes("::ffff:10.0.0.2")), t.find(kIpB));
+  EXPECT_EQ(t.find(*parse_ip_bytes("fd00::3")), nullptr);
+}
+
+// Addresses whose 64-bit folds are equal are told apart by the whole address: built
+// here on purpose (fold = high half x constant ^ low half), as real ones meet by chance.
+TEST(NeighbourTable, addresses_that_fold_alike_keep_their_own_entries) {
+  auto address = [](uint64_t high, uint64_t low) {
+    IpBytes ip{};
+    std::memcpy(ip.data(), &high, 8);
+    std::memcpy(ip.data() + 8, &low, 8);
+    return ip;
+  };
+  constexpr uint64_t kMix = 0x9e3779b97f4a7c15ULL;
+  const IpBytes a = address(0, 0x1234);
+  const IpBytes b = address(1, 0x1234 ^ kMix);
+  const IpBytes c = address(2, 0x1234 ^ (2 * kMix));
+  NeighbourTable t(8);
+  EXPECT_TRUE(t.set(a, kMacA));
+  EXPECT_TRUE(t.set(b, kMacB));
+  EXPECT_EQ(t.find(c), nullptr);
+  EXPECT_TRUE(t.set(c, MacAddress{2, 0, 0, 0, 0, 3}));
+  ASSERT_TRUE(t.find(a) && t.find(b) && t.find(c));
+  EXPECT_EQ(*t.find(a), kMacA);
+  EXPECT_EQ(*t.find(b), kMacB);
+  EXPECT_EQ((*t.find(c))[5], 3);
+  EXPECT_TRUE(t.set(a, MacAddress{2, 0, 0, 0, 0, 9}));  // replaces, adds nothing
+  EXPECT_EQ((*t.find(a))[5], 9);
+  EXPECT_EQ(t.size(), 3u);
 }
 
 TEST(NeighbourTable, loads_complete_kernel_entries_only) {

@@ -32,6 +32,11 @@ uint32_t ipv4_of(const NetAddr& a) {
   return (uint32_t{a.ip[0]} << 24) | (uint32_t{a.ip[1]} << 16) | (uint32_t{a.ip[2]} << 8) | a.ip[3];
 }
 
+// A peer's address as the neighbour table keys it.
+IpBytes table_key(const NetAddr& a) {
+  return a.family == NetAddr::Family::kIpv6 ? a.ip : ipv4_mapped(ipv4_of(a));
+}
+
 }  // namespace
 
 size_t DpdkDatapath::alloc(PacketBuf** bufs, size_t n) {
@@ -40,7 +45,7 @@ size_t DpdkDatapath::alloc(PacketBuf** bufs, size_t n) {
     rte_mbuf* m = rte_pktmbuf_alloc(pool_);
     if (!m) break;
     PacketBuf* b = new (packet_of(m)) PacketBuf{};
-    b->data = rte_pktmbuf_mtod(m, uint8_t*) + kFrameHeaderBytes;
+    b->data = rte_pktmbuf_mtod(m, uint8_t*) + header_bytes_;
     b->capacity = cfg_.mtu_bytes;
     bufs[i] = b;
   }
@@ -75,7 +80,7 @@ PacketBuf* DpdkDatapath::accept(rte_mbuf* m) {
     rte_pktmbuf_free(m);
     return nullptr;
   }
-  FrameFilter us{mac_, ipv4_, cfg_.udp_port, false, false};
+  FrameFilter us{mac_, ipv4_, cfg_.udp_port, false, false, ipv6_, ip_};
   const uint64_t ip_ok = m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK;
   const uint64_t l4_ok = m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK;
   us.ip_checksum_checked = ip_ok == RTE_MBUF_F_RX_IP_CKSUM_GOOD;
@@ -89,6 +94,9 @@ PacketBuf* DpdkDatapath::accept(rte_mbuf* m) {
       break;
     case FrameKind::kArp:
       handle_arp(m);
+      return nullptr;
+    case FrameKind::kNeighbourDiscovery:
+      handle_neighbour_discovery(m);
       return nullptr;
     case FrameKind::kNotForUs:
       ++stats_.rx_not_for_us;
@@ -109,10 +117,15 @@ PacketBuf* DpdkDatapath::accept(rte_mbuf* m) {
   b->len = p.payload_bytes;
   b->capacity = p.payload_bytes;
   const SourcePort source = split_source_port(p.src_port, cfg_.entropy_ports);
-  b->peer.family = NetAddr::Family::kIpv4;
   b->peer.port = source.base;
-  b->peer.ip = {static_cast<uint8_t>(p.src_ip >> 24), static_cast<uint8_t>(p.src_ip >> 16),
-                static_cast<uint8_t>(p.src_ip >> 8), static_cast<uint8_t>(p.src_ip)};
+  if (ipv6_) {
+    b->peer.family = NetAddr::Family::kIpv6;
+    b->peer.ip = p.src_ip6;
+  } else {
+    b->peer.family = NetAddr::Family::kIpv4;
+    b->peer.ip = {static_cast<uint8_t>(p.src_ip >> 24), static_cast<uint8_t>(p.src_ip >> 16),
+                  static_cast<uint8_t>(p.src_ip >> 8), static_cast<uint8_t>(p.src_ip)};
+  }
   b->entropy = source.entropy;
   if (p.ecn_ce) {
     b->flags |= PacketBuf::kEcnCe;
@@ -121,35 +134,71 @@ PacketBuf* DpdkDatapath::accept(rte_mbuf* m) {
   return b;
 }
 
-bool DpdkDatapath::frame(PacketBuf* b, rte_mbuf* m) {
-  if (b->peer.family != NetAddr::Family::kIpv4 || b->len > cfg_.mtu_bytes) {
+DpdkDatapath::Framed DpdkDatapath::frame(PacketBuf* b, rte_mbuf* m) {
+  const auto family = ipv6_ ? NetAddr::Family::kIpv6 : NetAddr::Family::kIpv4;
+  if (b->peer.family != family || b->len > cfg_.mtu_bytes) {
     ++stats_.tx_bad_address;
-    return false;
+    return Framed::kUnsendable;
   }
-  UdpFrameAddresses a;
-  a.dst_ip = ipv4_of(b->peer);
-  const MacAddress* dst_mac = neighbours_.find(a.dst_ip);
+  const IpBytes dst_ip = table_key(b->peer);
+  const MacAddress* dst_mac = neighbours_.find(dst_ip);
   if (!dst_mac) {
     ++stats_.tx_no_neighbour;
-    send_arp_request(a.dst_ip);
-    return false;
+    resolve(dst_ip);
+    hold(m, dst_ip);
+    return Framed::kHeld;
   }
-  a.src_mac = mac_;
-  a.dst_mac = *dst_mac;
-  a.src_ip = ipv4_;
-  a.src_port = static_cast<uint16_t>(cfg_.udp_port + b->entropy % cfg_.entropy_ports);
-  a.dst_port = b->peer.port;
+  const auto src_port = static_cast<uint16_t>(cfg_.udp_port + b->entropy % cfg_.entropy_ports);
+  const Checksums checksums =
+      tx_checksum_offload_ ? Checksums::kOffloadToDevice : Checksums::kSoftware;
   uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
-  write_udp_frame(frame, a, b->len,
-                  tx_checksum_offload_ ? Checksums::kOffloadToDevice : Checksums::kSoftware);
-  m->data_len = static_cast<uint16_t>(kFrameHeaderBytes + b->len);
+  if (ipv6_) {
+    write_udp6_frame(frame, {mac_, *dst_mac, ip_, dst_ip, src_port, b->peer.port}, b->len,
+                     checksums);
+  } else {
+    write_udp_frame(frame, {mac_, *dst_mac, ipv4_, ipv4_of(b->peer), src_port, b->peer.port},
+                    b->len, checksums);
+  }
+  m->data_len = static_cast<uint16_t>(header_bytes_ + b->len);
   m->pkt_len = m->data_len;
   if (tx_checksum_offload_) {
     m->l2_len = kEthernetHeaderBytes;
-    m->l3_len = kIpv4HeaderBytes;
-    m->ol_flags = RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_UDP_CKSUM;
+    m->l3_len = ipv6_ ? kIpv6HeaderBytes : kIpv4HeaderBytes;
+    m->ol_flags = ipv6_ ? RTE_MBUF_F_TX_IPV6 | RTE_MBUF_F_TX_UDP_CKSUM
+                        : RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_UDP_CKSUM;
   }
-  return true;
+  return Framed::kReady;
+}
+
+void DpdkDatapath::hold(rte_mbuf* m, const IpBytes& target) {
+  if (held_.size() == kMaxHeldPackets) {
+    rte_pktmbuf_free(held_.front().m);
+    held_.erase(held_.begin());
+    ++stats_.tx_held_dropped;
+  }
+  held_.push_back({m, target, rte_get_tsc_cycles()});
+}
+
+void DpdkDatapath::release_held(const IpBytes& target) {
+  std::erase_if(held_, [&](const HeldPacket& h) {
+    if (h.target != target) return false;
+    if (frame(packet_of(h.m), h.m) == Framed::kReady) {
+      ++stats_.tx_packets;
+      send_now(h.m);
+    } else {
+      rte_pktmbuf_free(h.m);  // cannot happen with the MAC known; never leak it
+    }
+    return true;
+  });
+}
+
+void DpdkDatapath::expire_held() {
+  const uint64_t now = rte_get_tsc_cycles();
+  while (!held_.empty() && now - held_.front().held_at > hold_limit_cycles_) {
+    rte_pktmbuf_free(held_.front().m);
+    held_.erase(held_.begin());
+    ++stats_.tx_held_dropped;
+  }
 }
 
 void DpdkDatapath::await_first_link() {
@@ -160,16 +209,23 @@ void DpdkDatapath::await_first_link() {
 size_t DpdkDatapath::tx_burst(PacketBuf** bufs, size_t n) {
   if (awaiting_first_link_) [[unlikely]]
     await_first_link();
+  if (!held_.empty()) [[unlikely]]
+    expire_held();
   std::array<rte_mbuf*, kMaxBurst> mbufs;
   for (size_t done = 0; done < n;) {
     const size_t count = std::min(n - done, kMaxBurst);
     uint16_t ready = 0;
     for (size_t i = 0; i < count; ++i) {
       rte_mbuf* m = mbuf_of(bufs[done + i]);
-      if (frame(bufs[done + i], m)) {
-        mbufs[ready++] = m;
-      } else {
-        rte_pktmbuf_free(m);
+      switch (frame(bufs[done + i], m)) {
+        case Framed::kReady:
+          mbufs[ready++] = m;
+          break;
+        case Framed::kHeld:
+          break;
+        case Framed::kUnsendable:
+          rte_pktmbuf_free(m);
+          break;
       }
     }
     const uint16_t sent = rte_eth_tx_burst(port_id_, 0, mbufs.data(), ready);
@@ -188,6 +244,19 @@ void DpdkDatapath::send_now(rte_mbuf* m) {
   if (rte_eth_tx_burst(port_id_, 0, &m, 1) != 1) rte_pktmbuf_free(m);
 }
 
+bool DpdkDatapath::send_frame(const uint8_t* frame, uint32_t length) {
+  rte_mbuf* m = rte_pktmbuf_alloc(pool_);
+  if (!m) return false;
+  if (length > rte_pktmbuf_tailroom(m)) {
+    rte_pktmbuf_free(m);
+    return false;
+  }
+  std::memcpy(rte_pktmbuf_append(m, static_cast<uint16_t>(length)), frame, length);
+  if (rte_eth_tx_burst(port_id_, 0, &m, 1) == 1) return true;
+  rte_pktmbuf_free(m);
+  return false;
+}
+
 void DpdkDatapath::handle_arp(rte_mbuf* m) {
   uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
   ArpMessage arp;
@@ -202,7 +271,8 @@ void DpdkDatapath::handle_arp(rte_mbuf* m) {
     return;
   }
   neighbours_.set(arp.sender_ip, arp.sender_mac);
-  std::erase_if(arp_pending_, [&](const auto& p) { return p.first == arp.sender_ip; });
+  pending(ipv4_mapped(arp.sender_ip), /*answered=*/true);
+  release_held(ipv4_mapped(arp.sender_ip));
   if (!arp.is_request) {
     rte_pktmbuf_free(m);
     return;
@@ -215,23 +285,86 @@ void DpdkDatapath::handle_arp(rte_mbuf* m) {
   send_now(m);
 }
 
-void DpdkDatapath::send_arp_request(uint32_t target_ipv4) {
+void DpdkDatapath::handle_neighbour_discovery(rte_mbuf* m) {
+  uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
+  NeighbourMessage nd;
+  if (!parse_neighbour_discovery(frame, m->data_len, nd)) {
+    ++stats_.rx_malformed;  // also other ICMPv6 to us (echo, MLD): we answer none
+    rte_pktmbuf_free(m);
+    return;
+  }
+  if (!nd.is_solicitation) {
+    // Learnt only when asked about or known: otherwise anyone on the link could fill the
+    // table, or redirect our traffic to a peer we have never sent to.
+    if (nd.has_link_mac &&
+        (pending(nd.target_ip, /*answered=*/true) || neighbours_.find(nd.target_ip))) {
+      neighbours_.set(nd.target_ip, nd.link_mac);
+      release_held(nd.target_ip);
+    } else {
+      ++stats_.nd_advertisements_ignored;
+    }
+    rte_pktmbuf_free(m);
+    return;
+  }
+  // A solicitation from the unspecified address is another node's duplicate address
+  // detection, which we do not take part in.
+  if (nd.target_ip != ip_ || nd.source_ip == IpBytes{}) {
+    ++stats_.rx_not_for_us;
+    rte_pktmbuf_free(m);
+    return;
+  }
+  // Its link-layer option is the asker's MAC; without one (a unicast solicitation that
+  // checks a cached entry) the frame's source is.
+  MacAddress asker{};
+  std::memcpy(asker.data(), frame + 6, asker.size());
+  if (nd.has_link_mac) {
+    asker = nd.link_mac;
+    neighbours_.set(nd.source_ip, asker);
+    pending(nd.source_ip, /*answered=*/true);
+    release_held(nd.source_ip);
+  }
+  write_neighbour_advertisement(frame, mac_, ip_, asker, nd.source_ip);
+  m->data_len = kNeighbourFrameBytes;
+  m->pkt_len = kNeighbourFrameBytes;
+  m->ol_flags = 0;
+  ++stats_.nd_advertisements_sent;
+  send_now(m);
+}
+
+bool DpdkDatapath::pending(const IpBytes& target, bool answered) {
+  const auto it = std::find_if(resolving_.begin(), resolving_.end(),
+                               [&](const auto& p) { return p.first == target; });
+  if (it == resolving_.end()) return false;
+  if (answered) resolving_.erase(it);
+  return true;
+}
+
+void DpdkDatapath::resolve(const IpBytes& target) {
   const uint64_t now = rte_get_tsc_cycles();
-  auto it = std::find_if(arp_pending_.begin(), arp_pending_.end(),
-                         [&](const auto& p) { return p.first == target_ipv4; });
-  if (it != arp_pending_.end()) {
-    if (now - it->second < arp_holdoff_cycles_) return;
+  auto it = std::find_if(resolving_.begin(), resolving_.end(),
+                         [&](const auto& p) { return p.first == target; });
+  if (it != resolving_.end()) {
+    if (now - it->second < resolve_holdoff_cycles_) return;
     it->second = now;
   } else {
-    if (arp_pending_.size() == kMaxPendingArp) arp_pending_.erase(arp_pending_.begin());
-    arp_pending_.emplace_back(target_ipv4, now);
+    if (resolving_.size() == kMaxPendingResolutions) resolving_.erase(resolving_.begin());
+    resolving_.emplace_back(target, now);
   }
   rte_mbuf* m = rte_pktmbuf_alloc(pool_);
   if (!m) return;
-  write_arp_request(rte_pktmbuf_mtod(m, uint8_t*), mac_, ipv4_, target_ipv4);
-  m->data_len = kArpFrameBytes;
-  m->pkt_len = kArpFrameBytes;
-  ++stats_.arp_requests_sent;
+  uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
+  if (ipv6_) {
+    write_neighbour_solicitation(frame, mac_, ip_, target);
+    m->data_len = kNeighbourFrameBytes;
+    ++stats_.nd_solicitations_sent;
+  } else {
+    const uint32_t ipv4 = uint32_t{target[12]} << 24 | uint32_t{target[13]} << 16 |
+                          uint32_t{target[14]} << 8 | target[15];
+    write_arp_request(frame, mac_, ipv4_, ipv4);
+    m->data_len = kArpFrameBytes;
+    ++stats_.arp_requests_sent;
+  }
+  m->pkt_len = m->data_len;
   send_now(m);
 }
 

@@ -1,10 +1,11 @@
 // DpdkDatapath: Spray over a DPDK Ethernet port (kernel bypass).
 //
 // One port and one RX/TX queue pair per engine. We frame every packet ourselves as
-// Ethernet / IPv4 / UDP, exactly as the kernel UDP datapath's packets look on the wire,
-// so a DPDK endpoint and a kernel UDP endpoint talk to each other: the same UDP base port
-// and entropy_ports rule (source port = base + EV mod entropy_ports), IPv4 DF, ECT(0)
-// set on transmit and CE reported on receive (PacketBuf::kEcnCe).
+// Ethernet / IPv4 / UDP or Ethernet / IPv6 / UDP (by the family of our address), exactly
+// as the kernel UDP datapath's packets look on the wire, so a DPDK endpoint and a kernel
+// UDP endpoint talk to each other: the same UDP base port and entropy_ports rule (source
+// port = base + EV mod entropy_ports), IPv4 DF, ECT(0) set on transmit and CE reported
+// on receive (PacketBuf::kEcnCe). An endpoint speaks its own family only.
 //
 // Buffers are mbufs. Each mbuf's private area holds its PacketBuf, so a received packet
 // reaches the engine without a copy (PacketBuf::data points at the UDP payload inside
@@ -15,10 +16,16 @@
 // computed in software otherwise; on receive they are verified (or the NIC's verdict is
 // taken) and bad packets are dropped and counted, never handed up.
 //
-// Neighbours: a NeighbourTable filled from configuration, from the kernel's table and
-// from ARP. We answer ARP requests for our address; sending to an unknown neighbour
-// broadcasts one ARP request (at most one per neighbour per millisecond) and drops the
-// packet, which PDS retransmits.
+// Neighbours: a NeighbourTable filled from configuration, from the kernel's IPv4 table
+// and from ARP (IPv4) or neighbour discovery (IPv6). We answer ARP requests and neighbour
+// solicitations for our address; sending to an unknown neighbour sends one ARP request or
+// neighbour solicitation (at most one per neighbour per millisecond) and holds the
+// packet until the answer comes, as the kernel does: up to kMaxHeldPackets in all, for
+// at most a second, the oldest dropped first (PDS resends what RDM loses so; a DGRAM
+// datagram's first packets would otherwise be lost for certain). An IPv6 endpoint takes in an
+// advertisement only for an address it asked about or already knows, so that nobody on the link
+// fills its table unasked. IPv6 receives its solicitations on a multicast group, which the port is
+// asked to let in (allmulticast; virtual ports here pass every frame anyway).
 //
 // EAL: initialised once per process from a parameter string (FI_SPRAY_DPDK_ARGS), e.g.
 // "--no-huge -m 512 --in-memory --vdev=net_memif0,role=server,socket=/tmp/s.sock".
@@ -46,11 +53,11 @@ namespace spray::dp {
 struct DpdkConfig {
   std::string eal_args;      // EAL parameters (FI_SPRAY_DPDK_ARGS); see above
   std::string port;          // ethdev name ("net_memif0", "0000:3b:00.0"); empty: the only port
-  std::string address;       // our IPv4 address (required)
+  std::string address;       // our IPv4 or IPv6 address (required)
   uint16_t udp_port = 4800;  // base UDP port, a multiple of entropy_ports
   uint16_t entropy_ports = 8;
-  uint32_t mtu_bytes = 1472;            // UET bytes per packet (1500 - IPv4 - UDP)
-  std::vector<std::string> neighbours;  // "IPV4=MAC" entries
+  uint32_t mtu_bytes = 1472;            // UET bytes per packet (1500 - IPv4 - UDP; IPv6: 1452)
+  std::vector<std::string> neighbours;  // "IP=MAC" entries
   bool kernel_neighbours = true;        // also read /proc/net/arp at open
   uint32_t mbufs = 8191;                // mempool size (2^k - 1 is optimal for DPDK)
   uint16_t rx_descriptors = 1024;
@@ -67,16 +74,21 @@ struct DpdkConfig {
 struct DpdkStats {
   uint64_t tx_packets = 0;
   uint64_t tx_dropped = 0;       // the TX queue was full
-  uint64_t tx_no_neighbour = 0;  // no MAC for the destination yet (ARP sent)
-  uint64_t tx_bad_address = 0;   // destination is not IPv4
+  uint64_t tx_no_neighbour = 0;  // no MAC for the destination yet: held, ARP or NDP sent
+  uint64_t tx_held_dropped = 0;  // held packets dropped: no answer within a second, or
+                                 // pushed out by newer ones
+  uint64_t tx_bad_address = 0;   // destination is not of our address family
   uint64_t rx_packets = 0;       // UET packets handed up
   uint64_t rx_not_for_us = 0;    // other protocols, addresses or ports
-  uint64_t rx_bad_checksum = 0;  // IPv4 or UDP checksum wrong
+  uint64_t rx_bad_checksum = 0;  // IPv4 or UDP checksum wrong (or none, over IPv6)
   uint64_t rx_malformed = 0;     // truncated, inconsistent lengths, fragments
   uint64_t rx_ecn_ce = 0;        // received with CE marked
   uint64_t arp_requests_sent = 0;
   uint64_t arp_replies_sent = 0;
-  uint64_t link_wait_expired = 0;  // 1 if a burst gave up waiting for the first link up
+  uint64_t nd_solicitations_sent = 0;      // IPv6 neighbour discovery
+  uint64_t nd_advertisements_sent = 0;     // answers to solicitations for our address
+  uint64_t nd_advertisements_ignored = 0;  // for addresses we neither asked about nor knew
+  uint64_t link_wait_expired = 0;          // 1 if a burst gave up waiting for the first link up
 };
 
 class DpdkDatapath {
@@ -104,6 +116,10 @@ class DpdkDatapath {
   bool checksum_offload() const { return tx_checksum_offload_; }
   // Whether the port's link is up now (a memif link comes up once its peer connects).
   bool link_up() const;
+  // Sends one Ethernet frame exactly as given, outside the packet path: forged or odd
+  // frames in tests, probes. False when it is longer than an mbuf holds, no mbuf is free
+  // or the TX queue is full.
+  bool send_frame(const uint8_t* frame, uint32_t length);
   // Waits up to `timeout` for the link, then polls the RX queue once: a memif client
   // offers its receive slots to the server only on its first poll (an engine's
   // progress() does that at once; raw-burst users call this before traffic). Anything
@@ -112,18 +128,32 @@ class DpdkDatapath {
 
  private:
   DpdkDatapath(const DpdkConfig& config, uint16_t port_id, rte_mempool* pool, MacAddress mac,
-               uint32_t ipv4);
-  static constexpr size_t kMaxPendingArp = 64;
+               const IpBytes& ip);
+  static constexpr size_t kMaxPendingResolutions = 64;
+  static constexpr size_t kMaxHeldPackets = 64;
 
-  // Frames one packet in place; false (not sendable) when the neighbour is unknown.
-  bool frame(PacketBuf* b, rte_mbuf* m);
+  enum class Framed : uint8_t { kReady, kHeld, kUnsendable };
+  // Frames one packet in place. kHeld: its neighbour is unknown, so the datapath keeps
+  // it (hold()); kUnsendable: of the other family or too long, the caller frees it.
+  Framed frame(PacketBuf* b, rte_mbuf* m);
+  // Keeps `m` for `target` until it resolves; the oldest held packet makes room.
+  void hold(rte_mbuf* m, const IpBytes& target);
+  // Frames and sends the packets held for `target`, whose MAC is now known.
+  void release_held(const IpBytes& target);
+  // Drops held packets older than a second.
+  void expire_held();
   // Returns the packet's PacketBuf if `m` is a UET packet for us; otherwise counts why
-  // not, handles ARP, and frees or reuses `m`.
+  // not, handles ARP and neighbour discovery, and frees or reuses `m`.
   PacketBuf* accept(rte_mbuf* m);
   // Takes ownership of `m`: learns the sender if it is for us; turns requests into replies.
   void handle_arp(rte_mbuf* m);
-  void send_arp_request(uint32_t target_ipv4);
-  // Sends control frames (ARP) right away; they are rare.
+  // The same for IPv6 neighbour solicitations and advertisements.
+  void handle_neighbour_discovery(rte_mbuf* m);
+  // Asks for `target`'s MAC (ARP or a neighbour solicitation), at most once per holdoff.
+  void resolve(const IpBytes& target);
+  // Whether `target` waits for an answer to resolve(); forgets it when `answered`.
+  bool pending(const IpBytes& target, bool answered);
+  // Sends control frames (ARP, NDP) right away; they are rare.
   void send_now(rte_mbuf* m);
   // Sleeps until the link is up or `deadline` passes; whether it is up.
   bool link_up_by(std::chrono::steady_clock::time_point deadline) const;
@@ -134,19 +164,29 @@ class DpdkDatapath {
   uint16_t port_id_;
   rte_mempool* pool_;  // owned
   MacAddress mac_;
-  uint32_t ipv4_;  // host byte order
+  bool ipv6_;              // our address's family, the only one we send and take
+  uint32_t ipv4_ = 0;      // IPv4: our address, host byte order
+  IpBytes ip_{};           // our address (IPv4 v4-mapped)
+  uint32_t header_bytes_;  // Ethernet + IP + UDP in front of each UET packet
   NetAddr local_;
   NeighbourTable neighbours_;
   bool tx_checksum_offload_ = false;
   bool rx_interrupts_ = false;
   int rx_interrupt_fd_ = -1;  // the RX queue's event fd, owned by the PMD
-  uint64_t arp_holdoff_cycles_ = 0;
+  uint64_t resolve_holdoff_cycles_ = 0;
   // Whether bursts still wait for the link (DpdkConfig::first_link_wait), until when:
   // cleared by the first burst, which waits at most to the deadline, so tx_burst checks
   // a single flag after the start.
   bool awaiting_first_link_ = false;
   std::chrono::steady_clock::time_point first_link_deadline_{};
-  std::vector<std::pair<uint32_t, uint64_t>> arp_pending_;  // (ip, TSC of last request)
+  std::vector<std::pair<IpBytes, uint64_t>> resolving_;  // (ip, TSC of last request)
+  struct HeldPacket {
+    rte_mbuf* m;       // owned; its PacketBuf still names the peer
+    IpBytes target;    // the neighbour it waits for
+    uint64_t held_at;  // TSC
+  };
+  std::vector<HeldPacket> held_;  // oldest first; reserved to kMaxHeldPackets
+  uint64_t hold_limit_cycles_ = 0;
   DpdkStats stats_;
 };
 

@@ -22,7 +22,10 @@
 namespace spray::dp {
 namespace {
 
-constexpr uint32_t kMaxUetBytes = kMaxIpMtu - kIpv4HeaderBytes - kUdpHeaderBytes;
+// The most UET bytes a jumbo frame carries over each IP version.
+constexpr uint32_t max_uet_bytes(bool ipv6) {
+  return kMaxIpMtu - (ipv6 ? kIpv6HeaderBytes : kIpv4HeaderBytes) - kUdpHeaderBytes;
+}
 
 // Ports driven by a DpdkDatapath in this process: one engine per port (one queue pair).
 std::mutex ports_mutex;
@@ -44,7 +47,8 @@ std::string port_names() {
 // buffers came in as 9258-, 6914- and 2048-byte ones, which we drop as malformed, and the
 // transfer failed). So a frame must fit one buffer, the `bsize` in the port's --vdev
 // arguments (2048 when absent). Empty when the port is not memif or the frame fits.
-std::string memif_frame_problem(const rte_eth_dev_info& info, uint32_t frame_bytes) {
+std::string memif_frame_problem(const rte_eth_dev_info& info, uint32_t frame_bytes,
+                                uint32_t header_bytes) {
   if (info.driver_name == nullptr || std::string_view(info.driver_name) != "net_memif") return {};
   unsigned long buffer_bytes = 2048;
   const rte_devargs* args = info.device ? rte_dev_devargs(info.device) : nullptr;
@@ -59,7 +63,7 @@ std::string memif_frame_problem(const rte_eth_dev_info& info, uint32_t frame_byt
   return fmt::format(
       "net_memif buffers of {} bytes cannot hold a {}-byte frame (MTU {} + {} bytes of headers); "
       "give the port bsize={} or more in its --vdev, or a smaller MTU",
-      buffer_bytes, frame_bytes, frame_bytes - kFrameHeaderBytes, kFrameHeaderBytes, frame_bytes);
+      buffer_bytes, frame_bytes, frame_bytes - header_bytes, header_bytes, frame_bytes);
 }
 
 bool find_port(const std::string& name, uint16_t& port_id, std::string& error) {
@@ -81,15 +85,15 @@ bool find_port(const std::string& name, uint16_t& port_id, std::string& error) {
   return true;
 }
 
-bool validate(const DpdkConfig& c, std::string& error) {
+bool validate(const DpdkConfig& c, bool ipv6, std::string& error) {
   const uint16_t ev = c.entropy_ports;
   if (ev == 0 || ev > 64 || (ev & (ev - 1)) != 0) {
     error = fmt::format("entropy_ports must be a power of two <= 64, got {}", ev);
   } else if (c.udp_port == 0 || c.udp_port % ev != 0) {
     error = fmt::format("UDP base port {} must be non-zero and a multiple of entropy_ports {}",
                         c.udp_port, ev);
-  } else if (c.mtu_bytes < 256 || c.mtu_bytes > kMaxUetBytes) {
-    error = fmt::format("mtu_bytes {} is outside 256..{}", c.mtu_bytes, kMaxUetBytes);
+  } else if (c.mtu_bytes < 256 || c.mtu_bytes > max_uet_bytes(ipv6)) {
+    error = fmt::format("mtu_bytes {} is outside 256..{}", c.mtu_bytes, max_uet_bytes(ipv6));
   } else if (c.mbufs < 2 * (c.rx_descriptors + c.tx_descriptors)) {
     error = fmt::format("{} mbufs cannot fill {} RX and {} TX descriptors", c.mbufs,
                         c.rx_descriptors, c.tx_descriptors);
@@ -102,12 +106,18 @@ bool validate(const DpdkConfig& c, std::string& error) {
 }  // namespace
 
 std::unique_ptr<DpdkDatapath> DpdkDatapath::open(const DpdkConfig& c, std::string& error) {
-  const auto ipv4 = parse_ipv4(c.address);
-  if (!ipv4) {
-    error = fmt::format("DPDK datapath needs a local IPv4 address, got '{}'", c.address);
+  const auto ip = parse_ip_bytes(c.address);
+  if (!ip) {
+    error = fmt::format("DPDK datapath needs a local IPv4 or IPv6 address, got '{}'", c.address);
     return nullptr;
   }
-  if (!validate(c, error) || !ensure_dpdk_eal(c.eal_args, error)) return nullptr;
+  const bool ipv6 = !is_ipv4_mapped(*ip);
+  if (ipv6 && (*ip == IpBytes{} || (*ip)[0] == 0xff)) {
+    error = fmt::format("DPDK datapath needs a unicast address, got '{}'", c.address);
+    return nullptr;
+  }
+  const uint32_t header_bytes = frame_header_bytes(ipv6);
+  if (!validate(c, ipv6, error) || !ensure_dpdk_eal(c.eal_args, error)) return nullptr;
   uint16_t port = 0;
   if (!find_port(c.port, port, error)) return nullptr;
   {
@@ -129,13 +139,14 @@ std::unique_ptr<DpdkDatapath> DpdkDatapath::open(const DpdkConfig& c, std::strin
   rte_eth_dev_info info{};
   if (const int rc = rte_eth_dev_info_get(port, &info); rc != 0)
     return fail(fmt::format("cannot query DPDK port {}: {}", port, rte_strerror(-rc)), nullptr);
-  if (std::string why = memif_frame_problem(info, kFrameHeaderBytes + c.mtu_bytes); !why.empty())
+  if (std::string why = memif_frame_problem(info, header_bytes + c.mtu_bytes, header_bytes);
+      !why.empty())
     return fail(fmt::format("port {}: {}", port, why), nullptr);
 
   // The mbuf's private area holds its PacketBuf; the data room holds the whole frame.
   static std::atomic<uint32_t> pool_serial{0};
   const auto priv = static_cast<uint16_t>(RTE_ALIGN(sizeof(PacketBuf), RTE_MBUF_PRIV_ALIGN));
-  const auto room = static_cast<uint16_t>(RTE_PKTMBUF_HEADROOM + kFrameHeaderBytes + c.mtu_bytes);
+  const auto room = static_cast<uint16_t>(RTE_PKTMBUF_HEADROOM + header_bytes + c.mtu_bytes);
   const std::string pool_name = fmt::format("spray{}_{}", port, pool_serial++);
   rte_mempool* pool = rte_pktmbuf_pool_create(pool_name.c_str(), c.mbufs, 256, priv,
                                               std::max<uint16_t>(room, RTE_MBUF_DEFAULT_BUF_SIZE),
@@ -147,11 +158,14 @@ std::unique_ptr<DpdkDatapath> DpdkDatapath::open(const DpdkConfig& c, std::strin
                 nullptr);
 
   rte_eth_conf conf{};
-  constexpr uint64_t kTxChecksums = RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | RTE_ETH_TX_OFFLOAD_UDP_CKSUM;
-  constexpr uint64_t kRxChecksums = RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | RTE_ETH_RX_OFFLOAD_UDP_CKSUM;
-  const bool tx_offload = (info.tx_offload_capa & kTxChecksums) == kTxChecksums;
-  if (tx_offload) conf.txmode.offloads = kTxChecksums;
-  if ((info.rx_offload_capa & kRxChecksums) == kRxChecksums) conf.rxmode.offloads = kRxChecksums;
+  // IPv6 has no header checksum: only UDP's is offloaded.
+  const uint64_t tx_checksums = ipv6 ? RTE_ETH_TX_OFFLOAD_UDP_CKSUM
+                                     : RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | RTE_ETH_TX_OFFLOAD_UDP_CKSUM;
+  const uint64_t rx_checksums = ipv6 ? RTE_ETH_RX_OFFLOAD_UDP_CKSUM
+                                     : RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | RTE_ETH_RX_OFFLOAD_UDP_CKSUM;
+  const bool tx_offload = (info.tx_offload_capa & tx_checksums) == tx_checksums;
+  if (tx_offload) conf.txmode.offloads = tx_checksums;
+  if ((info.rx_offload_capa & rx_checksums) == rx_checksums) conf.rxmode.offloads = rx_checksums;
   // Ask for RX interrupts (for wait()); PMDs without them refuse, and we poll instead.
   conf.intr_conf.rxq = 1;
   bool interrupts = rte_eth_dev_configure(port, 1, 1, &conf) == 0;
@@ -169,7 +183,7 @@ std::unique_ptr<DpdkDatapath> DpdkDatapath::open(const DpdkConfig& c, std::strin
   if (const int rc = rte_eth_tx_queue_setup(port, 0, tx_desc, socket, nullptr); rc != 0)
     return fail(fmt::format("cannot set up TX queue on port {}: {}", port, rte_strerror(-rc)),
                 pool);
-  const uint32_t frame_mtu = c.mtu_bytes + kFrameHeaderBytes - kEthernetHeaderBytes;
+  const uint32_t frame_mtu = c.mtu_bytes + header_bytes - kEthernetHeaderBytes;
   // The port's MTU must hold our packets: ours is asked for when the port's is smaller (a
   // larger one is left as it is). A PMD with no MTU to set (-ENOTSUP: net_memif, whose
   // frames are bounded by its buffers instead, see memif_frame_problem) is taken as it is.
@@ -181,21 +195,24 @@ std::unique_ptr<DpdkDatapath> DpdkDatapath::open(const DpdkConfig& c, std::strin
     if (const int rc = rte_eth_dev_set_mtu(port, static_cast<uint16_t>(frame_mtu));
         rc != 0 && rc != -ENOTSUP)
       return fail(
-          fmt::format(
-              "port {} does not accept an IP MTU of {} (MTU {} + {} bytes of IPv4 and UDP): "
-              "{}; its MTU is {}, its largest frame {} bytes",
-              port, frame_mtu, c.mtu_bytes, kIpv4HeaderBytes + kUdpHeaderBytes, rte_strerror(-rc),
-              port_mtu, info.max_rx_pktlen),
+          fmt::format("port {} does not accept an IP MTU of {} (MTU {} + {} bytes of {} and UDP): "
+                      "{}; its MTU is {}, its largest frame {} bytes",
+                      port, frame_mtu, c.mtu_bytes, header_bytes - kEthernetHeaderBytes,
+                      ipv6 ? "IPv6" : "IPv4", rte_strerror(-rc), port_mtu, info.max_rx_pktlen),
           pool);
   }
   if (const int rc = rte_eth_dev_start(port); rc != 0)
     return fail(fmt::format("cannot start DPDK port {}: {}", port, rte_strerror(-rc)), pool);
+  // Neighbour solicitations for our address arrive on its solicited-node multicast group.
+  // Virtual ports (memif, af_packet and af_xdp on a veth) pass every frame and refuse the
+  // setting; a NIC that filters multicast needs it.
+  if (ipv6) rte_eth_allmulticast_enable(port);
 
   rte_ether_addr mac{};
   rte_eth_macaddr_get(port, &mac);
   MacAddress our_mac{};
   std::copy(std::begin(mac.addr_bytes), std::end(mac.addr_bytes), our_mac.begin());
-  std::unique_ptr<DpdkDatapath> d(new DpdkDatapath(c, port, pool, our_mac, *ipv4));
+  std::unique_ptr<DpdkDatapath> d(new DpdkDatapath(c, port, pool, our_mac, *ip));
   d->tx_checksum_offload_ = tx_offload;
   // A PMD may accept the configuration yet have no per-queue interrupt (memif here):
   // enabling tells, before asking for the event fd.
@@ -212,19 +229,30 @@ std::unique_ptr<DpdkDatapath> DpdkDatapath::open(const DpdkConfig& c, std::strin
 }
 
 DpdkDatapath::DpdkDatapath(const DpdkConfig& config, uint16_t port_id, rte_mempool* pool,
-                           MacAddress mac, uint32_t ipv4)
-    : cfg_(config), port_id_(port_id), pool_(pool), mac_(mac), ipv4_(ipv4) {
-  local_.family = NetAddr::Family::kIpv4;
+                           MacAddress mac, const IpBytes& ip)
+    : cfg_(config),
+      port_id_(port_id),
+      pool_(pool),
+      mac_(mac),
+      ipv6_(!is_ipv4_mapped(ip)),
+      ip_(ip),
+      header_bytes_(frame_header_bytes(ipv6_)) {
   local_.port = config.udp_port;
-  local_.ip[0] = static_cast<uint8_t>(ipv4 >> 24);
-  local_.ip[1] = static_cast<uint8_t>(ipv4 >> 16);
-  local_.ip[2] = static_cast<uint8_t>(ipv4 >> 8);
-  local_.ip[3] = static_cast<uint8_t>(ipv4);
-  arp_holdoff_cycles_ = rte_get_tsc_hz() / 1000;
+  if (ipv6_) {
+    local_.family = NetAddr::Family::kIpv6;
+    local_.ip = ip;
+  } else {
+    local_.family = NetAddr::Family::kIpv4;
+    std::copy(ip.begin() + 12, ip.end(), local_.ip.begin());
+    ipv4_ = uint32_t{ip[12]} << 24 | uint32_t{ip[13]} << 16 | uint32_t{ip[14]} << 8 | ip[15];
+  }
+  resolve_holdoff_cycles_ = rte_get_tsc_hz() / 1000;
   awaiting_first_link_ = config.first_link_wait.ps > 0;
   first_link_deadline_ =
       std::chrono::steady_clock::now() + std::chrono::nanoseconds(config.first_link_wait.ps / 1000);
-  arp_pending_.reserve(kMaxPendingArp);
+  resolving_.reserve(kMaxPendingResolutions);
+  held_.reserve(kMaxHeldPackets);
+  hold_limit_cycles_ = rte_get_tsc_hz();  // a second
 }
 
 bool DpdkDatapath::link_up() const {
@@ -251,6 +279,7 @@ DpdkDatapath::~DpdkDatapath() {
   // later engine in this process may want the port.
   rte_eth_dev_stop(port_id_);
   await_dpdk_interrupt_thread();
+  for (const HeldPacket& h : held_) rte_pktmbuf_free(h.m);
   rte_mempool_free(pool_);
   std::lock_guard lock(ports_mutex);
   ports_in_use.erase(port_id_);

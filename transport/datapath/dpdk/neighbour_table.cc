@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fmt/format.h>
 
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -30,28 +31,66 @@ std::optional<uint32_t> parse_ipv4(const std::string& text) {
   return ntohl(a.s_addr);
 }
 
-NeighbourTable::NeighbourTable(uint32_t max_entries)
-    : max_entries_(max_entries), by_ip_(max_entries) {
-  macs_.reserve(max_entries);
+IpBytes ipv4_mapped(uint32_t ipv4) {
+  IpBytes ip{};
+  ip[10] = 0xff;
+  ip[11] = 0xff;
+  ip[12] = static_cast<uint8_t>(ipv4 >> 24);
+  ip[13] = static_cast<uint8_t>(ipv4 >> 16);
+  ip[14] = static_cast<uint8_t>(ipv4 >> 8);
+  ip[15] = static_cast<uint8_t>(ipv4);
+  return ip;
 }
 
-bool NeighbourTable::set(uint32_t ipv4, const MacAddress& mac) {
-  if (const auto slot = by_ip_.find(ipv4)) {
-    macs_[*slot] = mac;
-    return true;
+bool is_ipv4_mapped(const IpBytes& ip) {
+  constexpr std::array<uint8_t, 12> kPrefix{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  return std::memcmp(ip.data(), kPrefix.data(), kPrefix.size()) == 0;
+}
+
+std::optional<IpBytes> parse_ip_bytes(const std::string& text) {
+  if (const auto v4 = parse_ipv4(text)) return ipv4_mapped(*v4);
+  IpBytes ip{};
+  if (::inet_pton(AF_INET6, text.c_str(), ip.data()) != 1) return std::nullopt;
+  return ip;
+}
+
+NeighbourTable::NeighbourTable(uint32_t max_entries)
+    : max_entries_(max_entries), by_fold_(max_entries) {
+  entries_.reserve(max_entries);
+}
+
+uint64_t NeighbourTable::fold(const IpBytes& ip) {
+  uint64_t high = 0, low = 0;
+  std::memcpy(&high, ip.data(), 8);
+  std::memcpy(&low, ip.data() + 8, 8);
+  return (high * 0x9e3779b97f4a7c15ULL) ^ low;
+}
+
+bool NeighbourTable::set(const IpBytes& ip, const MacAddress& mac) {
+  const uint64_t key = fold(ip);
+  const auto first = by_fold_.find(key);
+  for (uint32_t i = first ? *first : kNone; i != kNone; i = entries_[i].next_same_fold) {
+    if (entries_[i].ip == ip) {
+      entries_[i].mac = mac;
+      return true;
+    }
   }
-  if (macs_.size() >= max_entries_) return false;
-  by_ip_.insert(ipv4, static_cast<uint32_t>(macs_.size()));
-  macs_.push_back(mac);
+  if (entries_.size() >= max_entries_) return false;
+  const auto index = static_cast<uint32_t>(entries_.size());
+  entries_.push_back(Entry{ip, mac, first ? *first : kNone});
+  by_fold_.insert(key, index);  // the newest entry heads its fold's chain
   return true;
 }
 
 bool NeighbourTable::add_from_text(const std::string& entry, std::string& error) {
   const auto eq = entry.find('=');
-  const auto ip = eq == std::string::npos ? std::nullopt : parse_ipv4(entry.substr(0, eq));
+  const auto ip = eq == std::string::npos ? std::nullopt : parse_ip_bytes(entry.substr(0, eq));
   const auto mac = eq == std::string::npos ? std::nullopt : parse_mac(entry.substr(eq + 1));
   if (!ip || !mac) {
-    error = fmt::format("neighbour '{}' is not IPV4=MAC (e.g. 10.0.0.2=02:00:00:00:00:02)", entry);
+    error = fmt::format(
+        "neighbour '{}' is not IP=MAC (e.g. 10.0.0.2=02:00:00:00:00:02 or "
+        "fd00::2=02:00:00:00:00:02)",
+        entry);
     return false;
   }
   if (!set(*ip, *mac)) {

@@ -1,9 +1,13 @@
-// NeighbourTable: IPv4 address -> Ethernet address, for datapaths that build their own
-// Ethernet frames (DPDK). Filled from configuration ("10.0.0.2=02:00:00:00:00:02"),
-// from the kernel's neighbour table (/proc/net/arp of the calling process's network
-// namespace) and from ARP traffic addressed to us. Looked up once per transmitted
-// packet, so lookups are a flat hash probe with no allocation; inserts happen off the
-// fast path (open, ARP) and are bounded by `max_entries`.
+// NeighbourTable: IP address -> Ethernet address, for datapaths that build their own
+// Ethernet frames (DPDK). Filled from configuration ("10.0.0.2=02:00:00:00:00:02",
+// "fd00::2=02:00:00:00:00:02"), from the kernel's IPv4 neighbour table (/proc/net/arp of
+// the calling process's network namespace) and from ARP and IPv6 neighbour discovery
+// addressed to us. Looked up once per transmitted packet, so lookups are a flat hash
+// probe with no allocation; inserts happen off the fast path (open, ARP, NDP) and are
+// bounded by `max_entries`.
+//
+// Keys are 16-byte addresses: IPv6 as it is, IPv4 in its v4-mapped form
+// (::ffff:a.b.c.d), so one table serves either family.
 #pragma once
 
 #include <array>
@@ -17,35 +21,59 @@
 namespace spray::dp {
 
 using MacAddress = std::array<uint8_t, 6>;
+// An IPv6 address in network byte order, or an IPv4 one as ::ffff:a.b.c.d.
+using IpBytes = std::array<uint8_t, 16>;
 
 // "02:00:00:00:00:01" -> bytes; nullopt when malformed.
 std::optional<MacAddress> parse_mac(const std::string& text);
 std::string mac_to_string(const MacAddress& mac);
 // "10.0.0.1" -> host-order IPv4; nullopt when malformed.
 std::optional<uint32_t> parse_ipv4(const std::string& text);
+// "10.0.0.1" (v4-mapped) or "fd00::1" -> bytes; nullopt when malformed.
+std::optional<IpBytes> parse_ip_bytes(const std::string& text);
+// Host-order IPv4 -> ::ffff:a.b.c.d.
+IpBytes ipv4_mapped(uint32_t ipv4);
+// Whether `ip` is an IPv4 address in v4-mapped form.
+bool is_ipv4_mapped(const IpBytes& ip);
 
 class NeighbourTable {
  public:
   explicit NeighbourTable(uint32_t max_entries = 4096);
 
   // Inserts or replaces. False when the table is full.
-  bool set(uint32_t ipv4, const MacAddress& mac);
+  bool set(const IpBytes& ip, const MacAddress& mac);
+  bool set(uint32_t ipv4, const MacAddress& mac) { return set(ipv4_mapped(ipv4), mac); }
   // Nullptr when unknown. The pointer stays valid until the next set().
-  const MacAddress* find(uint32_t ipv4) const {
-    const auto slot = by_ip_.find(ipv4);
-    return slot ? &macs_[*slot] : nullptr;
+  const MacAddress* find(const IpBytes& ip) const {
+    const auto first = by_fold_.find(fold(ip));
+    for (uint32_t i = first ? *first : kNone; i != kNone; i = entries_[i].next_same_fold) {
+      if (entries_[i].ip == ip) return &entries_[i].mac;
+    }
+    return nullptr;
   }
-  size_t size() const { return macs_.size(); }
+  const MacAddress* find(uint32_t ipv4) const { return find(ipv4_mapped(ipv4)); }
+  size_t size() const { return entries_.size(); }
 
-  // Parses "IP=MAC"; on failure returns false and a message naming the problem.
+  // Parses "IP=MAC" (IPv4 or IPv6); on failure returns false and a message naming the
+  // problem.
   bool add_from_text(const std::string& entry, std::string& error);
   // Adds every complete entry of a /proc/net/arp-formatted file; returns how many.
   size_t load_kernel_table(const std::string& path = "/proc/net/arp");
 
  private:
+  static constexpr uint32_t kNone = UINT32_MAX;
+  struct Entry {
+    IpBytes ip{};
+    MacAddress mac{};
+    uint32_t next_same_fold = kNone;  // the next entry whose address folds alike
+  };
+  // 16 bytes to the map's 64-bit key. Two addresses may fold alike; find() compares the
+  // whole address along the chain, so that costs a step, never a wrong answer.
+  static uint64_t fold(const IpBytes& ip);
+
   uint32_t max_entries_;
-  FlatMap by_ip_;                 // IPv4 -> index into macs_
-  std::vector<MacAddress> macs_;  // reserved to max_entries_, so find() pointers are stable
+  FlatMap by_fold_;             // fold(ip) -> index of the first entry of that fold
+  std::vector<Entry> entries_;  // reserved to max_entries_, so find() pointers are stable
 };
 
 }  // namespace spray::dp
