@@ -131,6 +131,15 @@ size_t receive(DpdkDatapath& d, size_t want, Check&& check) {
   return got;
 }
 
+// One 10-byte packet from `from` to `to`.
+void send_ten_bytes(DpdkDatapath& from, const NetAddr& to) {
+  PacketBuf* p = nullptr;
+  ASSERT_EQ(from.alloc(&p, 1), 1u);
+  p->len = 10;
+  p->peer = to;
+  from.tx_burst(&p, 1);
+}
+
 TEST(DpdkDatapath, open__rejects_bad_configuration) {
   std::string error;
   DpdkConfig c = config(0);
@@ -246,13 +255,7 @@ TEST(DpdkDatapath, arp__resolves_an_unknown_neighbour) {
   auto [a, b] = open_pair(/*with_neighbours=*/false);
   ASSERT_TRUE(a && b);
   // Named captures: clang before 16 cannot capture structured bindings implicitly.
-  auto send_one = [&a = a, &b = b] {
-    PacketBuf* p = nullptr;
-    ASSERT_EQ(a->alloc(&p, 1), 1u);
-    p->len = 10;
-    p->peer = b->local_address();
-    a->tx_burst(&p, 1);
-  };
+  auto send_one = [&a = a, &b = b] { send_ten_bytes(*a, b->local_address()); };
   send_one();  // no MAC for b yet: held, ARP request broadcast
   EXPECT_EQ(a->stats().tx_no_neighbour, 1u);
   EXPECT_EQ(a->stats().arp_requests_sent, 1u);
@@ -292,11 +295,9 @@ TEST(DpdkDatapath, arp__drops_what_it_held_for_a_silent_neighbour) {
 TEST(DpdkDatapath, tx__drops_unsendable_packets_and_counts_them) {
   auto [a, b] = open_pair();
   ASSERT_TRUE(a && b);
-  PacketBuf* p = nullptr;
-  ASSERT_EQ(a->alloc(&p, 1), 1u);
-  p->len = 10;
-  p->peer.family = NetAddr::Family::kIpv6;
-  a->tx_burst(&p, 1);
+  NetAddr ipv6_peer;
+  ipv6_peer.family = NetAddr::Family::kIpv6;
+  send_ten_bytes(*a, ipv6_peer);
   EXPECT_EQ(a->stats().tx_bad_address, 1u);
   EXPECT_EQ(a->stats().tx_packets, 0u);
 }
@@ -308,13 +309,7 @@ TEST(DpdkDatapath, neighbour_discovery__resolves_an_unknown_ipv6_neighbour) {
   MemifPair pair(ipv6_config(0, false), ipv6_config(1, false));
   auto& [a, b] = pair;
   ASSERT_TRUE(a && b);
-  auto send_one = [&a = a, &b = b] {
-    PacketBuf* p = nullptr;
-    ASSERT_EQ(a->alloc(&p, 1), 1u);
-    p->len = 10;
-    p->peer = b->local_address();
-    a->tx_burst(&p, 1);
-  };
+  auto send_one = [&a = a, &b = b] { send_ten_bytes(*a, b->local_address()); };
   send_one();  // no MAC for b yet: held, solicitation sent
   EXPECT_EQ(a->stats().tx_no_neighbour, 1u);
   EXPECT_EQ(a->stats().nd_solicitations_sent, 1u);
@@ -381,13 +376,11 @@ TEST(DpdkDatapath, tx__an_ipv6_endpoint_sends_to_ipv6_peers_only) {
   MemifPair pair(ipv6_config(0), ipv6_config(1));
   auto& [a, b] = pair;
   ASSERT_TRUE(a && b);
-  PacketBuf* p = nullptr;
-  ASSERT_EQ(a->alloc(&p, 1), 1u);
-  p->len = 10;
-  p->peer.family = NetAddr::Family::kIpv4;
-  p->peer.ip = {10, 0, 0, 2};
-  p->peer.port = 4800;
-  a->tx_burst(&p, 1);
+  NetAddr ipv4_peer;
+  ipv4_peer.family = NetAddr::Family::kIpv4;
+  ipv4_peer.ip = {10, 0, 0, 2};
+  ipv4_peer.port = 4800;
+  send_ten_bytes(*a, ipv4_peer);
   EXPECT_EQ(a->stats().tx_bad_address, 1u);
   EXPECT_EQ(a->stats().tx_packets, 0u);
 }

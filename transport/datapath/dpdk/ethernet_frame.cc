@@ -24,6 +24,14 @@ MacAddress get_mac(const void* from) {
   std::memcpy(m.data(), from, m.size());
   return m;
 }
+
+void write_ethernet(uint8_t* frame, const MacAddress& dst, const MacAddress& src,
+                    uint16_t ether_type) {
+  auto* eth = reinterpret_cast<rte_ether_hdr*>(frame);
+  put_mac(&eth->dst_addr, dst);
+  put_mac(&eth->src_addr, src);
+  eth->ether_type = rte_cpu_to_be_16(ether_type);
+}
 constexpr uint8_t kNeighbourHopLimit = 255;  // RFC 4861: proves the sender is on our link
 constexpr uint8_t kIcmpv6NeighbourSolicitation = 135;
 constexpr uint8_t kIcmpv6NeighbourAdvertisement = 136;
@@ -70,10 +78,7 @@ IpBytes get_ip6(const uint8_t* from) {
 rte_ipv6_hdr* write_neighbour_headers(uint8_t* frame, const MacAddress& from_mac,
                                       const MacAddress& to_mac, const IpBytes& from_ip,
                                       const IpBytes& to_ip) {
-  auto* eth = reinterpret_cast<rte_ether_hdr*>(frame);
-  put_mac(&eth->dst_addr, to_mac);
-  put_mac(&eth->src_addr, from_mac);
-  eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6);
+  write_ethernet(frame, to_mac, from_mac, RTE_ETHER_TYPE_IPV6);
   auto* ip = reinterpret_cast<rte_ipv6_hdr*>(frame + kIpv6At);
   ip->vtc_flow = rte_cpu_to_be_32(ipv6_first_word(0, 0));
   ip->payload_len = rte_cpu_to_be_16(static_cast<uint16_t>(kNeighbourFrameBytes - kL4At6));
@@ -108,10 +113,7 @@ ParsedFrame verdict(FrameKind kind) {
 
 void write_arp(uint8_t* frame, uint16_t opcode, const MacAddress& our_mac, uint32_t our_ip,
                const MacAddress& eth_dst, const MacAddress& target_mac, uint32_t target_ip) {
-  auto* eth = reinterpret_cast<rte_ether_hdr*>(frame);
-  put_mac(&eth->dst_addr, eth_dst);
-  put_mac(&eth->src_addr, our_mac);
-  eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_ARP);
+  write_ethernet(frame, eth_dst, our_mac, RTE_ETHER_TYPE_ARP);
   auto* arp = reinterpret_cast<rte_arp_hdr*>(frame + kEthernetHeaderBytes);
   arp->arp_hardware = rte_cpu_to_be_16(RTE_ARP_HRD_ETHER);
   arp->arp_protocol = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
@@ -128,10 +130,7 @@ void write_arp(uint8_t* frame, uint16_t opcode, const MacAddress& our_mac, uint3
 
 void write_udp_frame(uint8_t* frame, const UdpFrameAddresses& a, uint32_t payload_bytes,
                      Checksums checksums) {
-  auto* eth = reinterpret_cast<rte_ether_hdr*>(frame);
-  put_mac(&eth->dst_addr, a.dst_mac);
-  put_mac(&eth->src_addr, a.src_mac);
-  eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV4);
+  write_ethernet(frame, a.dst_mac, a.src_mac, RTE_ETHER_TYPE_IPV4);
 
   auto* ip = reinterpret_cast<rte_ipv4_hdr*>(frame + kEthernetHeaderBytes);
   ip->version_ihl = RTE_IPV4_VHL_DEF;
@@ -161,10 +160,7 @@ void write_udp_frame(uint8_t* frame, const UdpFrameAddresses& a, uint32_t payloa
 
 void write_udp6_frame(uint8_t* frame, const Udp6FrameAddresses& a, uint32_t payload_bytes,
                       Checksums checksums) {
-  auto* eth = reinterpret_cast<rte_ether_hdr*>(frame);
-  put_mac(&eth->dst_addr, a.dst_mac);
-  put_mac(&eth->src_addr, a.src_mac);
-  eth->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6);
+  write_ethernet(frame, a.dst_mac, a.src_mac, RTE_ETHER_TYPE_IPV6);
 
   auto* ip = reinterpret_cast<rte_ipv6_hdr*>(frame + kIpv6At);
   ip->vtc_flow = rte_cpu_to_be_32(ipv6_first_word(ecn::kEct0, flow_label(a)));
