@@ -59,7 +59,7 @@ constexpr StringParam kStringParams[] = {
      "(its address family must be the endpoints')."},
     {"dpdk_neighbours", &Params::dpdk_neighbours,
      "Static DPDK neighbours, IP=MAC[,IP=MAC...] (IPv4 or IPv6); others are taken from "
-     "the kernel's ARP table or resolved by ARP or IPv6 neighbour discovery."},
+     "the kernel's neighbour table or resolved by ARP or IPv6 neighbour discovery."},
     {"tss_key_file", &Params::tss_key_file,
      "File holding the secure domain's 32-byte key as 64 hex digits (e.g. from `openssl rand "
      "-hex 32`; readable by its owner only). Set, every packet is encrypted and "

@@ -12,6 +12,7 @@ packages=(
   iproute2 nftables                  # network-namespace multipath tests
   libibverbs-dev rdma-core           # the verbs datapath links the real libibverbs
   libdpdk-dev ethtool                # the DPDK datapath; ethtool sets veth offloads in its tests
+  libnl-route-3-dev                  # the DPDK datapath reads the kernel's IPv6 neighbours
   libfabric-dev libfabric-bin        # the provider builds against libfabric; fi_pingpong, fi_info
   openmpi-bin libopenmpi-dev         # Open MPI's OFI MTL runs the MPI tests over the provider
   libboost-dev                       # Boost.Asio: the collectives' rendezvous store

@@ -13,7 +13,8 @@
 #                     MTU the PMD cannot take, with its reason)
 #   afpacket-kernel-ipv6
 #                     the same over IPv6 (fd77::1 <-> fd77::2): our IPv6 framing and UDP
-#                     checksums checked by the kernel, neighbour discovery both ways
+#                     checksums checked by the kernel, neighbour discovery both ways, and
+#                     the kernel's IPv6 neighbour table read at open
 #   afpacket-nftdrop  as afpacket-kernel, with nftables in B dropping 5 % of our packets
 #   afxdp-kernel      DPDK net_af_xdp on a0 <-> kernel UDP in B (skipped when the kernel
 #                     or libxdp cannot attach XDP here)
@@ -113,6 +114,17 @@ case $test in
     grep -q '"rx_bad_checksum":0' "$workdir/server.json" ||
       { echo "FAIL: the kernel's checksums did not check"; exit 1; }
     xb ip -6 neigh show fd77::1 dev b0
+    # A's kernel knows B: the DPDK endpoint takes B's MAC from it (rtnetlink) and solicits
+    # nothing.
+    b_mac=$(xb cat /sys/class/net/b0/address)
+    ip -n "${tag}a" -6 neigh replace fd77::2 lladdr "$b_mac" dev a0 nud permanent
+    ip -n "${tag}b" neigh flush dev b0
+    run_pair xb "$tool" server --bind "[fd77::2]:4800" -- \
+      xa "$tool" client --datapath dpdk --bind fd77::1 --connect "[fd77::2]:4800" \
+      --dpdk-args "$(eal 1 "--vdev=net_af_packet0,iface=a0")" ||
+      { echo "FAIL: transfer with the kernel's neighbour failed"; exit 1; }
+    grep -q '"nd_solicitations_sent":0,' "$workdir/client.json" ||
+      { echo "FAIL: the DPDK client solicited a neighbour its kernel's table holds"; exit 1; }
     ;;
   afpacket-kernel | afpacket-nftdrop | afxdp-kernel)
     command -v ethtool >/dev/null || skip "ethtool is not installed"

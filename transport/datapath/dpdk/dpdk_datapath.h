@@ -16,7 +16,7 @@
 // computed in software otherwise; on receive they are verified (or the NIC's verdict is
 // taken) and bad packets are dropped and counted, never handed up.
 //
-// Neighbours: a NeighbourTable filled from configuration, from the kernel's IPv4 table
+// Neighbours: a NeighbourTable filled from configuration, from the kernel's table
 // and from ARP (IPv4) or neighbour discovery (IPv6). We answer ARP requests and neighbour
 // solicitations for our address; sending to an unknown neighbour sends one ARP request or
 // neighbour solicitation (at most one per neighbour per millisecond) and holds the
@@ -58,7 +58,7 @@ struct DpdkConfig {
   uint16_t entropy_ports = 8;
   uint32_t mtu_bytes = 1472;            // UET bytes per packet (1500 - IPv4 - UDP; IPv6: 1452)
   std::vector<std::string> neighbours;  // "IP=MAC" entries
-  bool kernel_neighbours = true;        // also read /proc/net/arp at open
+  bool kernel_neighbours = true;        // also read the kernel's table at open
   uint32_t mbufs = 8191;                // mempool size (2^k - 1 is optimal for DPDK)
   uint16_t rx_descriptors = 1024;
   uint16_t tx_descriptors = 1024;

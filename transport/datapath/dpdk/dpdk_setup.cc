@@ -201,6 +201,17 @@ std::unique_ptr<DpdkDatapath> DpdkDatapath::open(const DpdkConfig& c, std::strin
                       ipv6 ? "IPv6" : "IPv4", rte_strerror(-rc), port_mtu, info.max_rx_pktlen),
           pool);
   }
+  // The kernel's neighbours are read before the port starts: a PMD over a kernel
+  // interface (af_packet) may take it down and up as it starts, which empties the
+  // kernel's table for it (seen on a veth: a permanent IPv6 entry gone).
+  NeighbourTable kernel_neighbours;
+  if (c.kernel_neighbours) {
+    if (ipv6) {
+      kernel_neighbours.load_kernel_ipv6_table();
+    } else {
+      kernel_neighbours.load_kernel_table();
+    }
+  }
   if (const int rc = rte_eth_dev_start(port); rc != 0)
     return fail(fmt::format("cannot start DPDK port {}: {}", port, rte_strerror(-rc)), pool);
   // Neighbour solicitations for our address arrive on its solicited-node multicast group.
@@ -221,10 +232,10 @@ std::unique_ptr<DpdkDatapath> DpdkDatapath::open(const DpdkConfig& c, std::strin
     d->rx_interrupts_ = d->rx_interrupt_fd_ >= 0;
     rte_eth_dev_rx_intr_disable(port, 0);
   }
+  d->neighbours_ = std::move(kernel_neighbours);  // then configuration, which overrides it
   for (const auto& entry : c.neighbours) {
     if (!d->neighbours_.add_from_text(entry, error)) return nullptr;  // dtor releases the port
   }
-  if (c.kernel_neighbours) d->neighbours_.load_kernel_table();
   return d;
 }
 

@@ -2,9 +2,14 @@
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
+#include <linux/neighbour.h>
+#include <netlink/cache.h>
+#include <netlink/netlink.h>
+#include <netlink/route/neighbour.h>
 
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <sstream>
 
 namespace spray::dp {
@@ -116,6 +121,36 @@ size_t NeighbourTable::load_kernel_table(const std::string& path) {
     const auto hw = parse_mac(mac);
     if ((flag_bits & 0x2) == 0 || !addr || !hw) continue;
     added += set(*addr, *hw);
+  }
+  return added;
+}
+
+size_t NeighbourTable::load_kernel_ipv6_table() {
+  const std::unique_ptr<nl_sock, void (*)(nl_sock*)> sock(nl_socket_alloc(), nl_socket_free);
+  if (!sock || nl_connect(sock.get(), NETLINK_ROUTE) != 0) return 0;
+  nl_cache* dump = nullptr;
+  if (rtnl_neigh_alloc_cache(sock.get(), &dump) != 0) return 0;
+  const std::unique_ptr<nl_cache, void (*)(nl_cache*)> cache(dump, nl_cache_free);
+  constexpr int kUsable =
+      NUD_REACHABLE | NUD_STALE | NUD_DELAY | NUD_PROBE | NUD_PERMANENT | NUD_NOARP;
+  size_t added = 0;
+  for (nl_object* entry = nl_cache_get_first(cache.get()); entry;
+       entry = nl_cache_get_next(entry)) {
+    auto* neighbour = reinterpret_cast<rtnl_neigh*>(entry);
+    if (rtnl_neigh_get_family(neighbour) != AF_INET6 ||
+        (rtnl_neigh_get_state(neighbour) & kUsable) == 0)
+      continue;
+    nl_addr* dst = rtnl_neigh_get_dst(neighbour);
+    nl_addr* lladdr = rtnl_neigh_get_lladdr(neighbour);
+    IpBytes ip{};
+    MacAddress mac{};
+    if (!dst || !lladdr || nl_addr_get_len(dst) != ip.size() ||
+        nl_addr_get_len(lladdr) != mac.size())
+      continue;
+    std::memcpy(ip.data(), nl_addr_get_binary_addr(dst), ip.size());
+    std::memcpy(mac.data(), nl_addr_get_binary_addr(lladdr), mac.size());
+    if (ip[0] == 0xff) continue;  // multicast: its MAC is derived, never looked up
+    added += set(ip, mac);
   }
   return added;
 }

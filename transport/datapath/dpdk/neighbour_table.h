@@ -1,10 +1,10 @@
 // NeighbourTable: IP address -> Ethernet address, for datapaths that build their own
 // Ethernet frames (DPDK). Filled from configuration ("10.0.0.2=02:00:00:00:00:02",
-// "fd00::2=02:00:00:00:00:02"), from the kernel's IPv4 neighbour table (/proc/net/arp of
-// the calling process's network namespace) and from ARP and IPv6 neighbour discovery
-// addressed to us. Looked up once per transmitted packet, so lookups are a flat hash
-// probe with no allocation; inserts happen off the fast path (open, ARP, NDP) and are
-// bounded by `max_entries`.
+// "fd00::2=02:00:00:00:00:02"), from the kernel's neighbour tables of the calling
+// process's network namespace (IPv4 from /proc/net/arp, IPv6 over rtnetlink) and from
+// ARP and IPv6 neighbour discovery addressed to us. Looked up once per transmitted packet, so
+// lookups are a flat hash probe with no allocation; inserts happen off the fast path (open, ARP,
+// NDP) and are bounded by `max_entries`.
 //
 // Keys are 16-byte addresses: IPv6 as it is, IPv4 in its v4-mapped form
 // (::ffff:a.b.c.d), so one table serves either family.
@@ -59,6 +59,10 @@ class NeighbourTable {
   bool add_from_text(const std::string& entry, std::string& error);
   // Adds every complete entry of a /proc/net/arp-formatted file; returns how many.
   size_t load_kernel_table(const std::string& path = "/proc/net/arp");
+  // Adds every usable entry of the kernel's IPv6 neighbour table (reachable, stale,
+  // delayed, probing, permanent or no-ARP, with a MAC; multicast addresses left out),
+  // read over rtnetlink with libnl. Returns how many; 0 when netlink refuses.
+  size_t load_kernel_ipv6_table();
 
  private:
   static constexpr uint32_t kNone = UINT32_MAX;
