@@ -8,7 +8,9 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <numeric>
+#include <set>
 
 #include "transport/datapath/dpdk/neighbour_table.h"
 
@@ -233,6 +235,80 @@ TEST(NeighbourTable, addresses_that_fold_alike_keep_their_own_entries) {
   EXPECT_TRUE(t.set(a, MacAddress{2, 0, 0, 0, 0, 9}));  // replaces, adds nothing
   EXPECT_EQ((*t.find(a))[5], 9);
   EXPECT_EQ(t.size(), 3u);
+}
+
+// A flood of forged senders (ARP requests to us from made-up addresses) evicts only
+// learnt entries: a configured neighbour stays as given, and what is learnt last is in.
+TEST(NeighbourTable, a_flood_evicts_learnt_entries_only) {
+  NeighbourTable t(4);
+  std::string error;
+  ASSERT_TRUE(t.add_from_text("10.0.0.1=02:00:00:00:00:01", error)) << error;
+  for (uint32_t sender = 0; sender < 100; ++sender) {
+    EXPECT_TRUE(
+        t.set(0x0a010000 + sender, MacAddress{2, 0, 0, 0, 1, static_cast<uint8_t>(sender)}));
+  }
+  EXPECT_EQ(t.size(), 4u);
+  EXPECT_EQ(t.evictions(), 97u);
+  ASSERT_NE(t.find(kIpA), nullptr);
+  EXPECT_EQ(*t.find(kIpA), kMacA);
+  for (uint32_t sender = 97; sender < 100; ++sender)
+    EXPECT_NE(t.find(0x0a010000 + sender), nullptr);
+  EXPECT_EQ(t.find(0x0a010000), nullptr);
+  EXPECT_TRUE(t.set(kIpA, kMacB));  // learnt: a configured entry stays as given
+  EXPECT_EQ(*t.find(kIpA), kMacA);
+}
+
+TEST(NeighbourTable, is_full_only_of_configured_entries) {
+  NeighbourTable t(2);
+  std::string error;
+  ASSERT_TRUE(t.add_from_text("10.0.0.1=02:00:00:00:00:01", error));
+  ASSERT_TRUE(t.add_from_text("10.0.0.2=02:00:00:00:00:02", error));
+  EXPECT_FALSE(t.set(0x0a000003, kMacA));
+  EXPECT_EQ(t.find(0x0a000003), nullptr);
+  EXPECT_EQ(t.evictions(), 0u);
+}
+
+// Random sets over addresses that mostly fold alike (chains of several entries, unlinked
+// at the head, middle and tail as entries give way), checked against what must hold: a
+// configured entry stays with its MAC, an address just set is found with its MAC, and
+// any address found has the MAC it was last given.
+TEST(NeighbourTable, random_sets_keep_every_answer_right) {
+  constexpr uint64_t kMix = 0x9e3779b97f4a7c15ULL;
+  auto address = [&](uint32_t n) {  // n % 3 != 0: all one fold; n % 3 == 0: folds of their own
+    const uint64_t high = n;
+    const uint64_t low = n % 3 ? 0x5555 ^ (high * kMix) : n;
+    IpBytes ip{};
+    std::memcpy(ip.data(), &high, 8);
+    std::memcpy(ip.data() + 8, &low, 8);
+    return ip;
+  };
+  NeighbourTable t(8);
+  std::map<uint32_t, MacAddress> last;  // the MAC each address was last given
+  std::set<uint32_t> configured;
+  uint64_t state = 12345;
+  for (int step = 0; step < 20000; ++step) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    const auto n = static_cast<uint32_t>(state >> 33) % 40;
+    const MacAddress mac{2, 0, 0, 0, static_cast<uint8_t>(n), static_cast<uint8_t>(step)};
+    const bool configure = configured.size() < 3 && (state >> 20) % 50 == 0;
+    const bool ok =
+        t.set(address(n), mac,
+              configure ? NeighbourTable::Origin::kConfigured : NeighbourTable::Origin::kLearned);
+    ASSERT_TRUE(ok) << "step " << step;
+    if (configure) configured.insert(n);
+    if (configure || !configured.contains(n)) last[n] = mac;
+    ASSERT_NE(t.find(address(n)), nullptr) << "step " << step;
+    ASSERT_EQ(*t.find(address(n)), last[n]) << "step " << step;
+    ASSERT_LE(t.size(), 8u);
+    for (uint32_t c : configured) ASSERT_EQ(*t.find(address(c)), last[c]) << "step " << step;
+    for (const auto& [m, want] : last) {
+      const MacAddress* got = t.find(address(m));
+      if (got) {
+        ASSERT_EQ(*got, want) << "address " << m << ", step " << step;
+      }
+    }
+  }
+  EXPECT_GT(t.evictions(), 10000u);
 }
 
 TEST(NeighbourTable, loads_complete_kernel_entries_only) {

@@ -71,20 +71,60 @@ uint64_t NeighbourTable::fold(const IpBytes& ip) {
   return (high * 0x9e3779b97f4a7c15ULL) ^ low;
 }
 
-bool NeighbourTable::set(const IpBytes& ip, const MacAddress& mac) {
+bool NeighbourTable::set(const IpBytes& ip, const MacAddress& mac, Origin origin) {
+  const bool configured = origin == Origin::kConfigured;
   const uint64_t key = fold(ip);
   const auto first = by_fold_.find(key);
   for (uint32_t i = first ? *first : kNone; i != kNone; i = entries_[i].next_same_fold) {
-    if (entries_[i].ip == ip) {
+    if (entries_[i].ip != ip) continue;
+    if (configured || !entries_[i].configured) {
       entries_[i].mac = mac;
-      return true;
+      entries_[i].configured = entries_[i].configured || configured;
     }
+    return true;
   }
-  if (entries_.size() >= max_entries_) return false;
-  const auto index = static_cast<uint32_t>(entries_.size());
-  entries_.push_back(Entry{ip, mac, first ? *first : kNone});
+  auto index = static_cast<uint32_t>(entries_.size());
+  if (entries_.size() < max_entries_) {
+    entries_.emplace_back();
+  } else {
+    index = pick_victim();
+    if (index == kNone) return false;
+    unlink(index);
+    ++evictions_;
+  }
+  const auto head = by_fold_.find(key);  // unlink() may have changed this fold's chain
+  entries_[index] = Entry{ip, mac, head ? *head : kNone, configured};
   by_fold_.insert(key, index);  // the newest entry heads its fold's chain
   return true;
+}
+
+uint32_t NeighbourTable::pick_victim() {
+  const auto count = static_cast<uint32_t>(entries_.size());
+  for (uint32_t step = 0; step < count; ++step) {
+    const uint32_t i = (next_victim_ + step) % count;
+    if (!entries_[i].configured) {
+      next_victim_ = (i + 1) % count;
+      return i;
+    }
+  }
+  return kNone;
+}
+
+void NeighbourTable::unlink(uint32_t index) {
+  const uint64_t key = fold(entries_[index].ip);
+  const uint32_t after = entries_[index].next_same_fold;
+  const uint32_t head = *by_fold_.find(key);
+  if (head == index) {
+    if (after == kNone) {
+      by_fold_.erase(key);
+    } else {
+      by_fold_.insert(key, after);
+    }
+    return;
+  }
+  uint32_t i = head;
+  while (entries_[i].next_same_fold != index) i = entries_[i].next_same_fold;
+  entries_[i].next_same_fold = after;
 }
 
 bool NeighbourTable::add_from_text(const std::string& entry, std::string& error) {
@@ -98,8 +138,8 @@ bool NeighbourTable::add_from_text(const std::string& entry, std::string& error)
         entry);
     return false;
   }
-  if (!set(*ip, *mac)) {
-    error = fmt::format("neighbour table full ({} entries)", max_entries_);
+  if (!set(*ip, *mac, Origin::kConfigured)) {
+    error = fmt::format("neighbour table full of configured entries ({})", max_entries_);
     return false;
   }
   return true;

@@ -2,9 +2,14 @@
 // Ethernet frames (DPDK). Filled from configuration ("10.0.0.2=02:00:00:00:00:02",
 // "fd00::2=02:00:00:00:00:02"), from the kernel's neighbour tables of the calling
 // process's network namespace (IPv4 from /proc/net/arp, IPv6 over rtnetlink) and from
-// ARP and IPv6 neighbour discovery addressed to us. Looked up once per transmitted packet, so
-// lookups are a flat hash probe with no allocation; inserts happen off the fast path (open, ARP,
-// NDP) and are bounded by `max_entries`.
+// ARP and IPv6 neighbour discovery addressed to us. Looked up once per transmitted
+// packet, so lookups are a flat hash probe with no allocation; inserts happen off the
+// fast path (open, ARP, NDP) and are bounded by `max_entries`.
+//
+// Configured entries are kept as given: nothing learnt replaces or evicts them, so a
+// host on the link cannot redirect a configured neighbour with forged ARP. Learnt ones
+// (the kernel's, ARP, NDP) make room for newer ones once the table is full, taken in
+// turn, so a flood of forged senders costs us entries, never the ability to learn.
 //
 // Keys are 16-byte addresses: IPv6 as it is, IPv4 in its v4-mapped form
 // (::ffff:a.b.c.d), so one table serves either family.
@@ -40,9 +45,13 @@ class NeighbourTable {
  public:
   explicit NeighbourTable(uint32_t max_entries = 4096);
 
-  // Inserts or replaces. False when the table is full.
-  bool set(const IpBytes& ip, const MacAddress& mac);
-  bool set(uint32_t ipv4, const MacAddress& mac) { return set(ipv4_mapped(ipv4), mac); }
+  enum class Origin : uint8_t { kLearned, kConfigured };
+  // Inserts or replaces; a learnt entry leaves a configured one as it is. When the table
+  // is full, a learnt entry gives way. False only when every entry is configured.
+  bool set(const IpBytes& ip, const MacAddress& mac, Origin origin = Origin::kLearned);
+  bool set(uint32_t ipv4, const MacAddress& mac, Origin origin = Origin::kLearned) {
+    return set(ipv4_mapped(ipv4), mac, origin);
+  }
   // Nullptr when unknown. The pointer stays valid until the next set().
   const MacAddress* find(const IpBytes& ip) const {
     const auto first = by_fold_.find(fold(ip));
@@ -53,6 +62,7 @@ class NeighbourTable {
   }
   const MacAddress* find(uint32_t ipv4) const { return find(ipv4_mapped(ipv4)); }
   size_t size() const { return entries_.size(); }
+  uint64_t evictions() const { return evictions_; }  // learnt entries that made room
 
   // Parses "IP=MAC" (IPv4 or IPv6); on failure returns false and a message naming the
   // problem.
@@ -70,14 +80,22 @@ class NeighbourTable {
     IpBytes ip{};
     MacAddress mac{};
     uint32_t next_same_fold = kNone;  // the next entry whose address folds alike
+    bool configured = false;
   };
   // 16 bytes to the map's 64-bit key. Two addresses may fold alike; find() compares the
   // whole address along the chain, so that costs a step, never a wrong answer.
   static uint64_t fold(const IpBytes& ip);
+  // A learnt entry to give way, taken in turn from `next_victim_`; kNone when all are
+  // configured.
+  uint32_t pick_victim();
+  // Takes entry `index` out of its fold's chain.
+  void unlink(uint32_t index);
 
   uint32_t max_entries_;
   FlatMap by_fold_;             // fold(ip) -> index of the first entry of that fold
   std::vector<Entry> entries_;  // reserved to max_entries_, so find() pointers are stable
+  uint32_t next_victim_ = 0;    // where pick_victim() looks first
+  uint64_t evictions_ = 0;
 };
 
 }  // namespace spray::dp
