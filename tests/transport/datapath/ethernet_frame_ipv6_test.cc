@@ -196,6 +196,10 @@ TEST(NeighbourDiscovery, solicitation__goes_to_the_target_group_and_round_trips)
                 .kind,
             FrameKind::kNotForUs)
       << "another address's group";
+  NdFrame echo = f;
+  echo.bytes[kIcmpAt] = 128;  // an echo request: other ICMPv6 is not for us, we answer none
+  EXPECT_EQ(parse_frame(echo.bytes.data(), kNeighbourFrameBytes, filter_of(kMacB, kIpB)).kind,
+            FrameKind::kNotForUs);
   NeighbourMessage m;
   ASSERT_TRUE(f.parse(m));
   EXPECT_TRUE(m.is_solicitation);

@@ -182,11 +182,12 @@ void DpdkDatapath::hold(rte_mbuf* m, const IpBytes& target) {
 void DpdkDatapath::release_held(const IpBytes& target) {
   std::erase_if(held_, [&](const HeldPacket& h) {
     if (h.target != target) return false;
-    if (frame(packet_of(h.m), h.m) == Framed::kReady) {
+    rte_mbuf* m = h.m;
+    if (frame(packet_of(m), m) == Framed::kReady && rte_eth_tx_burst(port_id_, 0, &m, 1) == 1) {
       ++stats_.tx_packets;
-      send_now(h.m);
     } else {
-      rte_pktmbuf_free(h.m);  // cannot happen with the MAC known; never leak it
+      ++stats_.tx_dropped;  // the TX queue was full (the MAC is known: framing succeeds)
+      rte_pktmbuf_free(m);
     }
     return true;
   });
@@ -289,7 +290,7 @@ void DpdkDatapath::handle_neighbour_discovery(rte_mbuf* m) {
   uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
   NeighbourMessage nd;
   if (!parse_neighbour_discovery(frame, m->data_len, nd)) {
-    ++stats_.rx_malformed;  // also other ICMPv6 to us (echo, MLD): we answer none
+    ++stats_.rx_malformed;
     rte_pktmbuf_free(m);
     return;
   }

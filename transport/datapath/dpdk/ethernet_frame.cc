@@ -190,6 +190,10 @@ ParsedFrame parse_ipv6_frame(const uint8_t* frame, uint32_t length, const FrameF
   const MacAddress dst_mac = get_mac(frame);
   const IpBytes dst_ip = get_ip6(ip->dst_addr);
   if (ip->proto == IPPROTO_ICMPV6) {
+    // Neighbour discovery only: we answer no other ICMPv6 (echo, MLD, router messages).
+    const uint8_t type = payload > 0 ? frame[kL4At6] : 0;
+    if (type != kIcmpv6NeighbourSolicitation && type != kIcmpv6NeighbourAdvertisement)
+      return verdict(FrameKind::kNotForUs);
     const IpBytes group = solicited_node_group(us.ip6);
     const bool to_us = dst_mac == us.mac && dst_ip == us.ip6;
     const bool to_our_group = dst_mac == ipv6_multicast_mac(group) && dst_ip == group;

@@ -73,8 +73,8 @@ enum class FrameKind : uint8_t {
   kNotForUs,            // another protocol, MAC, address or port
   kMalformed,           // truncated or inconsistent lengths, IP fragments, bad ARP
   kBadChecksum,         // IPv4 header or UDP checksum wrong, or an IPv6 UDP checksum of zero
-  kNeighbourDiscovery,  // ICMPv6 to our address or its solicited-node group (for
-                        // parse_neighbour_discovery)
+  kNeighbourDiscovery,  // an ICMPv6 neighbour solicitation or advertisement to our address
+                        // or its solicited-node group (for parse_neighbour_discovery)
 };
 
 struct ParsedFrame {
