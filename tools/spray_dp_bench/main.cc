@@ -132,8 +132,9 @@ Result spray_udp(uint32_t payload, uint16_t entropy_ports, double seconds) {
 }
 
 // Spray's DPDK datapath between two ports of this process ("PORT_A:PORT_B"), e.g. the
-// two ends of a memif or the two ends of a veth pair under net_af_packet.
-Result spray_dpdk(const std::string& eal_args, const std::string& pair, uint32_t payload,
+// two ends of a memif or the two ends of a veth pair under net_af_packet; framed in IPv6
+// (fd99::1 and fd99::2) or IPv4 (10.99.0.1 and 10.99.0.2).
+Result spray_dpdk(const std::string& eal_args, const std::string& pair, uint32_t payload, bool ipv6,
                   double seconds) {
   const auto colon = pair.find(':');
   if (colon == std::string::npos) die(fmt::format("--dpdk-pair wants A:B, got '{}'", pair));
@@ -141,7 +142,7 @@ Result spray_dpdk(const std::string& eal_args, const std::string& pair, uint32_t
     dp::DpdkConfig c;
     c.eal_args = eal_args;
     c.port = port;
-    c.address = fmt::format("10.99.0.{}", host);
+    c.address = ipv6 ? fmt::format("fd99::{}", host) : fmt::format("10.99.0.{}", host);
     c.kernel_neighbours = false;
     c.mtu_bytes = std::max<uint32_t>(payload, 256);
     return c;
@@ -151,8 +152,8 @@ Result spray_dpdk(const std::string& eal_args, const std::string& pair, uint32_t
   if (!a) die(error);
   auto b = dp::DpdkDatapath::open(config(pair.substr(colon + 1), 2), error);
   if (!b) die(error);
-  a->neighbours().set(0x0a630002, b->mac());
-  b->neighbours().set(0x0a630001, a->mac());
+  a->neighbours().set(*dp::parse_ip_bytes(ipv6 ? "fd99::2" : "10.99.0.2"), b->mac());
+  b->neighbours().set(*dp::parse_ip_bytes(ipv6 ? "fd99::1" : "10.99.0.1"), a->mac());
   if (!a->await_link(Duration::seconds(10)) || !b->await_link(Duration::seconds(10)))
     die(fmt::format("the link between {} stayed down", pair));
   return blast(*a, *b, payload, seconds);
@@ -252,6 +253,7 @@ int main(int argc, char** argv) {
   uint16_t entropy_ports = 8;
   std::string dpdk_args;
   std::vector<std::string> dpdk_pairs;
+  bool dpdk_ipv6 = false;
   bool json = false;
   std::vector<size_t> pingpong_sizes;
   int pingpong_iterations = 2000;
@@ -263,6 +265,7 @@ int main(int argc, char** argv) {
   app.add_option("--dpdk-args", dpdk_args, "EAL parameters creating the ports of --dpdk-pair");
   app.add_option("--dpdk-pair", dpdk_pairs,
                  "PORT_A:PORT_B: measure the DPDK datapath from A to B (repeatable)");
+  app.add_flag("--dpdk-ipv6", dpdk_ipv6, "each --dpdk-pair framed in IPv6 as well");
   app.add_flag("--json", json, "print JSON");
   app.add_option("--pingpong", pingpong_sizes,
                  "message sizes in bytes: measure only the plain kernel-UDP ping-pong ceiling");
@@ -312,7 +315,9 @@ int main(int argc, char** argv) {
     row(p, "spray udp (loopback)", spray_udp(p, entropy_ports, seconds), base);
     for (const auto& pair : dpdk_pairs) {
       if (p > 1472) continue;  // Ethernet MTU on these ports
-      row(p, "spray dpdk " + pair, spray_dpdk(dpdk_args, pair, p, seconds), base);
+      row(p, "spray dpdk " + pair, spray_dpdk(dpdk_args, pair, p, false, seconds), base);
+      if (dpdk_ipv6 && p <= 1452)
+        row(p, "spray dpdk " + pair + " IPv6", spray_dpdk(dpdk_args, pair, p, true, seconds), base);
     }
   }
   if (json) fmt::print("{}\n", all.dump(2));

@@ -201,9 +201,9 @@ std::unique_ptr<DpdkDatapath> DpdkDatapath::open(const DpdkConfig& c, std::strin
                       ipv6 ? "IPv6" : "IPv4", rte_strerror(-rc), port_mtu, info.max_rx_pktlen),
           pool);
   }
-  // The kernel's neighbours are read before the port starts: a PMD over a kernel
-  // interface (af_packet) may take it down and up as it starts, which empties the
-  // kernel's table for it (seen on a veth: a permanent IPv6 entry gone).
+  // The kernel's neighbours are read before the port starts: read after it, a permanent
+  // IPv6 entry on the kernel interface that a net_af_packet port drives was gone (seen
+  // on a veth, 2026-12-06), whatever in the port's start removed it.
   NeighbourTable kernel_neighbours;
   if (c.kernel_neighbours) {
     if (ipv6) {
