@@ -39,12 +39,14 @@ void check_ipv6(const std::vector<uint8_t>& frame, uint32_t length, bool nic_che
     std::vector<uint8_t> again(kFrame6HeaderBytes + p.payload_bytes);
     std::memcpy(again.data() + kFrame6HeaderBytes, frame.data() + p.payload_offset,
                 p.payload_bytes);
-    Udp6FrameAddresses a{{0x02, 0, 0, 0, 0, 0x09}, kOurMac, p.src_ip6, kOurIp6, p.src_port, 4800};
+    if (p.src_ip6_at + sizeof(IpBytes) > length) std::abort();
+    const IpBytes source = source_ip6(frame.data(), p);
+    Udp6FrameAddresses a{{0x02, 0, 0, 0, 0, 0x09}, kOurMac, source, kOurIp6, p.src_port, 4800};
     write_udp6_frame(again.data(), a, p.payload_bytes, Checksums::kSoftware);
     const ParsedFrame q =
         parse_frame(again.data(), static_cast<uint32_t>(again.size()), ipv6_filter());
-    if (q.kind != FrameKind::kUdpForUs || q.src_ip6 != p.src_ip6 || q.src_port != p.src_port ||
-        q.payload_bytes != p.payload_bytes ||
+    if (q.kind != FrameKind::kUdpForUs || source_ip6(again.data(), q) != source ||
+        q.src_port != p.src_port || q.payload_bytes != p.payload_bytes ||
         std::memcmp(again.data() + q.payload_offset, frame.data() + p.payload_offset,
                     p.payload_bytes) != 0)
       std::abort();

@@ -87,7 +87,7 @@ TEST(EthernetFrameIpv6, parse__round_trips_a_frame_for_us) {
   ASSERT_EQ(p.kind, FrameKind::kUdpForUs);
   EXPECT_EQ(p.payload_offset, kFrame6HeaderBytes);
   EXPECT_EQ(p.payload_bytes, 100u);
-  EXPECT_EQ(p.src_ip6, kIpA);
+  EXPECT_EQ(source_ip6(f.bytes.data(), p), kIpA);
   EXPECT_EQ(p.src_port, 4803);
   EXPECT_FALSE(p.ecn_ce);
 }

@@ -6,6 +6,7 @@
 #include <rte_udp.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 #include "transport/datapath/ecn.h"
@@ -216,7 +217,7 @@ ParsedFrame parse_ipv6_frame(const uint8_t* frame, uint32_t length, const FrameF
   p.kind = FrameKind::kUdpForUs;
   p.payload_offset = kFrame6HeaderBytes;
   p.payload_bytes = udp_length - kUdpHeaderBytes;
-  p.src_ip6 = get_ip6(ip->src_addr);
+  p.src_ip6_at = static_cast<uint16_t>(kIpv6At + offsetof(rte_ipv6_hdr, src_addr));
   p.src_port = rte_be_to_cpu_16(udp->src_port);
   p.ecn_ce = ecn::congestion_experienced(ipv6_traffic_class(ip));
   return p;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "transport/datapath/dpdk/neighbour_table.h"
 
@@ -77,15 +78,25 @@ enum class FrameKind : uint8_t {
                         // or its solicited-node group (for parse_neighbour_discovery)
 };
 
+// Small on purpose: parsed once per received frame. An IPv6 source is left in the frame
+// (src_ip6_at) rather than copied here: with 16 more bytes GCC zeroed and copied the
+// struct with `rep stos` and `rep movs`, 10 % of a 64-byte frame's receive.
 struct ParsedFrame {
   FrameKind kind = FrameKind::kMalformed;
   uint32_t payload_offset = 0;  // from the frame start
   uint32_t payload_bytes = 0;
-  uint32_t src_ip = 0;  // IPv4 frames
+  uint32_t src_ip = 0;      // IPv4 frames
+  uint16_t src_ip6_at = 0;  // IPv6 frames: where the 16-byte source address starts
   uint16_t src_port = 0;
   bool ecn_ce = false;  // congestion experienced
-  IpBytes src_ip6{};    // IPv6 frames
 };
+
+// The source address of an IPv6 frame that parse_frame accepted.
+inline IpBytes source_ip6(const uint8_t* frame, const ParsedFrame& p) {
+  IpBytes ip;
+  std::memcpy(ip.data(), frame + p.src_ip6_at, ip.size());
+  return ip;
+}
 
 struct FrameFilter {
   MacAddress mac{};

@@ -36,17 +36,6 @@ std::optional<uint32_t> parse_ipv4(const std::string& text) {
   return ntohl(a.s_addr);
 }
 
-IpBytes ipv4_mapped(uint32_t ipv4) {
-  IpBytes ip{};
-  ip[10] = 0xff;
-  ip[11] = 0xff;
-  ip[12] = static_cast<uint8_t>(ipv4 >> 24);
-  ip[13] = static_cast<uint8_t>(ipv4 >> 16);
-  ip[14] = static_cast<uint8_t>(ipv4 >> 8);
-  ip[15] = static_cast<uint8_t>(ipv4);
-  return ip;
-}
-
 bool is_ipv4_mapped(const IpBytes& ip) {
   constexpr std::array<uint8_t, 12> kPrefix{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
   return std::memcmp(ip.data(), kPrefix.data(), kPrefix.size()) == 0;
@@ -64,19 +53,12 @@ NeighbourTable::NeighbourTable(uint32_t max_entries)
   entries_.reserve(max_entries);
 }
 
-uint64_t NeighbourTable::fold(const IpBytes& ip) {
-  uint64_t high = 0, low = 0;
-  std::memcpy(&high, ip.data(), 8);
-  std::memcpy(&low, ip.data() + 8, 8);
-  return (high * 0x9e3779b97f4a7c15ULL) ^ low;
-}
-
 bool NeighbourTable::set(const IpBytes& ip, const MacAddress& mac, Origin origin) {
   const bool configured = origin == Origin::kConfigured;
   const uint64_t key = fold(ip);
   const auto first = by_fold_.find(key);
   for (uint32_t i = first ? *first : kNone; i != kNone; i = entries_[i].next_same_fold) {
-    if (entries_[i].ip != ip) continue;
+    if (!same_address(entries_[i].ip, ip)) continue;
     if (configured || !entries_[i].configured) {
       entries_[i].mac = mac;
       entries_[i].configured = entries_[i].configured || configured;

@@ -17,6 +17,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,8 +37,25 @@ std::string mac_to_string(const MacAddress& mac);
 std::optional<uint32_t> parse_ipv4(const std::string& text);
 // "10.0.0.1" (v4-mapped) or "fd00::1" -> bytes; nullopt when malformed.
 std::optional<IpBytes> parse_ip_bytes(const std::string& text);
-// Host-order IPv4 -> ::ffff:a.b.c.d.
-IpBytes ipv4_mapped(uint32_t ipv4);
+// Host-order IPv4 -> ::ffff:a.b.c.d. Inline: once per packet sent over IPv4.
+inline IpBytes ipv4_mapped(uint32_t ipv4) {
+  return {0,
+          0,
+          0,
+          0,
+          0,
+          0,
+          0,
+          0,
+          0,
+          0,
+          0xff,
+          0xff,
+          static_cast<uint8_t>(ipv4 >> 24),
+          static_cast<uint8_t>(ipv4 >> 16),
+          static_cast<uint8_t>(ipv4 >> 8),
+          static_cast<uint8_t>(ipv4)};
+}
 // Whether `ip` is an IPv4 address in v4-mapped form.
 bool is_ipv4_mapped(const IpBytes& ip);
 
@@ -56,7 +74,7 @@ class NeighbourTable {
   const MacAddress* find(const IpBytes& ip) const {
     const auto first = by_fold_.find(fold(ip));
     for (uint32_t i = first ? *first : kNone; i != kNone; i = entries_[i].next_same_fold) {
-      if (entries_[i].ip == ip) return &entries_[i].mac;
+      if (same_address(entries_[i].ip, ip)) return &entries_[i].mac;
     }
     return nullptr;
   }
@@ -84,7 +102,21 @@ class NeighbourTable {
   };
   // 16 bytes to the map's 64-bit key. Two addresses may fold alike; find() compares the
   // whole address along the chain, so that costs a step, never a wrong answer.
-  static uint64_t fold(const IpBytes& ip);
+  static uint64_t fold(const IpBytes& ip) {
+    uint64_t high, low;
+    std::memcpy(&high, ip.data(), 8);
+    std::memcpy(&low, ip.data() + 8, 8);
+    return (high * 0x9e3779b97f4a7c15ULL) ^ low;
+  }
+  // Two 8-byte compares, inline: std::array's == calls memcmp, once per packet sent.
+  static bool same_address(const IpBytes& a, const IpBytes& b) {
+    uint64_t a_high, a_low, b_high, b_low;
+    std::memcpy(&a_high, a.data(), 8);
+    std::memcpy(&a_low, a.data() + 8, 8);
+    std::memcpy(&b_high, b.data(), 8);
+    std::memcpy(&b_low, b.data() + 8, 8);
+    return a_high == b_high && a_low == b_low;
+  }
   // A learnt entry to give way, taken in turn from `next_victim_`; kNone when all are
   // configured.
   uint32_t pick_victim();
