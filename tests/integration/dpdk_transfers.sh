@@ -93,38 +93,41 @@ case $test in
   afpacket-kernel-ipv6)
     command -v ethtool >/dev/null || skip "ethtool is not installed"
     make_veth
+    # The DPDK endpoint (fd77::1 on a0) sends to B's kernel (fd77::2); then it must say
+    # in its JSON what $1 asks for.
+    dpdk_client_to_kernel() {
+      run_pair xb "$tool" server --bind "[fd77::2]:4800" -- \
+        xa "$tool" client --datapath dpdk --bind fd77::1 --connect "[fd77::2]:4800" \
+        --dpdk-args "$(eal 1 "--vdev=net_af_packet0,iface=a0")" ||
+        { echo "FAIL: transfer to the kernel failed"; exit 1; }
+      expect "$1" client "$2"
+    }
+    # expect PATTERN SIDE WHY: SIDE's JSON holds PATTERN, or the test fails saying WHY.
+    expect() {
+      grep -q "$1" "$workdir/$2.json" || { echo "FAIL: $3"; exit 1; }
+    }
     # No static neighbour on either side. First the DPDK endpoint sends first and solicits
     # fd77::2 (B's kernel learns it from the solicitation); then, B's neighbours flushed,
     # B's kernel sends first and solicits fd77::1, which only the DPDK endpoint answers.
-    run_pair xb "$tool" server --bind "[fd77::2]:4800" -- \
-      xa "$tool" client --datapath dpdk --bind fd77::1 --connect "[fd77::2]:4800" \
-      --dpdk-args "$(eal 1 "--vdev=net_af_packet0,iface=a0")" ||
-      { echo "FAIL: transfer to the kernel failed"; exit 1; }
-    grep -q '"nd_solicitations_sent":[1-9]' "$workdir/client.json" ||
-      { echo "FAIL: the DPDK client did not solicit the kernel peer"; exit 1; }
-    grep -q '"rx_bad_checksum":0' "$workdir/client.json" ||
-      { echo "FAIL: the kernel's checksums did not check"; exit 1; }
+    dpdk_client_to_kernel '"nd_solicitations_sent":[1-9]' \
+      "the DPDK client did not solicit the kernel peer"
+    expect '"rx_bad_checksum":0' client "the kernel's checksums did not check"
     ip -n "${tag}b" neigh flush dev b0
     run_pair xa "$tool" server --datapath dpdk --bind "[fd77::1]:4800" \
       --dpdk-args "$(eal 1 "--vdev=net_af_packet0,iface=a0")" -- \
       xb "$tool" client --bind fd77::2 --connect "[fd77::1]:4800" ||
       { echo "FAIL: transfer from the kernel failed"; exit 1; }
-    grep -q '"nd_advertisements_sent":[1-9]' "$workdir/server.json" ||
-      { echo "FAIL: the DPDK server did not answer the kernel's solicitation"; exit 1; }
-    grep -q '"rx_bad_checksum":0' "$workdir/server.json" ||
-      { echo "FAIL: the kernel's checksums did not check"; exit 1; }
+    expect '"nd_advertisements_sent":[1-9]' server \
+      "the DPDK server did not answer the kernel's solicitation"
+    expect '"rx_bad_checksum":0' server "the kernel's checksums did not check"
     xb ip -6 neigh show fd77::1 dev b0
     # A's kernel knows B: the DPDK endpoint takes B's MAC from it (rtnetlink) and solicits
     # nothing.
     b_mac=$(xb cat /sys/class/net/b0/address)
     ip -n "${tag}a" -6 neigh replace fd77::2 lladdr "$b_mac" dev a0 nud permanent
     ip -n "${tag}b" neigh flush dev b0
-    run_pair xb "$tool" server --bind "[fd77::2]:4800" -- \
-      xa "$tool" client --datapath dpdk --bind fd77::1 --connect "[fd77::2]:4800" \
-      --dpdk-args "$(eal 1 "--vdev=net_af_packet0,iface=a0")" ||
-      { echo "FAIL: transfer with the kernel's neighbour failed"; exit 1; }
-    grep -q '"nd_solicitations_sent":0,' "$workdir/client.json" ||
-      { echo "FAIL: the DPDK client solicited a neighbour its kernel's table holds"; exit 1; }
+    dpdk_client_to_kernel '"nd_solicitations_sent":0,' \
+      "the DPDK client solicited a neighbour its kernel's table holds"
     ;;
   afpacket-kernel | afpacket-nftdrop | afxdp-kernel)
     command -v ethtool >/dev/null || skip "ethtool is not installed"
