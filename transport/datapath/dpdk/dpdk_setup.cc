@@ -214,9 +214,9 @@ std::unique_ptr<DpdkDatapath> DpdkDatapath::open(const DpdkConfig& c, std::strin
   }
   if (const int rc = rte_eth_dev_start(port); rc != 0)
     return fail(fmt::format("cannot start DPDK port {}: {}", port, rte_strerror(-rc)), pool);
-  // Neighbour solicitations for our address arrive on its solicited-node multicast group.
-  // Virtual ports (memif, af_packet and af_xdp on a veth) pass every frame and refuse the
-  // setting; a NIC that filters multicast needs it.
+  // Neighbour solicitations for our address arrive on its solicited-node multicast group:
+  // a NIC that filters multicast must let them in. (The virtual ports tested here, memif,
+  // af_packet and af_xdp on a veth, pass every frame, whatever this call returns.)
   if (ipv6) rte_eth_allmulticast_enable(port);
 
   rte_ether_addr mac{};

@@ -39,22 +39,10 @@ std::optional<uint32_t> parse_ipv4(const std::string& text);
 std::optional<IpBytes> parse_ip_bytes(const std::string& text);
 // Host-order IPv4 -> ::ffff:a.b.c.d. Inline: once per packet sent over IPv4.
 inline IpBytes ipv4_mapped(uint32_t ipv4) {
-  return {0,
-          0,
-          0,
-          0,
-          0,
-          0,
-          0,
-          0,
-          0,
-          0,
-          0xff,
-          0xff,
-          static_cast<uint8_t>(ipv4 >> 24),
-          static_cast<uint8_t>(ipv4 >> 16),
-          static_cast<uint8_t>(ipv4 >> 8),
-          static_cast<uint8_t>(ipv4)};
+  IpBytes ip{};
+  ip[10] = ip[11] = 0xff;
+  for (size_t byte = 0; byte < 4; ++byte) ip[15 - byte] = static_cast<uint8_t>(ipv4 >> (8 * byte));
+  return ip;
 }
 // Whether `ip` is an IPv4 address in v4-mapped form.
 bool is_ipv4_mapped(const IpBytes& ip);
