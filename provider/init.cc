@@ -188,7 +188,8 @@ uint32_t datagram_bytes(const std::string& address) {
   if (params().mtu > 0) return static_cast<uint32_t>(params().mtu);
   if (params().datapath == "shm") return dp::ShmConfig{}.mtu_bytes;
   // DPDK owns no kernel interface to ask: what a 1500-byte IP packet holds.
-  if (params().datapath == "dpdk") return address.find(':') == std::string::npos ? 1472 : 1452;
+  if (params().datapath == "dpdk")
+    return dp::standard_udp_payload_bytes(address.find(':') != std::string::npos);
   if (params().datapath == "fabric") return dp::FabricDatapathConfig{}.mtu_bytes;
   if (params().datapath == "verbs") {
     std::string error;

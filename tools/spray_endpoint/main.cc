@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
   }
   std::string error;
   const bool ipv6 = local->family == dp::NetAddr::Family::kIpv6;
-  const uint32_t mtu = o.mtu ? o.mtu : 1500 - (ipv6 ? 40 : 20) - 8;
+  const uint32_t mtu = o.mtu ? o.mtu : dp::standard_udp_payload_bytes(ipv6);
   if (o.datapath == "dpdk") {
     dp::DpdkConfig c;
     c.eal_args = o.dpdk_args;

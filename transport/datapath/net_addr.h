@@ -62,6 +62,17 @@ struct NetAddr {
   friend bool operator==(const NetAddr&, const NetAddr&) = default;
 };
 
+// IP and UDP header bytes in front of each UDP payload (no IP options, no IPv6 extension
+// headers): what a datagram's UET bytes leave of an IP MTU.
+constexpr uint32_t ip_udp_header_bytes(bool ipv6) {
+  return (ipv6 ? 40 : 20) + 8;
+}
+// The UET bytes a standard 1500-byte IP packet carries (1472, IPv6 1452): the datagram
+// size where no interface can be asked (DPDK, a tool's default).
+constexpr uint32_t standard_udp_payload_bytes(bool ipv6) {
+  return 1500 - ip_udp_header_bytes(ipv6);
+}
+
 // UDP-based datapaths (kernel UDP, DPDK) give each endpoint `entropy_ports` consecutive
 // ports from a base that is a multiple of entropy_ports (a power of two), and send each
 // packet from base + EV mod entropy_ports. A receiver splits a source port back into the

@@ -271,9 +271,7 @@ void DpdkDatapath::handle_arp(rte_mbuf* m) {
     rte_pktmbuf_free(m);
     return;
   }
-  neighbours_.set(arp.sender_ip, arp.sender_mac);
-  pending(ipv4_mapped(arp.sender_ip), /*answered=*/true);
-  release_held(ipv4_mapped(arp.sender_ip));
+  learn(ipv4_mapped(arp.sender_ip), arp.sender_mac);
   if (!arp.is_request) {
     rte_pktmbuf_free(m);
     return;
@@ -297,10 +295,8 @@ void DpdkDatapath::handle_neighbour_discovery(rte_mbuf* m) {
   if (!nd.is_solicitation) {
     // Learnt only when asked about or known: otherwise anyone on the link could fill the
     // table, or redirect our traffic to a peer we have never sent to.
-    if (nd.has_link_mac &&
-        (pending(nd.target_ip, /*answered=*/true) || neighbours_.find(nd.target_ip))) {
-      neighbours_.set(nd.target_ip, nd.link_mac);
-      release_held(nd.target_ip);
+    if (nd.has_link_mac && (asked_about(nd.target_ip) || neighbours_.find(nd.target_ip))) {
+      learn(nd.target_ip, nd.link_mac);
     } else {
       ++stats_.nd_advertisements_ignored;
     }
@@ -320,9 +316,7 @@ void DpdkDatapath::handle_neighbour_discovery(rte_mbuf* m) {
   std::memcpy(asker.data(), frame + 6, asker.size());
   if (nd.has_link_mac) {
     asker = nd.link_mac;
-    neighbours_.set(nd.source_ip, asker);
-    pending(nd.source_ip, /*answered=*/true);
-    release_held(nd.source_ip);
+    learn(nd.source_ip, asker);
   }
   write_neighbour_advertisement(frame, mac_, ip_, asker, nd.source_ip);
   m->data_len = kNeighbourFrameBytes;
@@ -332,12 +326,15 @@ void DpdkDatapath::handle_neighbour_discovery(rte_mbuf* m) {
   send_now(m);
 }
 
-bool DpdkDatapath::pending(const IpBytes& target, bool answered) {
-  const auto it = std::find_if(resolving_.begin(), resolving_.end(),
-                               [&](const auto& p) { return p.first == target; });
-  if (it == resolving_.end()) return false;
-  if (answered) resolving_.erase(it);
-  return true;
+bool DpdkDatapath::asked_about(const IpBytes& target) const {
+  return std::any_of(resolving_.begin(), resolving_.end(),
+                     [&](const auto& p) { return p.first == target; });
+}
+
+void DpdkDatapath::learn(const IpBytes& ip, const MacAddress& mac) {
+  neighbours_.set(ip, mac);
+  std::erase_if(resolving_, [&](const auto& p) { return p.first == ip; });
+  release_held(ip);
 }
 
 void DpdkDatapath::resolve(const IpBytes& target) {
@@ -359,9 +356,7 @@ void DpdkDatapath::resolve(const IpBytes& target) {
     m->data_len = kNeighbourFrameBytes;
     ++stats_.nd_solicitations_sent;
   } else {
-    const uint32_t ipv4 = uint32_t{target[12]} << 24 | uint32_t{target[13]} << 16 |
-                          uint32_t{target[14]} << 8 | target[15];
-    write_arp_request(frame, mac_, ipv4_, ipv4);
+    write_arp_request(frame, mac_, ipv4_, ipv4_from_mapped(target));
     m->data_len = kArpFrameBytes;
     ++stats_.arp_requests_sent;
   }

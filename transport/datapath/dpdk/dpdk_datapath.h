@@ -151,8 +151,11 @@ class DpdkDatapath {
   void handle_neighbour_discovery(rte_mbuf* m);
   // Asks for `target`'s MAC (ARP or a neighbour solicitation), at most once per holdoff.
   void resolve(const IpBytes& target);
-  // Whether `target` waits for an answer to resolve(); forgets it when `answered`.
-  bool pending(const IpBytes& target, bool answered);
+  // Whether resolve() asked for `target` and no answer has come yet.
+  bool asked_about(const IpBytes& target) const;
+  // An answer for `ip` (ARP, or a discovery message we take): records its MAC, stops
+  // asking for it, and sends what was held for it.
+  void learn(const IpBytes& ip, const MacAddress& mac);
   // Sends control frames (ARP, NDP) right away; they are rare.
   void send_now(rte_mbuf* m);
   // Sleeps until the link is up or `deadline` passes; whether it is up.

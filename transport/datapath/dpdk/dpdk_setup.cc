@@ -24,7 +24,7 @@ namespace {
 
 // The most UET bytes a jumbo frame carries over each IP version.
 constexpr uint32_t max_uet_bytes(bool ipv6) {
-  return kMaxIpMtu - (ipv6 ? kIpv6HeaderBytes : kIpv4HeaderBytes) - kUdpHeaderBytes;
+  return kMaxIpMtu - ip_udp_header_bytes(ipv6);
 }
 
 // Ports driven by a DpdkDatapath in this process: one engine per port (one queue pair).
@@ -255,7 +255,7 @@ DpdkDatapath::DpdkDatapath(const DpdkConfig& config, uint16_t port_id, rte_mempo
   } else {
     local_.family = NetAddr::Family::kIpv4;
     std::copy(ip.begin() + 12, ip.end(), local_.ip.begin());
-    ipv4_ = uint32_t{ip[12]} << 24 | uint32_t{ip[13]} << 16 | uint32_t{ip[14]} << 8 | ip[15];
+    ipv4_ = ipv4_from_mapped(ip);
   }
   resolve_holdoff_cycles_ = rte_get_tsc_hz() / 1000;
   awaiting_first_link_ = config.first_link_wait.ps > 0;

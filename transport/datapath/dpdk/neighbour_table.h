@@ -46,6 +46,10 @@ inline IpBytes ipv4_mapped(uint32_t ipv4) {
 }
 // Whether `ip` is an IPv4 address in v4-mapped form.
 bool is_ipv4_mapped(const IpBytes& ip);
+// ::ffff:a.b.c.d -> host-order IPv4 (the inverse of ipv4_mapped).
+inline uint32_t ipv4_from_mapped(const IpBytes& ip) {
+  return uint32_t{ip[12]} << 24 | uint32_t{ip[13]} << 16 | uint32_t{ip[14]} << 8 | ip[15];
+}
 
 class NeighbourTable {
  public:

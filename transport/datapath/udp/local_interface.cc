@@ -111,7 +111,7 @@ uint32_t udp_payload_mtu(const std::string& address, std::string& error) {
   if (holder.loopback_device && !holder.loopback_address) {
     if (const int outward = smallest_outward_mtu(v6); outward > 0) mtu = outward;
   }
-  const uint32_t headers = (v6 ? 40 : 20) + 8;
+  const uint32_t headers = ip_udp_header_bytes(v6);
   const uint32_t capped = std::min<uint32_t>(static_cast<uint32_t>(mtu), 9000);
   if (capped <= headers + 256) {
     error = "interface " + holder.name + " MTU " + std::to_string(mtu) + " is too small";
