@@ -5,13 +5,17 @@
 //     payload reframed by us parses back to the same verdict, source and payload;
 //   - an accepted ARP message re-encodes to a frame that parses to the same message;
 //   - all of this for an IPv6 endpoint too (UDP over IPv6), and an accepted neighbour
-//     solicitation or advertisement re-encodes to one that parses to the same message.
+//     solicitation or advertisement re-encodes to one that parses to the same message;
+//   - our Internet checksum of the input, from every start within a word, is DPDK's.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
+#include <rte_ip.h>
+
 #include "transport/datapath/dpdk/ethernet_frame.h"
+#include "transport/datapath/dpdk/internet_checksum.h"
 
 namespace {
 
@@ -57,14 +61,25 @@ void check_ipv6(const std::vector<uint8_t>& frame, uint32_t length, bool nic_che
     if (m.is_solicitation && m.source_ip != IpBytes{}) {
       write_neighbour_solicitation(nd.data(), m.link_mac, m.source_ip, m.target_ip);
     } else if (!m.is_solicitation) {
-      write_neighbour_advertisement(nd.data(), m.link_mac, m.target_ip, MacAddress{}, m.source_ip);
+      write_neighbour_advertisement(nd.data(), m.link_mac, m.target_ip, MacAddress{}, m.source_ip,
+                                    m.override_cached);
     } else {
       return;  // duplicate address detection: we never send it
     }
     NeighbourMessage again;
     if (!parse_neighbour_discovery(nd.data(), kNeighbourFrameBytes, again) ||
         again.is_solicitation != m.is_solicitation || again.target_ip != m.target_ip ||
-        !again.has_link_mac || again.link_mac != m.link_mac)
+        !again.has_link_mac || again.link_mac != m.link_mac ||
+        again.override_cached != m.override_cached)
+      std::abort();
+  }
+}
+
+// Our sum against DPDK's rte_raw_cksum, a second implementation, at each alignment.
+void check_checksum(const uint8_t* data, size_t size) {
+  for (size_t start = 0; start < 4 && start <= size; ++start) {
+    if (ones_complement_fold(ones_complement_add(0, data + start, size - start)) !=
+        rte_raw_cksum(data + start, size - start))
       std::abort();
   }
 }
@@ -95,6 +110,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       std::abort();
   }
   check_ipv6(frame, length, size % 3 == 0);
+  check_checksum(data, size);
   ArpMessage m;
   if (parse_arp(frame.data(), length, m)) {
     std::vector<uint8_t> arp(kArpFrameBytes);

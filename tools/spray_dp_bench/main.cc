@@ -296,7 +296,7 @@ int main(int argc, char** argv) {
     return allreduce_table(allreduce_sizes, ranks, allreduce_iterations, json);
   nlohmann::json all = nlohmann::json::array();
   if (!json)
-    fmt::print("{:>6}  {:<40}  {:>12}  {:>8}  {:>14}\n", "bytes", "datapath", "pkt/s", "Gbit/s",
+    fmt::print("{:>6}  {:<46}  {:>12}  {:>8}  {:>14}\n", "bytes", "datapath", "pkt/s", "Gbit/s",
                "ratio to plain");
   auto row = [&](uint32_t p, const std::string& name, const Result& r, const Result& base) {
     const double ratio = r.packets_per_second / base.packets_per_second;
@@ -306,7 +306,7 @@ int main(int argc, char** argv) {
                    {"gbps", r.gbps},
                    {"ratio_to_plain_udp", ratio}});
     if (!json)
-      fmt::print("{:>6}  {:<40}  {:>12.0f}  {:>8.2f}  {:>14.2f}\n", p, name, r.packets_per_second,
+      fmt::print("{:>6}  {:<46}  {:>12.0f}  {:>8.2f}  {:>14.2f}\n", p, name, r.packets_per_second,
                  r.gbps, ratio);
   };
   for (uint32_t p : payloads) {

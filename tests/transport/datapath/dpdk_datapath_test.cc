@@ -372,6 +372,49 @@ TEST(DpdkDatapath, neighbour_discovery__ignores_what_it_did_not_ask_for) {
   EXPECT_EQ(a->neighbours().size(), 0u);
 }
 
+// RFC 4861, 7.2.5: once a neighbour's MAC is known, an advertisement without the
+// override flag (a proxy's or an anycast address's) does not replace it, and one with
+// the flag does; a configured MAC is replaced by neither.
+TEST(DpdkDatapath, neighbour_discovery__replaces_a_known_mac_only_when_told_to_override) {
+  DpdkConfig configured = ipv6_config(0, false);
+  configured.neighbours = {"fd00::7=02:00:00:00:00:77"};
+  MemifPair pair(configured, ipv6_config(1, false));
+  auto& [a, b] = pair;
+  ASSERT_TRUE(a && b);
+  const IpBytes fd00_1 = *parse_ip_bytes("fd00::1");
+  const IpBytes fd00_2 = *parse_ip_bytes("fd00::2");
+  const IpBytes fd00_7 = *parse_ip_bytes("fd00::7");
+  send_ten_bytes(*a, b->local_address());                  // a solicits b, b answers, a learns b
+  receive(*b, 1, [](const PacketBuf&) {});                 // the solicitation: nothing passes up
+  send_ten_bytes(*b, a->local_address());                  // b learnt a from the solicitation
+  ASSERT_EQ(receive(*a, 1, [](const PacketBuf&) {}), 1u);  // behind the advertisement
+  ASSERT_NE(a->neighbours().find(fd00_2), nullptr);
+  ASSERT_EQ(*a->neighbours().find(fd00_2), b->mac());
+  EXPECT_EQ(receive(*b, 1, [](const PacketBuf&) {}), 1u) << "the held packet";
+
+  std::array<uint8_t, kNeighbourFrameBytes> frame{};
+  const MacAddress moved{0x02, 0, 0, 0, 0, 0x66};
+  // An advertisement, then a packet from b: once a has the packet, it has handled the
+  // advertisement (memif keeps order), with no timeout waited out.
+  auto advertise = [&](const IpBytes& target, bool override_cached) {
+    write_neighbour_advertisement(frame.data(), moved, target, a->mac(), fd00_1, override_cached);
+    ASSERT_TRUE(b->send_frame(frame.data(), kNeighbourFrameBytes));
+    send_ten_bytes(*b, a->local_address());
+    ASSERT_EQ(receive(*a, 1, [](const PacketBuf&) {}), 1u);
+  };
+  advertise(fd00_2, /*override_cached=*/false);
+  EXPECT_EQ(*a->neighbours().find(fd00_2), b->mac()) << "replaced without the override flag";
+  EXPECT_EQ(a->stats().nd_advertisements_ignored, 1u);
+  advertise(fd00_2, /*override_cached=*/true);
+  EXPECT_EQ(*a->neighbours().find(fd00_2), moved) << "not replaced with the override flag";
+  EXPECT_EQ(a->stats().nd_advertisements_ignored, 1u);
+  advertise(fd00_7, /*override_cached=*/true);
+  ASSERT_NE(a->neighbours().find(fd00_7), nullptr);
+  EXPECT_EQ(*a->neighbours().find(fd00_7), (MacAddress{0x02, 0, 0, 0, 0, 0x77}))
+      << "a configured neighbour was replaced";
+  EXPECT_EQ(a->stats().rx_malformed, 0u);
+}
+
 // Thousands of forged and mangled frames (neighbour discovery, ARP, UDP, random bytes,
 // each with bytes flipped or cut short) at an IPv6 endpoint: nothing crashes, every one
 // is dropped and counted or handled, the configured neighbour keeps its MAC, and the

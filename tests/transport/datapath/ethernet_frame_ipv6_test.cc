@@ -225,6 +225,14 @@ TEST(NeighbourDiscovery, advertisement__answers_the_asker_and_round_trips) {
   EXPECT_EQ(m.target_ip, kIpB);
   EXPECT_TRUE(m.has_link_mac);
   EXPECT_EQ(m.link_mac, kMacB);
+  EXPECT_TRUE(m.override_cached);
+
+  write_neighbour_advertisement(f.bytes.data(), kMacB, kIpB, kMacA, kIpA,
+                                /*override_cached=*/false);
+  EXPECT_EQ(f.bytes[kIcmpAt + 4], 0x40) << "solicited only";
+  ASSERT_TRUE(f.parse(m)) << "the checksum covers the flags";
+  EXPECT_FALSE(m.override_cached);
+  EXPECT_EQ(m.link_mac, kMacB);
 }
 
 TEST(NeighbourDiscovery, parse__applies_the_validity_checks) {

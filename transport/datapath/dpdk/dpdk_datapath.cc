@@ -294,8 +294,13 @@ void DpdkDatapath::handle_neighbour_discovery(rte_mbuf* m) {
   }
   if (!nd.is_solicitation) {
     // Learnt only when asked about or known: otherwise anyone on the link could fill the
-    // table, or redirect our traffic to a peer we have never sent to.
-    if (nd.has_link_mac && (asked_about(nd.target_ip) || neighbours_.find(nd.target_ip))) {
+    // table, or redirect our traffic to a peer we have never sent to. A known MAC is
+    // replaced only by an advertisement with the override flag (RFC 4861, 7.2.5): one
+    // without it (a proxy's, an anycast address's) fills in only what is being resolved.
+    const MacAddress* known = neighbours_.find(nd.target_ip);
+    const bool wanted =
+        asked_about(nd.target_ip) || (known && (nd.override_cached || *known == nd.link_mac));
+    if (nd.has_link_mac && wanted) {
       learn(nd.target_ip, nd.link_mac);
     } else {
       ++stats_.nd_advertisements_ignored;

@@ -87,7 +87,7 @@ struct DpdkStats {
   uint64_t arp_replies_sent = 0;
   uint64_t nd_solicitations_sent = 0;      // IPv6 neighbour discovery
   uint64_t nd_advertisements_sent = 0;     // answers to solicitations for our address
-  uint64_t nd_advertisements_ignored = 0;  // for addresses we neither asked about nor knew
+  uint64_t nd_advertisements_ignored = 0;  // unasked and unknown, or not overriding a known MAC
   uint64_t link_wait_expired = 0;          // 1 if a burst gave up waiting for the first link up
 };
 

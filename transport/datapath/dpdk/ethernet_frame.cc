@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include "transport/datapath/dpdk/internet_checksum.h"
 #include "transport/datapath/ecn.h"
 
 namespace spray::dp {
@@ -38,8 +39,9 @@ constexpr uint8_t kIcmpv6NeighbourSolicitation = 135;
 constexpr uint8_t kIcmpv6NeighbourAdvertisement = 136;
 constexpr uint8_t kOptionSourceLinkAddress = 1;
 constexpr uint8_t kOptionTargetLinkAddress = 2;
-constexpr uint8_t kAdvertisementSolicitedOverride = 0x60;  // S and O flags
-constexpr uint32_t kNeighbourMessageBytes = 24;            // type .. target, no options
+constexpr uint8_t kAdvertisementSolicited = 0x40;  // S flag: answers a solicitation
+constexpr uint8_t kAdvertisementOverride = 0x20;   // O flag: replaces a cached MAC
+constexpr uint32_t kNeighbourMessageBytes = 24;    // type .. target, no options
 constexpr uint32_t kIpv6At = kEthernetHeaderBytes;
 constexpr uint32_t kL4At6 = kEthernetHeaderBytes + kIpv6HeaderBytes;
 
@@ -102,7 +104,7 @@ void write_neighbour_body(uint8_t* frame, const rte_ipv6_hdr* ip, uint8_t type, 
   icmp[24] = option;
   icmp[25] = 1;  // in units of 8 bytes
   put_mac(icmp + 26, mac);
-  const uint16_t sum = rte_ipv6_udptcp_cksum(ip, icmp);
+  const uint16_t sum = l4_checksum(ip, icmp);
   std::memcpy(icmp + 2, &sum, 2);  // already in network order, as computed over the bytes
 }
 
@@ -152,8 +154,8 @@ void write_udp_frame(uint8_t* frame, const UdpFrameAddresses& a, uint32_t payloa
   udp->dgram_len = rte_cpu_to_be_16(static_cast<uint16_t>(kUdpHeaderBytes + payload_bytes));
   udp->dgram_cksum = 0;
   if (checksums == Checksums::kSoftware) {
-    ip->hdr_checksum = rte_ipv4_cksum(ip);
-    udp->dgram_cksum = rte_ipv4_udptcp_cksum(ip, udp);
+    ip->hdr_checksum = ipv4_header_checksum(ip);
+    udp->dgram_cksum = l4_checksum(ip, udp);
   } else {
     udp->dgram_cksum = rte_ipv4_phdr_cksum(ip, 0);
   }
@@ -176,8 +178,8 @@ void write_udp6_frame(uint8_t* frame, const Udp6FrameAddresses& a, uint32_t payl
   udp->dst_port = rte_cpu_to_be_16(a.dst_port);
   udp->dgram_len = ip->payload_len;
   udp->dgram_cksum = 0;
-  udp->dgram_cksum = checksums == Checksums::kSoftware ? rte_ipv6_udptcp_cksum(ip, udp)
-                                                       : rte_ipv6_phdr_cksum(ip, 0);
+  udp->dgram_cksum =
+      checksums == Checksums::kSoftware ? l4_checksum(ip, udp) : rte_ipv6_phdr_cksum(ip, 0);
 }
 
 namespace {
@@ -210,8 +212,7 @@ ParsedFrame parse_ipv6_frame(const uint8_t* frame, uint32_t length, const FrameF
   if (udp_length != payload) return verdict(FrameKind::kMalformed);
   // Over IPv6 a zero UDP checksum is not "none" but invalid (RFC 8200, 8.1).
   if (udp->dgram_cksum == 0) return verdict(FrameKind::kBadChecksum);
-  if (!us.udp_checksum_checked && rte_ipv6_udptcp_cksum_verify(ip, udp) != 0)
-    return verdict(FrameKind::kBadChecksum);
+  if (!us.udp_checksum_checked && !l4_checksum_ok(ip, udp)) return verdict(FrameKind::kBadChecksum);
 
   ParsedFrame p;
   p.kind = FrameKind::kUdpForUs;
@@ -249,7 +250,7 @@ ParsedFrame parse_frame(const uint8_t* frame, uint32_t length, const FrameFilter
   const uint16_t fragment = rte_be_to_cpu_16(ip->fragment_offset);
   if (fragment & (RTE_IPV4_HDR_MF_FLAG | RTE_IPV4_HDR_OFFSET_MASK))
     return verdict(FrameKind::kMalformed);
-  if (!us.ip_checksum_checked && rte_raw_cksum(ip, ihl) != 0xffff)
+  if (!us.ip_checksum_checked && !ipv4_header_checksum_ok(ip, ihl))
     return verdict(FrameKind::kBadChecksum);
 
   const auto* udp = reinterpret_cast<const rte_udp_hdr*>(frame + kEthernetHeaderBytes + ihl);
@@ -257,8 +258,7 @@ ParsedFrame parse_frame(const uint8_t* frame, uint32_t length, const FrameFilter
   const uint32_t udp_length = rte_be_to_cpu_16(udp->dgram_len);
   if (udp_length != ip_total - ihl) return verdict(FrameKind::kMalformed);
   // A zero UDP checksum means "none" on IPv4.
-  if (!us.udp_checksum_checked && udp->dgram_cksum != 0 &&
-      rte_ipv4_udptcp_cksum_verify(ip, udp) != 0)
+  if (!us.udp_checksum_checked && udp->dgram_cksum != 0 && !l4_checksum_ok(ip, udp))
     return verdict(FrameKind::kBadChecksum);
 
   ParsedFrame p;
@@ -319,10 +319,11 @@ bool parse_neighbour_discovery(const uint8_t* frame, uint32_t length, NeighbourM
       ip->hop_limits != kNeighbourHopLimit || payload < kNeighbourMessageBytes ||
       kL4At6 + payload > length || icmp[1] != 0 ||
       (icmp[0] != kIcmpv6NeighbourSolicitation && icmp[0] != kIcmpv6NeighbourAdvertisement) ||
-      rte_ipv6_udptcp_cksum_verify(ip, icmp) != 0)
+      !l4_checksum_ok(ip, icmp))
     return false;
   NeighbourMessage m;
   m.is_solicitation = icmp[0] == kIcmpv6NeighbourSolicitation;
+  m.override_cached = !m.is_solicitation && (icmp[4] & kAdvertisementOverride) != 0;
   m.source_ip = get_ip6(ip->src_addr);
   m.target_ip = get_ip6(icmp + 8);
   if (is_multicast(m.target_ip)) return false;
@@ -352,10 +353,13 @@ void write_neighbour_solicitation(uint8_t* frame, const MacAddress& our_mac, con
 }
 
 void write_neighbour_advertisement(uint8_t* frame, const MacAddress& our_mac, const IpBytes& our_ip,
-                                   const MacAddress& to_mac, const IpBytes& to_ip) {
+                                   const MacAddress& to_mac, const IpBytes& to_ip,
+                                   bool override_cached) {
   const rte_ipv6_hdr* ip = write_neighbour_headers(frame, our_mac, to_mac, our_ip, to_ip);
-  write_neighbour_body(frame, ip, kIcmpv6NeighbourAdvertisement, kAdvertisementSolicitedOverride,
-                       our_ip, kOptionTargetLinkAddress, our_mac);
+  const uint8_t flags =
+      kAdvertisementSolicited | (override_cached ? kAdvertisementOverride : uint8_t{0});
+  write_neighbour_body(frame, ip, kIcmpv6NeighbourAdvertisement, flags, our_ip,
+                       kOptionTargetLinkAddress, our_mac);
 }
 
 }  // namespace spray::dp

@@ -136,6 +136,7 @@ struct NeighbourMessage {
   IpBytes target_ip{};           // the address asked about, or advertised
   MacAddress link_mac{};         // a solicitation's source or an advertisement's target
   bool has_link_mac = false;     // link-layer address option, when the message had one
+  bool override_cached = false;  // an advertisement's O flag: its MAC replaces a cached one
 };
 // False unless the frame is a neighbour solicitation or advertisement that RFC 4861's
 // validity checks accept: hop limit 255, ICMPv6 code 0 and checksum right, length enough,
@@ -145,9 +146,12 @@ bool parse_neighbour_discovery(const uint8_t* frame, uint32_t length, NeighbourM
 // Multicast to the target's solicited-node group (ff02::1:ffXX:XXXX).
 void write_neighbour_solicitation(uint8_t* frame, const MacAddress& our_mac, const IpBytes& our_ip,
                                   const IpBytes& target_ip);
-// Solicited and override flags set; our MAC in the target link-layer option.
+// Solicited flag set; our MAC in the target link-layer option. The override flag is set
+// unless `override_cached` is false (what a proxy or an anycast address sends; we own our
+// address and always override, and tests clear it).
 void write_neighbour_advertisement(uint8_t* frame, const MacAddress& our_mac, const IpBytes& our_ip,
-                                   const MacAddress& to_mac, const IpBytes& to_ip);
+                                   const MacAddress& to_mac, const IpBytes& to_ip,
+                                   bool override_cached = true);
 // ff02::1:ff00:0/104 with the low 24 bits of `ip`: where solicitations for `ip` go.
 IpBytes solicited_node_group(const IpBytes& ip);
 // 33:33 and the low 32 bits of an IPv6 multicast group (RFC 2464).
