@@ -6,6 +6,8 @@
 //   - an accepted ARP message re-encodes to a frame that parses to the same message;
 //   - all of this for an IPv6 endpoint too (UDP over IPv6), and an accepted neighbour
 //     solicitation or advertisement re-encodes to one that parses to the same message;
+//   - an accepted MLD query has a version of 1 or 2, and our report for its group is no
+//     query;
 //   - our Internet checksum of the input, from every start within a word, is DPDK's.
 #include <cstdint>
 #include <cstdlib>
@@ -16,6 +18,7 @@
 
 #include "transport/datapath/dpdk/ethernet_frame.h"
 #include "transport/datapath/dpdk/internet_checksum.h"
+#include "transport/datapath/dpdk/mld_frame.h"
 
 namespace {
 
@@ -75,6 +78,17 @@ void check_ipv6(const std::vector<uint8_t>& frame, uint32_t length, bool nic_che
   }
 }
 
+void check_mld(const std::vector<uint8_t>& frame, uint32_t length) {
+  MldQuery q;
+  if (!parse_mld_query(frame.data(), length, q)) return;
+  if (q.version != 1 && q.version != 2) std::abort();
+  std::vector<uint8_t> report(kMldv2ReportFrameBytes);
+  write_mldv2_report(report.data(), kOurMac, q.group, MldRecord::kModeIsExclude);
+  if (parse_mld_query(report.data(), kMldv2ReportFrameBytes, q)) std::abort();
+  write_mldv1_report(report.data(), kOurMac, q.group);
+  if (parse_mld_query(report.data(), kMldv1ReportFrameBytes, q)) std::abort();
+}
+
 // Our sum against DPDK's rte_raw_cksum, a second implementation, at each alignment.
 void check_checksum(const uint8_t* data, size_t size) {
   for (size_t start = 0; start < 4 && start <= size; ++start) {
@@ -110,6 +124,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       std::abort();
   }
   check_ipv6(frame, length, size % 3 == 0);
+  check_mld(frame, length);
   check_checksum(data, size);
   ArpMessage m;
   if (parse_arp(frame.data(), length, m)) {

@@ -15,6 +15,12 @@
 #                     the same over IPv6 (fd77::1 <-> fd77::2): our IPv6 framing and UDP
 #                     checksums checked by the kernel, neighbour discovery both ways, and
 #                     the kernel's IPv6 neighbour table read at open
+#   afpacket-bridge-mld
+#                     DPDK on a0 and B's kernel joined by a Linux bridge in namespace S
+#                     that snoops MLD and queries (MLDv1, then MLDv2), and floods no
+#                     multicast to A's port: B's solicitations reach the DPDK endpoint only
+#                     if it reported its group, kept it reported through queries of both
+#                     versions, and left it when it ended
 #   afpacket-nftdrop  as afpacket-kernel, with nftables in B dropping 5 % of our packets
 #   afxdp-kernel      DPDK net_af_xdp on a0 <-> kernel UDP in B (skipped when the kernel
 #                     or libxdp cannot attach XDP here)
@@ -42,12 +48,14 @@ cleanup() {
   [[ -n $huge_mount ]] && umount "$huge_mount"
   ip netns del "${tag}a" 2>/dev/null || true
   ip netns del "${tag}b" 2>/dev/null || true
+  ip netns del "${tag}s" 2>/dev/null || true
   [[ -n $hugepages_before ]] && echo "$hugepages_before" > /proc/sys/vm/nr_hugepages
   rm -rf "$workdir"
 }
 trap cleanup EXIT
 xa() { ip netns exec "${tag}a" "$@"; }
 xb() { ip netns exec "${tag}b" "$@"; }
+xs() { ip netns exec "${tag}s" "$@"; }
 
 MESSAGES=60
 BYTES=1000000
@@ -128,6 +136,71 @@ case $test in
     ip -n "${tag}b" neigh flush dev b0
     dpdk_client_to_kernel '"nd_solicitations_sent":0,' \
       "the DPDK client solicited a neighbour its kernel's table holds"
+    ;;
+  afpacket-bridge-mld)
+    command -v ethtool >/dev/null || skip "ethtool is not installed"
+    command -v bridge >/dev/null || skip "bridge (iproute2) is not installed"
+    ip netns add "${tag}a" 2>/dev/null || skip "cannot create network namespaces here"
+    ip netns add "${tag}b"
+    ip netns add "${tag}s"
+    # The bridge's link-local address (its queries' source) usable at once.
+    xs sysctl -qw net.ipv6.conf.default.accept_dad=0
+    # Queries every second, each to be answered within half a second; a group not reported
+    # for 3 s is forgotten, and 1 s after a leave (two last-member queries). The querier is
+    # switched on after the intervals are set: the bridge floods (not to A) until one
+    # response interval after that, and set in one command it counted the default 10 s.
+    xs ip link add br0 type bridge mcast_snooping 1 mcast_mld_version 1 \
+      mcast_query_interval 100 mcast_startup_query_interval 100 \
+      mcast_query_response_interval 50 mcast_membership_interval 300 \
+      mcast_last_member_interval 50 mcast_last_member_count 2 ||
+      skip "this kernel's bridge cannot snoop MLD"
+    xs ip link set br0 type bridge mcast_querier 1
+    for side in a b; do
+      ip link add "${tag}${side}x" type veth peer name "${tag}${side}y"
+      ip link set "${tag}${side}x" netns "${tag}${side}"
+      ip link set "${tag}${side}y" netns "${tag}s"
+      ip -n "${tag}${side}" link set "${tag}${side}x" name "${side}0" up
+      ip -n "${tag}s" link set "${tag}${side}y" name "s${side}" master br0 up
+    done
+    xs ip link set br0 up
+    # Unregistered multicast (B's solicitations before A reports) is not flooded to A.
+    xs bridge link set dev sa mcast_flood off
+    xa sysctl -qw net.ipv6.conf.a0.disable_ipv6=1  # only the DPDK endpoint speaks on a0
+    ip -n "${tag}b" addr add fd77::2/64 dev b0 nodad
+    xb ethtool -K b0 tx off >/dev/null
+    group_on_a() { xs bridge mdb show dev br0 | grep -q "port sa grp ff02::1:ff00:1"; }
+    xa "$tool" server --datapath dpdk --bind "[fd77::1]:4800" --messages $MESSAGES \
+      --bytes $BYTES --timeout 60 --dpdk-args "$(eal 1 "--vdev=net_af_packet0,iface=a0")" \
+      > "$workdir/server.json" 2> "$workdir/server.err" &
+    server_pid=$!
+    for _ in $(seq 50); do group_on_a && break; sleep 0.1; done
+    group_on_a || { xs bridge mdb show; echo "FAIL: the bridge did not learn the DPDK endpoint's group"; exit 1; }
+    # Past the membership interval twice: the group stays only if every round of queries
+    # was answered, first in MLDv1, then (the querier changed) in MLDv2.
+    sleep 4
+    group_on_a || { echo "FAIL: the group expired: MLDv1 queries went unanswered"; exit 1; }
+    xs ip link set br0 type bridge mcast_mld_version 2
+    sleep 4
+    group_on_a || { echo "FAIL: the group expired: MLDv2 queries went unanswered"; exit 1; }
+    # B's kernel sends first: it solicits fd77::1 on its group, which only the bridge's
+    # record of A's report brings to A.
+    rc=0
+    xb "$tool" client --bind fd77::2 --connect "[fd77::1]:4800" --messages $MESSAGES \
+      --bytes $BYTES --timeout 60 > "$workdir/client.json" 2> "$workdir/client.err" || rc=$?
+    wait "$server_pid" || rc=${rc/#0/1}
+    echo "client: $(cat "$workdir/client.json")"
+    echo "server: $(cat "$workdir/server.json")"
+    head -20 "$workdir/client.err" "$workdir/server.err"
+    (( rc == 0 )) || { echo "FAIL: transfer from the kernel through the bridge failed"; exit 1; }
+    grep -q '"nd_advertisements_sent":[1-9]' "$workdir/server.json" ||
+      { echo "FAIL: the DPDK server answered no solicitation"; exit 1; }
+    grep -q '"mld_queries_received":[1-9]' "$workdir/server.json" ||
+      { echo "FAIL: the DPDK server saw no MLD query"; exit 1; }
+    grep -q '"mldv1_reports_sent":[1-9]' "$workdir/server.json" ||
+      { echo "FAIL: the DPDK server answered the MLDv1 querier in MLDv2"; exit 1; }
+    # The leave sent when the server closed: gone within the last-member queries' second.
+    for _ in $(seq 30); do group_on_a || break; sleep 0.1; done
+    if group_on_a; then echo "FAIL: the group stayed after the DPDK endpoint left"; exit 1; fi
     ;;
   afpacket-kernel | afpacket-nftdrop | afxdp-kernel)
     command -v ethtool >/dev/null || skip "ethtool is not installed"

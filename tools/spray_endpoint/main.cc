@@ -51,6 +51,9 @@ nlohmann::json dpdk_stats(const dp::DpdkDatapath& d) {
           {"nd_solicitations_sent", s.nd_solicitations_sent},
           {"nd_advertisements_sent", s.nd_advertisements_sent},
           {"nd_advertisements_ignored", s.nd_advertisements_ignored},
+          {"mld_reports_sent", s.mld_reports_sent},
+          {"mldv1_reports_sent", s.mldv1_reports_sent},
+          {"mld_queries_received", s.mld_queries_received},
           {"checksum_offload", d.checksum_offload()}};
 }
 

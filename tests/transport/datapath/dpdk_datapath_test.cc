@@ -14,6 +14,7 @@
 #include <numeric>
 #include <set>
 
+#include "tests/support/mld_query_frame.h"
 #include "tests/support/packet_burst.h"
 #include "tests/support/real_time_transfer.h"
 #include "transport/datapath/clock.h"
@@ -357,7 +358,8 @@ TEST(DpdkDatapath, neighbour_discovery__ignores_what_it_did_not_ask_for) {
   ASSERT_TRUE(b->send_frame(frame.data(), kNeighbourFrameBytes));
   receive(*a, 1, [](const PacketBuf&) {});
   EXPECT_EQ(a->stats().nd_advertisements_sent, 0u);
-  EXPECT_EQ(a->stats().rx_not_for_us, 1u);
+  // b's MLD reports (to ff02::16) are not for a either.
+  EXPECT_EQ(a->stats().rx_not_for_us, 1u + b->stats().mld_reports_sent);
 
   // Duplicate address detection comes from ::, and one with a link-layer option (as our
   // writer puts in) is invalid.
@@ -413,6 +415,54 @@ TEST(DpdkDatapath, neighbour_discovery__replaces_a_known_mac_only_when_told_to_o
   EXPECT_EQ(*a->neighbours().find(fd00_7), (MacAddress{0x02, 0, 0, 0, 0, 0x77}))
       << "a configured neighbour was replaced";
   EXPECT_EQ(a->stats().rx_malformed, 0u);
+}
+
+// Polls `d` (freeing what arrives) until `done()` or `timeout` passed; whether done.
+template <class Done>
+bool poll_until(DpdkDatapath& d, Done&& done, Duration timeout = Duration::seconds(1)) {
+  std::array<PacketBuf*, 64> in{};
+  const Time deadline = monotonic_now() + timeout;
+  while (!done() && monotonic_now() < deadline) d.free(in.data(), d.rx_burst(in.data(), in.size()));
+  return done();
+}
+
+// MLD: an IPv6 endpoint joins its solicited-node group twice, a second apart (RFC 3810's
+// robustness), and answers a query for that group or for all groups; it ignores queries
+// for other groups and ones that fail RFC 3810's checks. (What the reports say, and that
+// a switch takes them, is checked by mld_frame_test and dpdk_afpacket-bridge-mld.)
+TEST(DpdkDatapath, mld__joins_its_group_and_answers_queries_for_it) {
+  MemifPair pair(ipv6_config(0), ipv6_config(1));
+  auto& [a, b] = pair;
+  ASSERT_TRUE(a && b);
+  const DpdkStats& s = b->stats();
+  EXPECT_TRUE(poll_until(
+      *b, [&] { return s.mld_reports_sent == 2; }, Duration::seconds(3)))
+      << s.mld_reports_sent;
+  const uint64_t not_for_us = s.rx_not_for_us;
+  auto query = [&](const test::MldQueryFrame& q) {
+    ASSERT_TRUE(a->send_frame(q.bytes.data(), q.length()));
+  };
+  query(test::MldQueryFrame(28, *parse_ip_bytes("ff02::1:ff00:9"), 0));      // another group's
+  query(test::MldQueryFrame(28, {}, 0, *parse_ip_bytes("ff02::1:ff00:9")));  // not to us
+  test::MldQueryFrame forged(28, {}, 0);
+  forged.bytes[test::MldQueryFrame::kIpAt + 7] = 64;  // routed here: no query from our link
+  forged.seal();
+  query(forged);
+  EXPECT_TRUE(poll_until(*b, [&] { return s.rx_not_for_us == not_for_us + 2; }));
+  EXPECT_EQ(s.mld_queries_received, 1u);
+  EXPECT_EQ(s.mld_reports_sent, 2u) << "answered a query for another group";
+
+  query(test::MldQueryFrame(28, {}, 0));  // general, answer at once
+  EXPECT_TRUE(poll_until(*b, [&] { return s.mld_reports_sent == 3; }));
+  query(test::MldQueryFrame(24, *parse_ip_bytes("ff02::1:ff00:2"), 0,
+                            *parse_ip_bytes("ff02::1:ff00:2")));  // MLDv1, for our group
+  EXPECT_TRUE(poll_until(*b, [&] { return s.mld_reports_sent == 4; }));
+  EXPECT_EQ(s.mldv1_reports_sent, 1u) << "an MLDv1 query is answered in MLDv1";
+  query(test::MldQueryFrame(28, {}, 0));  // MLDv2 again
+  EXPECT_TRUE(poll_until(*b, [&] { return s.mld_reports_sent == 5; }));
+  EXPECT_EQ(s.mldv1_reports_sent, 1u);
+  EXPECT_EQ(s.mld_queries_received, 4u);
+  EXPECT_EQ(s.rx_malformed, 0u);
 }
 
 // Thousands of forged and mangled frames (neighbour discovery, ARP, UDP, random bytes,

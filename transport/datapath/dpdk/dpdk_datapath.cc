@@ -3,6 +3,7 @@
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
+#include <rte_random.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -71,6 +72,8 @@ size_t DpdkDatapath::rx_burst(PacketBuf** bufs, size_t n) {
     if (PacketBuf* b = accept(mbufs[i])) bufs[kept++] = b;
   }
   stats_.rx_packets += kept;
+  if (mld_report_due_ != 0) [[unlikely]]
+    send_due_mld_report();
   return kept;
 }
 
@@ -97,6 +100,9 @@ PacketBuf* DpdkDatapath::accept(rte_mbuf* m) {
       return nullptr;
     case FrameKind::kNeighbourDiscovery:
       handle_neighbour_discovery(m);
+      return nullptr;
+    case FrameKind::kMldQuery:
+      handle_mld_query(m);
       return nullptr;
     case FrameKind::kNotForUs:
       ++stats_.rx_not_for_us;
@@ -328,6 +334,55 @@ void DpdkDatapath::handle_neighbour_discovery(rte_mbuf* m) {
   m->pkt_len = kNeighbourFrameBytes;
   m->ol_flags = 0;
   ++stats_.nd_advertisements_sent;
+  send_now(m);
+}
+
+void DpdkDatapath::handle_mld_query(rte_mbuf* m) {
+  MldQuery query;
+  const bool valid = parse_mld_query(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len, query);
+  rte_pktmbuf_free(m);
+  if (!valid) {
+    ++stats_.rx_not_for_us;  // RFC 3810: what fails the checks is ignored
+    return;
+  }
+  ++stats_.mld_queries_received;
+  if (query.group != IpBytes{} && query.group != solicited_node_group(ip_)) return;
+  mld_version_ = query.version;
+  // A random delay within the query's bound, so that listeners do not answer at once.
+  const uint64_t bound = rte_get_tsc_hz() / 1000 * query.max_response_ms;
+  const uint64_t due = rte_get_tsc_cycles() + (bound > 0 ? rte_rand_max(bound) : 0);
+  if (mld_report_due_ == 0 || due < mld_report_due_) mld_report_due_ = due;
+}
+
+void DpdkDatapath::send_due_mld_report() {
+  const uint64_t now = rte_get_tsc_cycles();
+  if (now < mld_report_due_) return;
+  if (!link_up()) {  // a memif link comes up only once its peer connects
+    mld_report_due_ = now + rte_get_tsc_hz() / 100;
+    return;
+  }
+  const bool joining = mld_unsolicited_left_ > 0;
+  send_mld_report(joining ? MldRecord::kChangeToExclude : MldRecord::kModeIsExclude);
+  if (joining) --mld_unsolicited_left_;
+  mld_report_due_ = mld_unsolicited_left_ > 0 ? now + rte_get_tsc_hz() : 0;  // a second on
+}
+
+void DpdkDatapath::send_mld_report(MldRecord record) {
+  rte_mbuf* m = rte_pktmbuf_alloc(pool_);
+  if (!m) return;
+  uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
+  const IpBytes group = solicited_node_group(ip_);
+  if (mld_version_ == 1 && record != MldRecord::kChangeToInclude) {
+    write_mldv1_report(frame, mac_, group);
+    m->data_len = kMldv1ReportFrameBytes;
+    ++stats_.mldv1_reports_sent;
+  } else {
+    write_mldv2_report(frame, mac_, group, record);
+    m->data_len = kMldv2ReportFrameBytes;
+  }
+  m->pkt_len = m->data_len;
+  m->ol_flags = 0;
+  ++stats_.mld_reports_sent;
   send_now(m);
 }
 

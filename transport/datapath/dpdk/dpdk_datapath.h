@@ -25,7 +25,11 @@
 // datagram's first packets would otherwise be lost for certain). An IPv6 endpoint takes in an
 // advertisement only for an address it asked about or already knows, so that nobody on the link
 // fills its table unasked. IPv6 receives its solicitations on a multicast group, which the port is
-// asked to let in (allmulticast; virtual ports here pass every frame anyway).
+// asked to let in (allmulticast; virtual ports here pass every frame anyway), and which the
+// endpoint reports with MLD (mld_frame.h) so that switches that snoop MLD forward the group
+// to it: an MLDv2 join on its first poll and again a second later, an answer to each query
+// that asks for the group (in the query's version, at a random time within its maximum
+// response delay), and a leave when it closes.
 //
 // EAL: initialised once per process from a parameter string (FI_SPRAY_DPDK_ARGS), e.g.
 // "--no-huge -m 512 --in-memory --vdev=net_memif0,role=server,socket=/tmp/s.sock".
@@ -43,6 +47,7 @@
 
 #include "transport/base/time.h"
 #include "transport/datapath/datapath.h"
+#include "transport/datapath/dpdk/mld_frame.h"
 #include "transport/datapath/dpdk/neighbour_table.h"
 
 struct rte_mempool;
@@ -89,6 +94,9 @@ struct DpdkStats {
   uint64_t nd_advertisements_sent = 0;     // answers to solicitations for our address
   uint64_t nd_advertisements_ignored = 0;  // unasked and unknown, or not overriding a known MAC
   uint64_t link_wait_expired = 0;          // 1 if a burst gave up waiting for the first link up
+  uint64_t mld_reports_sent = 0;           // MLD joins, answers to queries, the leave
+  uint64_t mldv1_reports_sent = 0;         // of those, MLDv1 answers to an MLDv1 querier
+  uint64_t mld_queries_received = 0;       // valid MLD queries (invalid ones: rx_not_for_us)
 };
 
 class DpdkDatapath {
@@ -131,6 +139,8 @@ class DpdkDatapath {
                const IpBytes& ip);
   static constexpr size_t kMaxPendingResolutions = 64;
   static constexpr size_t kMaxHeldPackets = 64;
+  // RFC 3810's robustness variable: unsolicited reports sent when joining, a second apart.
+  static constexpr uint8_t kMldUnsolicitedReports = 2;
 
   enum class Framed : uint8_t { kReady, kHeld, kUnsendable };
   // Frames one packet in place. kHeld: its neighbour is unknown, so the datapath keeps
@@ -149,6 +159,14 @@ class DpdkDatapath {
   void handle_arp(rte_mbuf* m);
   // The same for IPv6 neighbour solicitations and advertisements.
   void handle_neighbour_discovery(rte_mbuf* m);
+  // Takes ownership of `m`: a valid MLD query for our group (or all groups) makes a report
+  // due within its maximum response delay.
+  void handle_mld_query(rte_mbuf* m);
+  // Sends the report that is due (mld_report_due_), when the link is up.
+  void send_due_mld_report();
+  // Sends one MLD report for our solicited-node group: MLDv1 after an MLDv1 query,
+  // otherwise MLDv2 with `record`.
+  void send_mld_report(MldRecord record);
   // Asks for `target`'s MAC (ARP or a neighbour solicitation), at most once per holdoff.
   void resolve(const IpBytes& target);
   // Whether resolve() asked for `target` and no answer has come yet.
@@ -190,6 +208,11 @@ class DpdkDatapath {
   };
   std::vector<HeldPacket> held_;  // oldest first; reserved to kMaxHeldPackets
   uint64_t hold_limit_cycles_ = 0;
+  // MLD (IPv6 only): when the next report is due (TSC; 0: none), how many unsolicited
+  // joins are still to go, and the version of the last query heard (1 or 2).
+  uint64_t mld_report_due_ = 0;
+  uint8_t mld_unsolicited_left_ = 0;
+  uint8_t mld_version_ = 2;
   DpdkStats stats_;
 };
 

@@ -264,6 +264,10 @@ DpdkDatapath::DpdkDatapath(const DpdkConfig& config, uint16_t port_id, rte_mempo
   resolving_.reserve(kMaxPendingResolutions);
   held_.reserve(kMaxHeldPackets);
   hold_limit_cycles_ = rte_get_tsc_hz();  // a second
+  if (ipv6_) {  // join our solicited-node group on the first poll (and once more, a second on)
+    mld_unsolicited_left_ = kMldUnsolicitedReports;
+    mld_report_due_ = rte_get_tsc_cycles();
+  }
 }
 
 bool DpdkDatapath::link_up() const {
@@ -286,6 +290,7 @@ bool DpdkDatapath::await_link(Duration timeout) {
 }
 
 DpdkDatapath::~DpdkDatapath() {
+  if (ipv6_ && link_up()) send_mld_report(MldRecord::kChangeToInclude);  // leave our group
   // Stopped, not closed: a closed virtual device cannot be found by name again, and a
   // later engine in this process may want the port.
   rte_eth_dev_stop(port_id_);

@@ -192,14 +192,21 @@ ParsedFrame parse_ipv6_frame(const uint8_t* frame, uint32_t length, const FrameF
     return verdict(FrameKind::kMalformed);
   const MacAddress dst_mac = get_mac(frame);
   const IpBytes dst_ip = get_ip6(ip->dst_addr);
-  if (ip->proto == IPPROTO_ICMPV6) {
-    // Neighbour discovery only: we answer no other ICMPv6 (echo, MLD, router messages).
-    const uint8_t type = payload > 0 ? frame[kL4At6] : 0;
-    if (type != kIcmpv6NeighbourSolicitation && type != kIcmpv6NeighbourAdvertisement)
-      return verdict(FrameKind::kNotForUs);
+  if (ip->proto == IPPROTO_ICMPV6 || ip->proto == IPPROTO_HOPOPTS) {
     const IpBytes group = solicited_node_group(us.ip6);
     const bool to_us = dst_mac == us.mac && dst_ip == us.ip6;
     const bool to_our_group = dst_mac == ipv6_multicast_mac(group) && dst_ip == group;
+    if (ip->proto == IPPROTO_HOPOPTS) {
+      // Behind hop-by-hop options only MLD queries are for us (parse_mld_query checks
+      // them), sent to all nodes, to our group or to us.
+      constexpr IpBytes kAllNodes{0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01};
+      const bool to_all = dst_mac == ipv6_multicast_mac(kAllNodes) && dst_ip == kAllNodes;
+      return verdict(to_us || to_our_group || to_all ? FrameKind::kMldQuery : FrameKind::kNotForUs);
+    }
+    // Neighbour discovery only: we answer no other ICMPv6 (echo, router messages).
+    const uint8_t type = payload > 0 ? frame[kL4At6] : 0;
+    if (type != kIcmpv6NeighbourSolicitation && type != kIcmpv6NeighbourAdvertisement)
+      return verdict(FrameKind::kNotForUs);
     return verdict(to_us || to_our_group ? FrameKind::kNeighbourDiscovery : FrameKind::kNotForUs);
   }
   // Extension headers (fragments among them) come only from others: we send none.

@@ -76,6 +76,8 @@ enum class FrameKind : uint8_t {
   kBadChecksum,         // IPv4 header or UDP checksum wrong, or an IPv6 UDP checksum of zero
   kNeighbourDiscovery,  // an ICMPv6 neighbour solicitation or advertisement to our address
                         // or its solicited-node group (for parse_neighbour_discovery)
+  kMldQuery,            // IPv6 with hop-by-hop options to all nodes, our group or us: an MLD
+                        // query if parse_mld_query (mld_frame.h) takes it
 };
 
 // Small on purpose: parsed once per received frame. An IPv6 source is left in the frame

@@ -27,9 +27,8 @@ uint64_t ipv4_l4_sum(const rte_ipv4_hdr* ip, const void* l4) {
   return ones_complement_add(sum, l4, l4_bytes);
 }
 
-uint64_t ipv6_l4_sum(const rte_ipv6_hdr* ip, const void* l4) {
-  const uint16_t l4_bytes = rte_be_to_cpu_16(ip->payload_len);
-  const uint64_t sum = ones_complement_add(pseudo_header_tail(ip->proto, l4_bytes), ip->src_addr,
+uint64_t ipv6_l4_sum(const rte_ipv6_hdr* ip, const void* l4, uint8_t protocol, uint16_t l4_bytes) {
+  const uint64_t sum = ones_complement_add(pseudo_header_tail(protocol, l4_bytes), ip->src_addr,
                                            2 * sizeof(ip->src_addr));
   return ones_complement_add(sum, l4, l4_bytes);
 }
@@ -71,14 +70,20 @@ uint16_t l4_checksum(const rte_ipv4_hdr* ip, const void* l4) {
   return checksum_field(ipv4_l4_sum(ip, l4));
 }
 uint16_t l4_checksum(const rte_ipv6_hdr* ip, const void* l4) {
-  return checksum_field(ipv6_l4_sum(ip, l4));
+  return l4_checksum(ip, l4, ip->proto, rte_be_to_cpu_16(ip->payload_len));
+}
+uint16_t l4_checksum(const rte_ipv6_hdr* ip, const void* l4, uint8_t protocol, uint16_t l4_bytes) {
+  return checksum_field(ipv6_l4_sum(ip, l4, protocol, l4_bytes));
 }
 
 bool l4_checksum_ok(const rte_ipv4_hdr* ip, const void* l4) {
   return ones_complement_fold(ipv4_l4_sum(ip, l4)) == 0xffff;
 }
 bool l4_checksum_ok(const rte_ipv6_hdr* ip, const void* l4) {
-  return ones_complement_fold(ipv6_l4_sum(ip, l4)) == 0xffff;
+  return l4_checksum_ok(ip, l4, ip->proto, rte_be_to_cpu_16(ip->payload_len));
+}
+bool l4_checksum_ok(const rte_ipv6_hdr* ip, const void* l4, uint8_t protocol, uint16_t l4_bytes) {
+  return ones_complement_fold(ipv6_l4_sum(ip, l4, protocol, l4_bytes)) == 0xffff;
 }
 
 uint16_t ipv4_header_checksum(const rte_ipv4_hdr* ip) {

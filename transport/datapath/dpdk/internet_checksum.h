@@ -39,6 +39,12 @@ uint16_t l4_checksum(const rte_ipv6_hdr* ip, const void* l4);
 bool l4_checksum_ok(const rte_ipv4_hdr* ip, const void* l4);
 bool l4_checksum_ok(const rte_ipv6_hdr* ip, const void* l4);
 
+// The same for an IPv6 upper-layer message behind extension headers (MLD behind its
+// hop-by-hop options): the pseudo-header names its protocol and its own length, not the
+// IPv6 header's next header and payload length.
+uint16_t l4_checksum(const rte_ipv6_hdr* ip, const void* l4, uint8_t protocol, uint16_t l4_bytes);
+bool l4_checksum_ok(const rte_ipv6_hdr* ip, const void* l4, uint8_t protocol, uint16_t l4_bytes);
+
 // The IPv4 header checksum for `ip` with a zero checksum field, and whether `ip` (its
 // checksum field included, `header_bytes` long with options) sums to all ones.
 uint16_t ipv4_header_checksum(const rte_ipv4_hdr* ip);
