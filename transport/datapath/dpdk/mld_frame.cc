@@ -1,6 +1,5 @@
 #include "transport/datapath/dpdk/mld_frame.h"
 
-#include <rte_ether.h>
 #include <rte_ip.h>
 
 #include <cstring>
@@ -29,7 +28,7 @@ constexpr IpBytes kAllMldv2Routers{0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 
 // report of `icmp_bytes` to `to`; returns the IPv6 header for the checksum.
 rte_ipv6_hdr* write_report_headers(uint8_t* frame, const MacAddress& our_mac, const IpBytes& to,
                                    uint32_t icmp_bytes) {
-  const MacAddress to_mac{0x33, 0x33, to[12], to[13], to[14], to[15]};  // RFC 2464
+  const MacAddress to_mac = ipv6_multicast_mac(to);
   std::memcpy(frame, to_mac.data(), to_mac.size());
   std::memcpy(frame + 6, our_mac.data(), our_mac.size());
   frame[12] = 0x86;  // IPv6
@@ -42,15 +41,13 @@ rte_ipv6_hdr* write_report_headers(uint8_t* frame, const MacAddress& our_mac, co
   const IpBytes source = link_local_address(our_mac);
   std::memcpy(ip->src_addr, source.data(), source.size());
   std::memcpy(ip->dst_addr, to.data(), to.size());
-  const uint8_t hop_by_hop[kHopByHopBytes] = {
-      kProtocolIcmpv6,
-      0,  // next header; length in 8-byte units beyond the first
-      kOptionRouterAlert,
-      2,
-      0,
-      0,  // router alert, value 0: an MLD message
-      1,
-      0};  // PadN of no bytes: pads to 8
+  // Next header, then the length in 8-byte units beyond the first; a router alert of
+  // value 0 (an MLD message); a PadN of no bytes, which pads to 8.
+  // clang-format off
+  const uint8_t hop_by_hop[kHopByHopBytes] = {kProtocolIcmpv6, 0,
+                                              kOptionRouterAlert, 2, 0, 0,
+                                              1, 0};
+  // clang-format on
   std::memcpy(frame + kHopByHopAt, hop_by_hop, sizeof(hop_by_hop));
   return ip;
 }
