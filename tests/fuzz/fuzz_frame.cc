@@ -6,8 +6,8 @@
 //   - an accepted ARP message re-encodes to a frame that parses to the same message;
 //   - all of this for an IPv6 endpoint too (UDP over IPv6), and an accepted neighbour
 //     solicitation or advertisement re-encodes to one that parses to the same message;
-//   - an accepted MLD query has a version of 1 or 2, and our report for its group is no
-//     query;
+//   - an accepted MLD query has a version of 1 or 2, and our reports and done for its
+//     group are no query;
 //   - our Internet checksum of the input, from every start within a word, is DPDK's.
 #include <cstdint>
 #include <cstdlib>
@@ -86,7 +86,9 @@ void check_mld(const std::vector<uint8_t>& frame, uint32_t length) {
   write_mldv2_report(report.data(), kOurMac, q.group, MldRecord::kModeIsExclude);
   if (parse_mld_query(report.data(), kMldv2ReportFrameBytes, q)) std::abort();
   write_mldv1_report(report.data(), kOurMac, q.group);
-  if (parse_mld_query(report.data(), kMldv1ReportFrameBytes, q)) std::abort();
+  if (parse_mld_query(report.data(), kMldv1FrameBytes, q)) std::abort();
+  write_mldv1_done(report.data(), kOurMac, q.group);
+  if (parse_mld_query(report.data(), kMldv1FrameBytes, q)) std::abort();
 }
 
 // Our sum against DPDK's rte_raw_cksum, a second implementation, at each alignment.

@@ -62,7 +62,7 @@ TEST(Mld, v2_report__matches_independently_computed_bytes) {
 }
 
 TEST(Mld, v1_report__goes_to_the_group_itself) {
-  std::array<uint8_t, kMldv1ReportFrameBytes> f{};
+  std::array<uint8_t, kMldv1FrameBytes> f{};
   write_mldv1_report(f.data(), kOurMac, kOurGroup);
   const std::array<uint8_t, 6> to_mac{0x33, 0x33, 0xff, 0, 0, 0x02};
   EXPECT_TRUE(std::equal(to_mac.begin(), to_mac.end(), f.begin()));
@@ -74,7 +74,23 @@ TEST(Mld, v1_report__goes_to_the_group_itself) {
   EXPECT_EQ(f[kHopByHopAt + 2], 5) << "router alert";
   EXPECT_EQ(f[kIcmpAt], 131);
   EXPECT_EQ(be16(&f[kIcmpAt + 2]), 0x831d) << "ICMPv6 checksum";
-  EXPECT_EQ(kIcmpAt + 24, kMldv1ReportFrameBytes);
+  EXPECT_EQ(kIcmpAt + 24, kMldv1FrameBytes);
+}
+
+TEST(Mld, v1_done__goes_to_all_routers) {
+  std::array<uint8_t, kMldv1FrameBytes> f{};
+  write_mldv1_done(f.data(), kOurMac, kOurGroup);
+  const std::array<uint8_t, 6> to_mac{0x33, 0x33, 0, 0, 0, 0x02};
+  EXPECT_TRUE(std::equal(to_mac.begin(), to_mac.end(), f.begin()));
+  IpBytes destination{}, group{};
+  std::copy_n(&f[kIpAt + 24], 16, destination.begin());
+  std::copy_n(&f[kIcmpAt + 8], 16, group.begin());
+  EXPECT_EQ(destination, *parse_ip_bytes("ff02::2"));
+  EXPECT_EQ(group, kOurGroup);
+  EXPECT_EQ(f[kIpAt + 7], 1);
+  EXPECT_EQ(f[kHopByHopAt + 2], 5) << "router alert";
+  EXPECT_EQ(f[kIcmpAt], 132);
+  EXPECT_EQ(be16(&f[kIcmpAt + 2]), 0x811f) << "ICMPv6 checksum";
 }
 
 TEST(Mld, reports__are_not_for_another_ipv6_endpoint) {

@@ -372,9 +372,13 @@ void DpdkDatapath::send_mld_report(MldRecord record) {
   if (!m) return;
   uint8_t* frame = rte_pktmbuf_mtod(m, uint8_t*);
   const IpBytes group = solicited_node_group(ip_);
-  if (mld_version_ == 1 && record != MldRecord::kChangeToInclude) {
-    write_mldv1_report(frame, mac_, group);
-    m->data_len = kMldv1ReportFrameBytes;
+  if (mld_version_ == 1) {
+    if (record == MldRecord::kChangeToInclude) {
+      write_mldv1_done(frame, mac_, group);
+    } else {
+      write_mldv1_report(frame, mac_, group);
+    }
+    m->data_len = kMldv1FrameBytes;
     ++stats_.mldv1_reports_sent;
   } else {
     write_mldv2_report(frame, mac_, group, record);

@@ -95,7 +95,7 @@ struct DpdkStats {
   uint64_t nd_advertisements_ignored = 0;  // unasked and unknown, or not overriding a known MAC
   uint64_t link_wait_expired = 0;          // 1 if a burst gave up waiting for the first link up
   uint64_t mld_reports_sent = 0;           // MLD joins, answers to queries, the leave
-  uint64_t mldv1_reports_sent = 0;         // of those, MLDv1 answers to an MLDv1 querier
+  uint64_t mldv1_reports_sent = 0;         // of those, MLDv1 (reports or done) to an MLDv1 querier
   uint64_t mld_queries_received = 0;       // valid MLD queries (invalid ones: rx_not_for_us)
 };
 
@@ -164,8 +164,8 @@ class DpdkDatapath {
   void handle_mld_query(rte_mbuf* m);
   // Sends the report that is due (mld_report_due_), when the link is up.
   void send_due_mld_report();
-  // Sends one MLD report for our solicited-node group: MLDv1 after an MLDv1 query,
-  // otherwise MLDv2 with `record`.
+  // Sends one MLD message for our solicited-node group: MLDv1 after an MLDv1 query (a
+  // report, or a done for kChangeToInclude), otherwise an MLDv2 report with `record`.
   void send_mld_report(MldRecord record);
   // Asks for `target`'s MAC (ARP or a neighbour solicitation), at most once per holdoff.
   void resolve(const IpBytes& target);

@@ -11,6 +11,7 @@ namespace {
 
 constexpr uint8_t kIcmpv6MldQuery = 130;
 constexpr uint8_t kIcmpv6Mldv1Report = 131;
+constexpr uint8_t kIcmpv6Mldv1Done = 132;
 constexpr uint8_t kIcmpv6Mldv2Report = 143;
 constexpr uint8_t kProtocolHopByHop = 0;
 constexpr uint8_t kProtocolIcmpv6 = 58;
@@ -21,8 +22,10 @@ constexpr uint32_t kHopByHopAt = kEthernetHeaderBytes + kIpv6HeaderBytes;
 constexpr uint32_t kHopByHopBytes = 8;  // what we send: router alert and two bytes of padding
 constexpr uint32_t kMldv1Bytes = 24;
 constexpr uint32_t kMldv2QueryMinBytes = 28;
-// ff02::16: all MLDv2-capable routers, where MLDv2 reports go.
+// ff02::16: all MLDv2-capable routers, where MLDv2 reports go; ff02::2: all routers,
+// where MLDv1 done messages go.
 constexpr IpBytes kAllMldv2Routers{0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x16};
+constexpr IpBytes kAllRouters{0xff, 0x02, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x02};
 
 // Ethernet, IPv6 and our hop-by-hop options header (router alert for MLD, RFC 2711) of a
 // report of `icmp_bytes` to `to`; returns the IPv6 header for the checksum.
@@ -104,13 +107,27 @@ void write_mldv2_report(uint8_t* frame, const MacAddress& our_mac, const IpBytes
   put_checksum(icmp, ip, kIcmpBytes);
 }
 
-void write_mldv1_report(uint8_t* frame, const MacAddress& our_mac, const IpBytes& group) {
-  const rte_ipv6_hdr* ip = write_report_headers(frame, our_mac, group, kMldv1Bytes);
+namespace {
+
+// MLDv1's one message form (RFC 2710, 3): type, code, checksum, delay, reserved, group.
+void write_mldv1(uint8_t* frame, const MacAddress& our_mac, const IpBytes& group, uint8_t type,
+                 const IpBytes& to) {
+  const rte_ipv6_hdr* ip = write_report_headers(frame, our_mac, to, kMldv1Bytes);
   uint8_t* icmp = frame + kHopByHopAt + kHopByHopBytes;
   std::memset(icmp, 0, kMldv1Bytes);
-  icmp[0] = kIcmpv6Mldv1Report;
+  icmp[0] = type;
   std::memcpy(icmp + 8, group.data(), group.size());
   put_checksum(icmp, ip, kMldv1Bytes);
+}
+
+}  // namespace
+
+void write_mldv1_report(uint8_t* frame, const MacAddress& our_mac, const IpBytes& group) {
+  write_mldv1(frame, our_mac, group, kIcmpv6Mldv1Report, group);
+}
+
+void write_mldv1_done(uint8_t* frame, const MacAddress& our_mac, const IpBytes& group) {
+  write_mldv1(frame, our_mac, group, kIcmpv6Mldv1Done, kAllRouters);
 }
 
 bool parse_mld_query(const uint8_t* frame, uint32_t length, MldQuery& out) {

@@ -25,8 +25,8 @@ enum class MldRecord : uint8_t {
 // An MLDv2 report: Ethernet, IPv6, 8 bytes of hop-by-hop options, 8 of ICMPv6 header and
 // one 20-byte record.
 inline constexpr uint32_t kMldv2ReportFrameBytes = kEthernetHeaderBytes + kIpv6HeaderBytes + 36;
-// An MLDv1 report: Ethernet, IPv6, hop-by-hop options, 24 bytes of ICMPv6.
-inline constexpr uint32_t kMldv1ReportFrameBytes = kEthernetHeaderBytes + kIpv6HeaderBytes + 32;
+// An MLDv1 report or done: Ethernet, IPv6, hop-by-hop options, 24 bytes of ICMPv6.
+inline constexpr uint32_t kMldv1FrameBytes = kEthernetHeaderBytes + kIpv6HeaderBytes + 32;
 
 // The link-local address that RFC 4291's modified EUI-64 forms from `mac`. Reports come
 // from it, since RFC 3810 wants a link-local source; the endpoint uses it for nothing else
@@ -40,6 +40,8 @@ void write_mldv2_report(uint8_t* frame, const MacAddress& our_mac, const IpBytes
 // An MLDv1 report for `group`, sent to the group itself: the answer to an MLDv1 query
 // (RFC 3810, 8.2: a host answers an older querier in its version).
 void write_mldv1_report(uint8_t* frame, const MacAddress& our_mac, const IpBytes& group);
+// An MLDv1 done for `group`, to ff02::2 (all routers): the leave an MLDv1 querier knows.
+void write_mldv1_done(uint8_t* frame, const MacAddress& our_mac, const IpBytes& group);
 
 struct MldQuery {
   uint8_t version = 0;           // 1 (RFC 2710: 24 bytes) or 2 (RFC 3810: 28 or more)
