@@ -26,6 +26,15 @@ constexpr size_t kIcmpAt = kHopByHopAt + 8;
 uint16_t be16(const uint8_t* p) {
   return static_cast<uint16_t>(p[0] << 8 | p[1]);
 }
+// The 16-byte address at `p`, and whether the frame `f` starts with the MAC `mac`.
+IpBytes ip_at(const uint8_t* p) {
+  IpBytes ip{};
+  std::copy_n(p, ip.size(), ip.begin());
+  return ip;
+}
+bool sent_to(const uint8_t* f, const std::array<uint8_t, 6>& mac) {
+  return std::equal(mac.begin(), mac.end(), f);
+}
 
 TEST(Mld, link_local_address__is_the_modified_eui64_of_the_mac) {
   EXPECT_EQ(link_local_address(kOurMac), *parse_ip_bytes("fe80::ff:fe00:1"));
@@ -36,18 +45,14 @@ TEST(Mld, link_local_address__is_the_modified_eui64_of_the_mac) {
 TEST(Mld, v2_report__matches_independently_computed_bytes) {
   std::array<uint8_t, kMldv2ReportFrameBytes> f{};
   write_mldv2_report(f.data(), kOurMac, kOurGroup, MldRecord::kChangeToExclude);
-  const std::array<uint8_t, 6> to_mac{0x33, 0x33, 0, 0, 0, 0x16};
-  EXPECT_TRUE(std::equal(to_mac.begin(), to_mac.end(), f.begin())) << "to ff02::16";
+  EXPECT_TRUE(sent_to(f.data(), {0x33, 0x33, 0, 0, 0, 0x16})) << "to ff02::16";
   EXPECT_EQ(be16(&f[12]), 0x86dd);
   EXPECT_EQ(f[kIpAt] >> 4, 6);
   EXPECT_EQ(be16(&f[kIpAt + 4]), 36) << "payload: hop-by-hop options and the report";
   EXPECT_EQ(f[kIpAt + 6], 0) << "next header: hop-by-hop options";
   EXPECT_EQ(f[kIpAt + 7], 1) << "hop limit";
-  IpBytes source{}, destination{};
-  std::copy_n(&f[kIpAt + 8], 16, source.begin());
-  std::copy_n(&f[kIpAt + 24], 16, destination.begin());
-  EXPECT_EQ(source, *parse_ip_bytes("fe80::ff:fe00:1"));
-  EXPECT_EQ(destination, *parse_ip_bytes("ff02::16"));
+  EXPECT_EQ(ip_at(&f[kIpAt + 8]), *parse_ip_bytes("fe80::ff:fe00:1"));
+  EXPECT_EQ(ip_at(&f[kIpAt + 24]), *parse_ip_bytes("ff02::16"));
   const std::array<uint8_t, 8> hop_by_hop{58, 0, 5, 2, 0, 0, 1, 0};  // router alert, PadN
   EXPECT_TRUE(std::equal(hop_by_hop.begin(), hop_by_hop.end(), &f[kHopByHopAt]));
   EXPECT_EQ(f[kIcmpAt], 143);
@@ -55,20 +60,15 @@ TEST(Mld, v2_report__matches_independently_computed_bytes) {
   EXPECT_EQ(be16(&f[kIcmpAt + 6]), 1) << "one record";
   EXPECT_EQ(f[kIcmpAt + 8], 4) << "CHANGE_TO_EXCLUDE: a join";
   EXPECT_EQ(be16(&f[kIcmpAt + 10]), 0) << "no sources";
-  IpBytes group{};
-  std::copy_n(&f[kIcmpAt + 12], 16, group.begin());
-  EXPECT_EQ(group, kOurGroup);
+  EXPECT_EQ(ip_at(&f[kIcmpAt + 12]), kOurGroup);
   EXPECT_EQ(kIcmpAt + 28, kMldv2ReportFrameBytes);
 }
 
 TEST(Mld, v1_report__goes_to_the_group_itself) {
   std::array<uint8_t, kMldv1FrameBytes> f{};
   write_mldv1_report(f.data(), kOurMac, kOurGroup);
-  const std::array<uint8_t, 6> to_mac{0x33, 0x33, 0xff, 0, 0, 0x02};
-  EXPECT_TRUE(std::equal(to_mac.begin(), to_mac.end(), f.begin()));
-  IpBytes destination{};
-  std::copy_n(&f[kIpAt + 24], 16, destination.begin());
-  EXPECT_EQ(destination, kOurGroup);
+  EXPECT_TRUE(sent_to(f.data(), {0x33, 0x33, 0xff, 0, 0, 0x02}));
+  EXPECT_EQ(ip_at(&f[kIpAt + 24]), kOurGroup);
   EXPECT_EQ(be16(&f[kIpAt + 4]), 32);
   EXPECT_EQ(f[kIpAt + 7], 1);
   EXPECT_EQ(f[kHopByHopAt + 2], 5) << "router alert";
@@ -80,13 +80,9 @@ TEST(Mld, v1_report__goes_to_the_group_itself) {
 TEST(Mld, v1_done__goes_to_all_routers) {
   std::array<uint8_t, kMldv1FrameBytes> f{};
   write_mldv1_done(f.data(), kOurMac, kOurGroup);
-  const std::array<uint8_t, 6> to_mac{0x33, 0x33, 0, 0, 0, 0x02};
-  EXPECT_TRUE(std::equal(to_mac.begin(), to_mac.end(), f.begin()));
-  IpBytes destination{}, group{};
-  std::copy_n(&f[kIpAt + 24], 16, destination.begin());
-  std::copy_n(&f[kIcmpAt + 8], 16, group.begin());
-  EXPECT_EQ(destination, *parse_ip_bytes("ff02::2"));
-  EXPECT_EQ(group, kOurGroup);
+  EXPECT_TRUE(sent_to(f.data(), {0x33, 0x33, 0, 0, 0, 0x02}));
+  EXPECT_EQ(ip_at(&f[kIpAt + 24]), *parse_ip_bytes("ff02::2"));
+  EXPECT_EQ(ip_at(&f[kIcmpAt + 8]), kOurGroup);
   EXPECT_EQ(f[kIpAt + 7], 1);
   EXPECT_EQ(f[kHopByHopAt + 2], 5) << "router alert";
   EXPECT_EQ(f[kIcmpAt], 132);

@@ -126,7 +126,7 @@ PacketBuf* DpdkDatapath::accept(rte_mbuf* m) {
   b->peer.port = source.base;
   if (ipv6_) {
     b->peer.family = NetAddr::Family::kIpv6;
-    std::memcpy(b->peer.ip.data(), frame + p.src_ip6_at, b->peer.ip.size());
+    b->peer.ip = source_ip6(frame, p);
   } else {
     b->peer.family = NetAddr::Family::kIpv4;
     b->peer.ip = {static_cast<uint8_t>(p.src_ip >> 24), static_cast<uint8_t>(p.src_ip >> 16),

@@ -1,5 +1,6 @@
 #include "transport/datapath/dpdk/mld_frame.h"
 
+#include <rte_ether.h>
 #include <rte_ip.h>
 
 #include <cstring>
@@ -34,8 +35,7 @@ rte_ipv6_hdr* write_report_headers(uint8_t* frame, const MacAddress& our_mac, co
   const MacAddress to_mac = ipv6_multicast_mac(to);
   std::memcpy(frame, to_mac.data(), to_mac.size());
   std::memcpy(frame + 6, our_mac.data(), our_mac.size());
-  frame[12] = 0x86;  // IPv6
-  frame[13] = 0xdd;
+  reinterpret_cast<rte_ether_hdr*>(frame)->ether_type = rte_cpu_to_be_16(RTE_ETHER_TYPE_IPV6);
   auto* ip = reinterpret_cast<rte_ipv6_hdr*>(frame + kIpv6At);
   ip->vtc_flow = rte_cpu_to_be_32(6u << 28);
   ip->payload_len = rte_cpu_to_be_16(static_cast<uint16_t>(kHopByHopBytes + icmp_bytes));
@@ -134,9 +134,10 @@ bool parse_mld_query(const uint8_t* frame, uint32_t length, MldQuery& out) {
   if (length < kHopByHopAt + kHopByHopBytes) return false;
   const auto* ip = reinterpret_cast<const rte_ipv6_hdr*>(frame + kIpv6At);
   const uint32_t payload = rte_be_to_cpu_16(ip->payload_len);
-  if (frame[12] != 0x86 || frame[13] != 0xdd || (rte_be_to_cpu_32(ip->vtc_flow) >> 28) != 6 ||
-      ip->proto != kProtocolHopByHop || ip->hop_limits != 1 || !is_link_local(ip->src_addr) ||
-      kHopByHopAt + payload > length)
+  const uint16_t ether_type = reinterpret_cast<const rte_ether_hdr*>(frame)->ether_type;
+  if (rte_be_to_cpu_16(ether_type) != RTE_ETHER_TYPE_IPV6 ||
+      (rte_be_to_cpu_32(ip->vtc_flow) >> 28) != 6 || ip->proto != kProtocolHopByHop ||
+      ip->hop_limits != 1 || !is_link_local(ip->src_addr) || kHopByHopAt + payload > length)
     return false;
   const uint8_t* hop_by_hop = frame + kHopByHopAt;
   const uint32_t hop_by_hop_bytes = 8u * (hop_by_hop[1] + 1u);
