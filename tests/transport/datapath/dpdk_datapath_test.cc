@@ -397,8 +397,9 @@ TEST(DpdkDatapath, neighbour_discovery__replaces_a_known_mac_only_when_told_to_o
   std::array<uint8_t, kNeighbourFrameBytes> frame{};
   const MacAddress moved{0x02, 0, 0, 0, 0, 0x66};
   // An advertisement, then a packet from b: once a has the packet, it has handled the
-  // advertisement (memif keeps order), with no timeout waited out.
-  auto advertise = [&](const IpBytes& target, bool override_cached) {
+  // advertisement (memif keeps order), with no timeout waited out. a and b are captured
+  // by init-capture: Clang 14 cannot capture a structured binding.
+  auto advertise = [&, &a = a, &b = b](const IpBytes& target, bool override_cached) {
     write_neighbour_advertisement(frame.data(), moved, target, a->mac(), fd00_1, override_cached);
     ASSERT_TRUE(b->send_frame(frame.data(), kNeighbourFrameBytes));
     send_ten_bytes(*b, a->local_address());
@@ -439,7 +440,7 @@ TEST(DpdkDatapath, mld__joins_its_group_and_answers_queries_for_it) {
       *b, [&] { return s.mld_reports_sent == 2; }, Duration::seconds(3)))
       << s.mld_reports_sent;
   const uint64_t not_for_us = s.rx_not_for_us;
-  auto query = [&](const test::MldQueryFrame& q) {
+  auto query = [&a = a](const test::MldQueryFrame& q) {  // by name, as above
     ASSERT_TRUE(a->send_frame(q.bytes.data(), q.length()));
   };
   query(test::MldQueryFrame(28, *parse_ip_bytes("ff02::1:ff00:9"), 0));      // another group's
