@@ -44,16 +44,18 @@ cmake --build build -j "$jobs"
 run_ctest --test-dir build --output-on-failure -j "$((jobs * 2))"
 
 echo "== ASan + UBSan build and tests"
-# Built by clang at -O1, the level ASan's authors advise. Clean build and tests on 2 cores
-# (2026-12-06, one after another, same hour):
-#   GCC 12 at -O0 (until then)    build 360 s, tests 482 s (fresh clone)
-#   clang 14 at -O0               build 254 s, tests 581 s
-#   clang 14 at -O1               build 431 s, tests 244 s
-#   clang 14: libraries at -O1, tests and tools at -O0   build 314 s, tests 500 s
-# (GCC at -O1 took 491 s + 401 s on 2026-11-26.) clang's code at -O0 is slow, and the
-# engine's templates are compiled into the test and tool executables, which is why the
-# split left the tests slow. The release build above is GCC's, so each compiler's
-# warnings hold (both with -Werror).
+# Built by clang at -O1, the level ASan's authors advise. Clean builds and test runs on 2
+# cores, 2026-12-06:
+#                                   20:45-21:20, idle     21:34-22:09 (a slower hour)
+#   GCC 12 at -O0 (until then)      360 s + 482 s *       479 s + 557 s
+#   clang 14 at -O0                 254 s + 581 s
+#   clang 14 at -O1                 431 s + 244 s         577 s + 293 s (in .ci/run)
+#   clang 14, libraries at -O1      314 s + 500 s
+#     (tests and tools at -O0)
+#   * from the fresh-clone run of 19:50. GCC at -O1 took 491 s + 401 s on 2026-11-26.
+# clang's code at -O0 is slow, and the engine's templates are compiled into the test and
+# tool executables, which is why the split left the tests slow. The release build above
+# is GCC's, so each compiler's warnings hold (both with -Werror).
 # A build-asan of GCC's (from before) starts afresh: CMake keeps a cache's compiler whatever
 # CC says, and when told another it drops the cache's other settings, SPRAY_SANITIZE too.
 if [[ -f build-asan/CMakeCache.txt ]] &&
