@@ -21,7 +21,7 @@ class EcmpRepathSelector final : public PathSelector {
 
   uint16_t next_entropy() override { return entropy_; }
   void on_feedback(uint16_t entropy, Feedback f) override {
-    if (f == Feedback::kGood || entropy != entropy_ || count_ == 1) return;
+    if (delivered(f) || entropy != entropy_ || count_ == 1) return;
     uint16_t fresh = draw();
     while (fresh == entropy_) fresh = draw();
     entropy_ = fresh;

@@ -16,7 +16,17 @@
 namespace spray::paths {
 
 enum class Feedback : uint8_t {
-  kGood,     // ACKed without an ECN mark
+  // ACKed without an ECN mark, by an ACK that came back on this same EV (the target
+  // returns each ACK on the EV of the request that triggered it): the EV's paths work
+  // both ways. Also what PDS reports for every acknowledged packet when the datapath
+  // does not show the EV an ACK arrived on.
+  kGood,
+  // ACKed without an ECN mark, by an ACK that came back on another EV: the packet got
+  // there, but nothing is known of the way back. An ECMP fabric hashes the two
+  // directions apart, so one can be dead while the other works (a link down between a
+  // host and one router: the host still reaches the other router, and the far host's
+  // answers on that router's paths are lost).
+  kDelivered,
   kEcn,      // ACKed, but the packet was ECN marked
   kNack,     // trimmed or refused
   kLost,     // declared lost (RACK): later packets came back first; slow or dropping
@@ -28,6 +38,11 @@ struct PathConfig {
   uint64_t seed = 1;             // per-flow seed: fixes the ECMP EV, seeds exploration
   uint16_t reps_cache = 32;      // REPS: good EVs its recycling ring holds, 1..32
 };
+
+// Whether the packet got there unmarked (kGood or kDelivered).
+constexpr bool delivered(Feedback f) {
+  return f == Feedback::kGood || f == Feedback::kDelivered;
+}
 
 class PathSelector {
  public:

@@ -34,7 +34,7 @@ class PenaltyBitmapSelector final : public PathSelector {
 
   void on_feedback(uint16_t entropy, Feedback f) override {
     if (entropy >= count_) return;
-    set(entropy, f != Feedback::kGood);
+    set(entropy, !delivered(f));
   }
 
   std::string_view name() const override { return "bitmap"; }

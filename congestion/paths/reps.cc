@@ -12,7 +12,8 @@ RepsSelector::RepsSelector(const PathConfig& c)
 uint16_t RepsSelector::next_entropy() {
   if (freeze_left_ > 0) {
     --freeze_left_;
-    if (recent_count_ > 0) return fresh_entropy(freeze_cursor_);
+    if (both_ways_.size() > 0) return fresh_entropy(both_ways_, freeze_cursor_);
+    if (delivered_.size() > 0) return fresh_entropy(delivered_, freeze_cursor_);
     return explore();
   }
   if (count_ == 0) return explore();
@@ -60,21 +61,24 @@ void RepsSelector::forget_bad(uint16_t entropy) {
 }
 
 uint16_t RepsSelector::retransmit_entropy() {
-  if (freeze_left_ > 0 || recent_count_ == 0) return next_entropy();
-  return fresh_entropy(retransmit_cursor_);
+  if (freeze_left_ > 0 || delivered_.size() == 0) return next_entropy();
+  return fresh_entropy(delivered_, retransmit_cursor_);
 }
 
-// Takes the next turn among the kFreshEvs newest good EVs (fewer if fewer are known),
-// newest first. Requires recent_count_ > 0.
-uint16_t RepsSelector::fresh_entropy(size_t& cursor) {
-  const size_t newest_first = cursor++ % std::min(recent_count_, kFreshEvs);
-  return recent_[(recent_next_ + kCacheSize - 1 - newest_first) % kCacheSize];
+uint16_t RepsSelector::fresh_entropy(const RecentEvs& evs, size_t& cursor) {
+  return evs.newest(cursor++ % std::min(evs.size(), kFreshEvs));
 }
 
 size_t RepsSelector::good_entropies(std::span<uint16_t> out) const {
-  const size_t n = std::min(out.size(), recent_count_);
-  for (size_t i = 0; i < n; ++i) out[i] = recent_[(recent_next_ + kCacheSize - 1 - i) % kCacheSize];
+  const size_t n = std::min(out.size(), delivered_.size());
+  for (size_t i = 0; i < n; ++i) out[i] = delivered_.newest(i);
   return n;
+}
+
+void RepsSelector::RecentEvs::push(uint16_t entropy) {
+  evs_[next_] = entropy;
+  next_ = (next_ + 1) % kCacheSize;
+  if (count_ < kCacheSize) ++count_;
 }
 
 void RepsSelector::evict(uint16_t entropy) {
@@ -84,36 +88,37 @@ void RepsSelector::evict(uint16_t entropy) {
     if (ev != entropy) ring_[(head_ + kept++) % kCacheSize] = ev;
   }
   count_ = kept;
-  evict_recent(entropy, true);
+  delivered_.evict(entropy, true);
+  both_ways_.evict(entropy, true);
 }
 
-void RepsSelector::evict_recent(uint16_t entropy, bool and_older) {
-  // Compacts oldest to newest into positions 0.., so the newest stays just before
-  // recent_next_ (retransmit_entropy() and the freeze read it that way).
+void RepsSelector::RecentEvs::evict(uint16_t entropy, bool and_older) {
+  // Compacts oldest to newest into positions 0.., so the newest stays just before next_.
   std::array<uint16_t, kCacheSize> kept_evs{};
   size_t kept = 0;
-  const size_t oldest = (recent_next_ + kCacheSize - recent_count_) % kCacheSize;
-  for (size_t i = 0; i < recent_count_; ++i) {
-    const uint16_t ev = recent_[(oldest + i) % kCacheSize];
+  const size_t oldest = (next_ + kCacheSize - count_) % kCacheSize;
+  for (size_t i = 0; i < count_; ++i) {
+    const uint16_t ev = evs_[(oldest + i) % kCacheSize];
     if (ev != entropy) {
       kept_evs[kept++] = ev;
     } else if (and_older) {
       kept = 0;  // what came back good before it is older evidence still
     }
   }
-  if (kept == recent_count_) return;
-  recent_ = kept_evs;
-  recent_count_ = kept;
-  recent_next_ = kept % kCacheSize;
+  if (kept == count_) return;
+  evs_ = kept_evs;
+  count_ = kept;
+  next_ = kept % kCacheSize;
 }
 
 void RepsSelector::on_feedback(uint16_t entropy, Feedback f) {
   switch (f) {
     case Feedback::kGood:
+      both_ways_.push(entropy);
+      [[fallthrough]];
+    case Feedback::kDelivered:
+      delivered_.push(entropy);
       forget_bad(entropy);
-      recent_[recent_next_] = entropy;
-      recent_next_ = (recent_next_ + 1) % kCacheSize;
-      if (recent_count_ < kCacheSize) ++recent_count_;
       if (freeze_left_ > 0) return;  // while frozen, good EVs are reused, not queued
       if (count_ < ring_limit_) {
         ring_[(head_ + count_) % kCacheSize] = entropy;
@@ -132,7 +137,9 @@ void RepsSelector::on_feedback(uint16_t entropy, Feedback f) {
     case Feedback::kNack:
     case Feedback::kLost:
       note_bad(entropy);
-      evict_recent(entropy, false);  // not recycled, and no longer a retransmission's choice
+      // Not recycled, and no longer a retransmission's or a freeze's choice.
+      delivered_.evict(entropy, false);
+      both_ways_.evict(entropy, false);
       return;
   }
 }

@@ -1,26 +1,53 @@
 // REPS: recycled entropy packet spraying (UET's default multipath scheme).
 //
-// EVs whose ACKs came back unmarked are known-good; they go into a small ring and are
-// reused for the next packets. When the ring is empty the sender explores a fresh
+// EVs whose packets were acknowledged unmarked are known-good; they go into a small ring
+// and are reused for the next packets. When the ring is empty the sender explores a fresh
 // random EV. ECN-marked, NACKed and timed-out EVs are simply not recycled, so the flow
 // drifts away from congested or broken paths without ever naming a path.
 //
 // Freeze: a timeout suggests a failure rather than congestion. The timed-out EV is
 // evicted, and with it every EV whose last good report is older than its own (the
 // timed-out EV was good once, so they are no fresher evidence than it). Then for the
-// next kFreezePackets transmissions the selector stops exploring
-// and cycles through the kFreshEvs EVs that most recently came back good (a second
-// ring that is not consumed), so it does not wander onto the failed path while the
-// failure lasts. Only with no good EV known at all does it explore during a freeze.
+// next kFreezePackets transmissions the selector stops exploring and cycles through the
+// kFreshEvs EVs that most recently came back good both ways (below; a list that is not
+// consumed), so it does not wander onto the failed path while the failure lasts. With
+// none known it cycles over the newest delivered ones, and only with none of those
+// either does it explore during a freeze.
 //
 // Exploration steers clear of the EVs most recently reported bad (marked, NACKed, lost
 // or timed out; forgotten once good again or pushed out by newer ones): a random draw
 // that lands on one draws again, a few times at most. Without this a flow keeps finding
 // a degraded path anew, and the packet it strands there can decide its completion time.
 //
-// Retransmissions take the kFreshEvs most recently good EVs (they are what is late or
-// lost, so they go where delivery was just seen), and an EV reported ECN-marked or
+// Retransmissions take the kFreshEvs most recently delivered EVs (they are what is late
+// or lost, so they go where delivery was just seen), and an EV reported ECN-marked or
 // NACKed leaves that list at once.
+//
+// Good both ways or delivered: the target returns each ACK on the EV of the packet that
+// triggered it, so an ACK that arrives on that EV shows the EV's paths work both ways
+// (kGood); the other packets it covers are known only to have got there (kDelivered).
+// Both are recycled and both are resends' choice; a freeze keeps to EVs good both ways
+// while it knows any.
+// Why the freeze: with a link down between a host and one of two ECMP routers, every EV
+// still reaches the far host, but about half of the far host's answers hash onto the
+// router that cannot reach it. A freeze over the newest delivered EVs cycled over four
+// of which about half lost every ACK, and the receiver, acknowledging every 16th packet,
+// answered on the same one of the four each time. Each timeout began another such
+// freeze, blaming the EV of the oldest packet, which had got there. 32 MiB over a
+// simulated fabric took 63.5 ms and 249 timeouts against 2.7 ms and none with nothing
+// dead (tests/transport/engine/one_way_path_loss_test.cc, seed 2), and the kernel-UDP
+// link-down test (tests/integration/netns_multipath.sh) with its CPUs contended took
+// 11-51 s and 3000-4500 timeouts against 2-3 s.
+// Why not resends: taking them from EVs good both ways made spray-sim's fat-tree with 8
+// core links at 10 % worse (seeds 1-6: mean FCT/ideal 1.238 -> 1.279, p99 2.41 -> 2.59).
+// Probably because an ACK's trigger is the packet of its batch that arrived last, which
+// favours slow paths. A resend is answered by several ACK copies on different EVs
+// anyway (Pds::emit_ack), so its way back matters less.
+// Why a freeze falls back to delivered EVs rather than explore: a timeout also drops
+// the EVs good both ways that are older than the one it blames, often all of them (a
+// few ACKs' worth), and exploring sent half the frozen packets to the dead path where a
+// path had died both ways. README's REPS all-to-all with one of two paths dying failed
+// operations in 2 of seeds 1-2000 so (53 and 834), none with the fallback.
 //
 // Why only the freshest few of the 32 remembered: when paths die, the older entries are
 // evidence from before the failure and half of them may name dead paths. Cycling over
@@ -63,7 +90,7 @@ class RepsSelector final : public PathSelector {
   explicit RepsSelector(const PathConfig& c);
 
   uint16_t next_entropy() override;
-  // The kFreshEvs most recently good EVs, newest first, in turn: fresh evidence that the
+  // The kFreshEvs most recently delivered EVs, newest first, in turn: fresh evidence that the
   // path delivers now, where the recycling ring may hold EVs that were good a while ago.
   uint16_t retransmit_entropy() override;
   void on_feedback(uint16_t entropy, Feedback f) override;
@@ -74,12 +101,29 @@ class RepsSelector final : public PathSelector {
   bool frozen() const { return freeze_left_ > 0; }
 
  private:
-  uint16_t fresh_entropy(size_t& cursor);
-  // Removes a timed-out EV from the ring and, from the fresh EVs, it and every EV that
-  // last came back good before it did (see the class comment).
+  // The EVs last reported good of one kind, newest last; at most kCacheSize.
+  class RecentEvs {
+   public:
+    void push(uint16_t entropy);
+    size_t size() const { return count_; }
+    uint16_t newest(size_t i) const {  // i < size(); 0 is the newest
+      return evs_[(next_ + kCacheSize - 1 - i) % kCacheSize];
+    }
+    // Removes `entropy`; `and_older`: also every EV that came before it.
+    void evict(uint16_t entropy, bool and_older);
+
+   private:
+    std::array<uint16_t, kCacheSize> evs_{};
+    size_t count_ = 0;
+    size_t next_ = 0;  // where the next EV is written
+  };
+
+  // Takes the next turn among the kFreshEvs newest of `evs`, newest first. Requires
+  // evs.size() > 0.
+  static uint16_t fresh_entropy(const RecentEvs& evs, size_t& cursor);
+  // Removes a timed-out EV from the ring and, from both lists of recent EVs, it and every
+  // EV that last came back good before it did (see the class comment).
   void evict(uint16_t entropy);
-  // Removes `entropy` from the fresh EVs; `and_older`: also the EVs older than it there.
-  void evict_recent(uint16_t entropy, bool and_older);
   uint16_t explore();
   bool recently_bad(uint16_t entropy) const;
   void forget_bad(uint16_t entropy);
@@ -92,11 +136,10 @@ class RepsSelector final : public PathSelector {
   std::array<uint16_t, kCacheSize> ring_{};  // FIFO of known-good EVs, consumed by use
   size_t head_ = 0;                          // oldest entry
   size_t count_ = 0;
-  std::array<uint16_t, kCacheSize> recent_{};  // last good EVs, reused during a freeze
-  size_t recent_count_ = 0;
-  size_t recent_next_ = 0;                  // where the next good EV is written
-  size_t freeze_cursor_ = 0;                // turns among the fresh EVs: frozen sends
-  size_t retransmit_cursor_ = 0;            // turns among the fresh EVs: retransmissions
+  RecentEvs delivered_;           // EVs last reported kGood or kDelivered: resends' choice
+  RecentEvs both_ways_;           // EVs last reported kGood: a freeze's choice
+  size_t freeze_cursor_ = 0;      // turns among the fresh EVs: frozen sends
+  size_t retransmit_cursor_ = 0;  // turns among the fresh EVs: retransmissions
   std::array<uint16_t, kCacheSize> bad_{};  // EVs recently reported bad, a ring
   size_t bad_count_ = 0;
   size_t bad_next_ = 0;

@@ -362,7 +362,7 @@ void Network::receive(uint32_t host, uint32_t packet) {
       events_.push(now_ + cfg_.ack_delay, kAckFlush, host);
     }
   } else if (const auto* ack = std::get_if<wire::PdsAck>(&p.header)) {
-    pds.on_ack(from, *ack, now_);
+    pds.on_ack(from, *ack, now_, p.entropy);
   } else if (const auto* nack = std::get_if<wire::PdsNack>(&p.header)) {
     pds.on_nack(from, *nack, now_);
   } else if (const auto* ctrl = std::get_if<wire::PdsCtrl>(&p.header)) {

@@ -91,6 +91,8 @@ class EndpointRoles {
             {"timeouts", p.timeouts},
             {"rx_packets", p.rx_packets},
             {"rx_duplicates", p.rx_duplicates},
+            {"acks_received", p.acks_received},
+            {"acks_on_trigger_ev", p.acks_on_trigger_ev},
             {"rx_ecn_marked", p.rx_ecn_marked},
             {"ecn_acks_received", p.ecn_acks_received},
             {"pdcs_failed", p.pdcs_failed},

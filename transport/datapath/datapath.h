@@ -17,6 +17,12 @@
 // source port is not visible). The engine then sprays ACKs and NACKs over EVs in turn
 // instead of returning each on the EV its request arrived on.
 //
+// Optional: `uint16_t entropy_values() const`, for datapaths that carry fewer distinct
+// EVs than PDS would use (UDP and DPDK: one source port per EV mod entropy_ports). EVs
+// e and e + entropy_values() then take the same paths and arrive as the same value, so
+// the engine uses no more than that many: its path selector learns each path under one
+// name, and an ACK's arrival EV can be matched with the EV its trigger was sent on.
+//
 // Optional: `PacketBuf* keep(PacketBuf*)`, for datapaths that lend received packets out
 // of a larger shared buffer (UDP GRO). A caller that holds a received buffer beyond the
 // current burst (the engine's reordering of ROD packets) first swaps it for keep()'s

@@ -77,7 +77,7 @@ class Engine {
  public:
   Engine(D& datapath, EngineConfig config)
       : dp_(datapath),
-        cfg_(adjust(std::move(config), datapath.mtu())),
+        cfg_(adjust(std::move(config), datapath)),
         peers_(cfg_.max_peers),
         pds_(cfg_.pds),
         ses_(cfg_.ses, pds_),
@@ -205,8 +205,12 @@ class Engine {
   }
 
  private:
-  static EngineConfig adjust(EngineConfig c, uint32_t datapath_mtu) {
-    const uint32_t mtu = ses_mtu_bytes(datapath_mtu, c.security.has_value());
+  static EngineConfig adjust(EngineConfig c, const D& datapath) {
+    const uint32_t mtu = ses_mtu_bytes(datapath.mtu(), c.security.has_value());
+    if constexpr (requires { datapath.entropy_values(); }) {  // see datapath.h
+      const uint16_t values = datapath.entropy_values();
+      if (values > 0 && c.pds.entropy_count > values) c.pds.entropy_count = values;
+    }
     c.ses.mtu_bytes = mtu;
     c.ses.direct_reads = kDirectReads;
     c.ses.max_peers = c.max_peers;

@@ -121,7 +121,10 @@ bool Engine<D>::handle_packet(dp::PacketBuf* buf, PeerIndex peer, Time now) {
     case wire::PdsType::kAckCc: {
       wire::PdsAck ack;
       ok = wire::decode(in, ack) == wire::DecodeError::kOk;
-      if (ok) pds_.on_ack(peer, ack, now);
+      if (ok) {
+        pds_.on_ack(peer, ack, now,
+                    kHidesArrivalEntropy ? std::nullopt : std::optional<uint16_t>{buf->entropy});
+      }
       break;
     }
     case wire::PdsType::kNack: {

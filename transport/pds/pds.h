@@ -120,6 +120,10 @@ struct PdsStats {
   uint64_t acks_sent = 0;
   uint64_t acks_held = 0;  // of acks_sent: held back to a later step (Pds::flush_acks)
   uint64_t acks_received = 0;
+  // Of acks_received: back on the EV of the request that triggered them, which shows
+  // that EV works both ways (paths::Feedback::kGood). The rest (extra copies, ACKs of
+  // packets already acknowledged) show delivery only.
+  uint64_t acks_on_trigger_ev = 0;
   uint64_t nacks_sent = 0;
   uint64_t nacks_received = 0;
   uint64_t bad_packets = 0;        // unknown PDC, wrong peer, forged ACKs, out of window
@@ -239,7 +243,10 @@ class Pds {
   // head of the line and every later packet on this PDC waits behind it.
   void unpop_in_order(uint32_t pdc, uint64_t held);
 
-  void on_ack(PeerIndex peer, const wire::PdsAck& ack, Time now);
+  // `arrival_entropy`: the EV the ACK came back on, or nullopt where the datapath does
+  // not show it (then every packet it acknowledges is reported kGood to the selector).
+  void on_ack(PeerIndex peer, const wire::PdsAck& ack, Time now,
+              std::optional<uint16_t> arrival_entropy = std::nullopt);
   void on_nack(PeerIndex peer, const wire::PdsNack& nack, Time now);
   // A CTRL from `peer` that arrived on EV `entropy` (answers return on it).
   void on_ctrl(PeerIndex peer, const wire::PdsCtrl& ctrl, uint16_t entropy, Time now);

@@ -250,7 +250,8 @@ void Pds::emit_ack(Pdc& p) {
   // all-to-all of 6 hosts with 3 PDCs each over two paths, one dying, at 5 % loss
   // (spray-transfer, seeds 1-1000), 75 runs failed an operation with ACKs sprayed and
   // 23 with ACKs returning this way (both with REPS dropping stale good EVs at a
-  // timeout; 103 and 114 without that).
+  // timeout; 103 and 114 without that). It also tells the sender that EV works both
+  // ways when the ACK gets back on it (on_ack: paths::Feedback::kGood).
   // After a duplicate or a retransmission, several copies on different EVs.
   // One copy left the retransmit to a coin toss per try when half the return paths were
   // dead (a link down between two ECMP routers): a PSN whose ACKs all drew dead paths

@@ -334,7 +334,8 @@ void Pds::establish(Pdc& p, uint16_t remote_id) {
   }
 }
 
-void Pds::on_ack(PeerIndex peer, const wire::PdsAck& ack, Time now) {
+void Pds::on_ack(PeerIndex peer, const wire::PdsAck& ack, Time now,
+                 std::optional<uint16_t> arrival_entropy) {
   ++stats_.acks_received;
   // Validate the PSN range before learning anything from this ACK, so a forged ACK
   // cannot teach us a wrong peer PDC id.
@@ -363,14 +364,22 @@ void Pds::on_ack(PeerIndex peer, const wire::PdsAck& ack, Time now) {
   const bool ecn = (ack.flags & wire::ack_flags::kEcnMarked) != 0;
   if (ecn) ++stats_.ecn_acks_received;
   Duration rtt{};
+  bool trigger_both_ways = false;
   if (psn_diff(trigger, p.snd_una) >= 0 && psn_diff(p.snd_nxt, trigger) > 0) {
     const TxSlot& t = p.tx[ring_index(trigger)];
     if (t.in_flight && !t.sacked && !t.retransmitted && !t.ack_may_wait) rtt = now - t.sent;
+    // The target sent it on the trigger's EV (emit_ack); arriving on it, it shows that
+    // EV's paths work both ways. Extra copies arrive on other EVs and show no such thing.
+    if (arrival_entropy && t.in_flight && t.entropy == *arrival_entropy) trigger_both_ways = true;
   }
+  if (trigger_both_ways) ++stats_.acks_on_trigger_ev;
   // The mark belongs to the trigger alone: its EV is reported congested (never first
-  // good, which would have REPS recycle a congested path); the others it covers, good.
+  // good, which would have REPS recycle a congested path). Of the others it covers, only
+  // the EV it came back on is known good both ways; the rest are known delivered.
   const auto feedback = [&](uint32_t psn) {
-    return ecn && psn == trigger ? paths::Feedback::kEcn : paths::Feedback::kGood;
+    if (ecn && psn == trigger) return paths::Feedback::kEcn;
+    const bool both_ways = !arrival_entropy || (psn == trigger && trigger_both_ways);
+    return both_ways ? paths::Feedback::kGood : paths::Feedback::kDelivered;
   };
 
   const uint32_t before = p.inflight_bytes;

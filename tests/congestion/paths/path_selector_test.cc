@@ -30,7 +30,7 @@ TEST(EcmpRepath, keeps_one_ev_until_congestion_is_signalled_on_it) {
   const uint16_t first = e.next_entropy();
   for (int i = 0; i < 100; ++i) {
     EXPECT_EQ(e.next_entropy(), first);
-    e.on_feedback(first, Feedback::kGood);
+    e.on_feedback(first, i % 2 ? Feedback::kGood : Feedback::kDelivered);
   }
   e.on_feedback(first, Feedback::kEcn);
   const uint16_t second = e.next_entropy();
@@ -75,6 +75,37 @@ TEST(Reps, explores_when_cache_is_empty_and_recycles_good_evs) {
   EXPECT_EQ(r.next_entropy(), a);  // FIFO reuse of good EVs
   EXPECT_EQ(r.next_entropy(), b);
   EXPECT_EQ(r.cached(), 0u);
+}
+
+// Delivered only (its ACK came back on another EV): recycled and a resend's choice like
+// an EV good both ways, but not a freeze's, which keeps to EVs whose ACKs came back on
+// them.
+TEST(Reps, delivered_only__is_recycled_and_resent_on_but_not_frozen_onto) {
+  RepsSelector r({256, 1});
+  r.on_feedback(7, Feedback::kGood);
+  r.on_feedback(8, Feedback::kDelivered);
+  EXPECT_EQ(r.cached(), 2u);
+  std::array<uint16_t, 4> good{};
+  ASSERT_EQ(r.good_entropies(good), 2u);
+  EXPECT_EQ(good[0], 8);
+  EXPECT_EQ(good[1], 7);
+  EXPECT_EQ(r.retransmit_entropy(), 8);  // newest first
+  EXPECT_EQ(r.retransmit_entropy(), 7);
+  r.on_feedback(9, Feedback::kTimeout);
+  ASSERT_TRUE(r.frozen());
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(r.next_entropy(), 7);
+}
+
+// With no EV known good both ways, a freeze cycles over the newest delivered ones: what
+// is known to get there beats a random draw, half of which may go to a dead path.
+TEST(Reps, freeze_with_evs_only_delivered__cycles_over_them) {
+  RepsSelector r({256, 1});
+  for (uint16_t ev = 1; ev <= 6; ++ev) r.on_feedback(ev, Feedback::kDelivered);
+  r.on_feedback(9, Feedback::kTimeout);
+  ASSERT_TRUE(r.frozen());
+  std::set<uint16_t> used;
+  for (int i = 0; i < 20; ++i) used.insert(r.next_entropy());
+  EXPECT_EQ(used, (std::set<uint16_t>{3, 4, 5, 6}));  // the kFreshEvs newest
 }
 
 TEST(Reps, ecn_and_nack__are_not_recycled) {
@@ -218,6 +249,9 @@ TEST(PenaltyBitmap, round_robin_skips_penalised_evs_for_one_pass) {
   s.on_feedback(3, Feedback::kNack);
   s.on_feedback(3, Feedback::kGood);  // a clean ACK clears the penalty at once
   EXPECT_EQ(s.next_entropy(), 3);
+  s.on_feedback(4, Feedback::kLost);
+  s.on_feedback(4, Feedback::kDelivered);  // so does delivery shown by an ACK on another EV
+  EXPECT_EQ(s.next_entropy(), 4);
 }
 
 TEST(PenaltyBitmap, all_penalised_still_sends) {

@@ -495,6 +495,42 @@ TEST(UdpEngine, transfer__over_ipv6_loopback) {
   transfer_over("::1");
 }
 
+// The sender learns which EVs work both ways from ACKs that come back on the EV of their
+// trigger (congestion/paths/reps.h). UDP carries an EV as one of entropy_ports source
+// ports, so the engine uses no more EVs than that, whatever PdsConfig asks: an EV of
+// 256 would come back as itself mod 8 and never match. (Sprayed over loopback here, which
+// by default sends everything from the base port: one path, nothing to learn.)
+TEST(UdpEngine, acks__come_back_on_their_triggers_ev_however_many_evs_pds_asks_for) {
+  UdpConfig c;
+  c.address = "127.0.0.1";
+  c.mtu_bytes = 8192;
+  c.entropy_ports = 8;
+  c.spray_over_loopback = true;
+  auto da = open_ok(c);
+  auto db = open_ok(c);
+  ASSERT_TRUE(da && db);
+  engine::EngineConfig ec;
+  ec.pds.entropy_count = 256;
+  engine::Engine<UdpDatapath> a(*da, ec), b(*db, ec);
+  EXPECT_EQ(a.pds().config().entropy_count, 8u);
+  std::vector<uint8_t> src(4 << 20, 7), dst(src.size());
+  ASSERT_EQ(b.post_recv({dst.data(), dst.size(), 1}), Status::kOk);
+  ASSERT_EQ(a.send(a.add_peer(db->local_address()), src.data(), src.size(), 1), Status::kOk);
+  bool sent = false, received = false;
+  const Time deadline = dp::monotonic_now() + Duration::seconds(20);
+  while (!(sent && received) && dp::monotonic_now() < deadline) {
+    a.progress(dp::monotonic_now());
+    b.progress(dp::monotonic_now());
+    ses::Completion done;
+    while (a.poll_completion(done)) sent = done.status == Status::kOk;
+    while (b.poll_completion(done)) received = done.status == Status::kOk;
+  }
+  ASSERT_TRUE(sent && received);
+  EXPECT_EQ(dst, src);
+  const pds::PdsStats& s = a.pds().stats();
+  EXPECT_GT(s.acks_on_trigger_ev, s.acks_received / 2) << s.acks_received << " ACKs";
+}
+
 // A UDP datapath that delivers now and then a received packet two bursts late, so ROD
 // packets arrive out of order and the engine holds the ones after the gap across
 // bursts. Over GRO those are lent from shared receive buffers: an engine that did not

@@ -71,6 +71,7 @@ class AutoDatapath {
   // counted sent and lost, and goes again on PDS's retransmission timeout.
   uint32_t host_local_mtu() const { return shm_->mtu(); }
   NetAddr local_address() const { return udp_->local_address(); }
+  uint16_t entropy_values() const { return udp_->entropy_values(); }  // the network's
 
   // One copy for rendezvous receives from local peers (see ShmDatapath); remote peers
   // answer false at once and are read through packets.

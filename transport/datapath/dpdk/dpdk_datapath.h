@@ -115,6 +115,7 @@ class DpdkDatapath {
   void free(PacketBuf** bufs, size_t n);
   uint32_t mtu() const { return cfg_.mtu_bytes; }
   NetAddr local_address() const { return local_; }
+  uint16_t entropy_values() const { return cfg_.entropy_ports; }
 
   // Blocks until a packet may be waiting or `timeout` passes.
   bool wait(Duration timeout);

@@ -113,6 +113,7 @@ class UdpDatapath {
   void free(PacketBuf** bufs, size_t n);
   uint32_t mtu() const { return cfg_.mtu_bytes; }
   NetAddr local_address() const { return local_; }
+  uint16_t entropy_values() const { return cfg_.entropy_ports; }
 
   // Sends like tx_burst but leaves the buffers with the caller: for buffers of another
   // datapath (the `auto` datapath sends shared-memory buffers to remote peers).
