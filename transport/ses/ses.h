@@ -345,7 +345,7 @@ class Ses {
     kReadResponse,
     kResponse,
     kDatagram,
-    kSkip,  // MSG_ERR: tells the target a send id will never arrive
+    kSkip,  // MSG_ERR: tells the target a send id will never arrive, or a write will not finish
     kAtomic,
   };
   static constexpr uint32_t kNone = 0xffffffff;
@@ -406,6 +406,7 @@ class Ses {
     bool response_received = false;
     bool failing = false;
     bool rudi_queued = false;      // RUDI: packets still to send; the queue refers to this slot
+    bool over_rudi = false;        // an idempotent write: no PDC, no state at the target
     bool awaiting_listed = false;  // in awaiting_: all packets acknowledged, response due
     uint64_t bytes_received = 0;   // read: data arrived so far
     Status status = Status::kOk;
@@ -666,9 +667,13 @@ class Ses {
   // the share a peer has one MSG_ERR in flight, and MSG_ERRs to dead peers, which hold
   // their slots until their PDC fails, take at most one of the slots kept for answers
   // each.
+  // A failed write's MSG_ERR (an RMA id) holds back nothing at the target, which takes
+  // RMA in any order: it goes within the user's share only, and is no send's elder.
   bool room_for_a_skip(const Skip& k) const {
-    return tx_committed() + 1 < user_tx_limit_ || (tx_room_for(1) && oldest_skip_of_its_peer(k));
+    if (tx_committed() + 1 < user_tx_limit_) return true;
+    return !is_rma_id(k.id) && tx_room_for(1) && oldest_skip_of_its_peer(k);
   }
+  static bool is_rma_id(uint16_t id) { return (id & 0x8000) != 0; }
   // How long ago send id `id` to `peer` was given (1: the last one); larger is older.
   uint16_t send_age(PeerIndex peer, uint16_t id) const {
     return static_cast<uint16_t>((send_seq_[peer] - id) & 0x7fff);
@@ -676,10 +681,10 @@ class Ses {
   bool oldest_skip_of_its_peer(const Skip& k) const {
     const uint16_t age = send_age(k.peer, k.id);
     for (const Skip& o : skips_) {
-      if (o.peer == k.peer && send_age(o.peer, o.id) > age) return false;
+      if (o.peer == k.peer && !is_rma_id(o.id) && send_age(o.peer, o.id) > age) return false;
     }
     for (const auto& [peer, id] : skips_sent_) {
-      if (peer == k.peer && send_age(peer, id) > age) return false;
+      if (peer == k.peer && !is_rma_id(id) && send_age(peer, id) > age) return false;
     }
     return true;
   }

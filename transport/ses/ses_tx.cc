@@ -333,6 +333,7 @@ Status Ses::write_idempotent(PeerIndex peer, const void* local, uint64_t len, ui
   TxMessage& m = tx_[*slot];
   m.packet_count = m.run.packet_count;  // RUDI: no PDS; each response counts a packet
   m.rudi_queued = true;
+  m.over_rudi = true;
   rudi_queue_[(rudi_head_ + rudi_count_++) % rudi_queue_.size()] = *slot;
   return Status::kOk;
 }
@@ -669,7 +670,11 @@ void Ses::on_failed(std::span<const pds::FailedMessage> failed, Time now) {
     m.failing = true;
     m.status = f.status;
     finishing_.push_back(slot);
-    if (m.kind == TxKind::kEager || m.kind == TxKind::kRendezvous) {
+    // A MSG_ERR ends what the target holds of it: a send's id in its order, or a write
+    // that arrived in part (Ses::on_skip).
+    const bool target_holds = m.kind == TxKind::kEager || m.kind == TxKind::kRendezvous ||
+                              (m.kind == TxKind::kWrite && !m.over_rudi);
+    if (target_holds) {
       skips_.push_back({m.peer, m.msg_id, 0, now});
     } else if (m.kind == TxKind::kSkip) {
       const auto tries = static_cast<uint8_t>(m.skip_failed_tries + 1);

@@ -246,5 +246,42 @@ TEST(SmallTables, a_failed_sends_msg_err_goes_while_refused_sends_fill_the_users
   cluster.fabric().set_drop_filter({});
 }
 
+// A write whose initiator gave up on it halfway is ended at its target by a MSG_ERR, as
+// a failed send is: the part that arrived is dropped, and with it the rx slot and the tx
+// slot promised for the write's response. Before, nothing ended it: with 4-slot tables
+// (2 for the user) the promised slot left the target no room for a rendezvous send, which
+// needs 2, and its sends returned kAgain for good (faults sweep seed 2617).
+TEST(SmallTables, a_write_its_initiator_gave_up_on__frees_its_slots_at_the_target) {
+  sim::FabricConfig f;
+  f.hosts = 2;
+  engine::EngineConfig e;
+  e.ses.max_tx_messages = 4;
+  e.ses.max_rx_messages = 4;
+  e.pds.max_retries = 3;
+  sim::Cluster cluster(f, e);
+  CompletionWaiter waiter(cluster);
+  std::vector<uint8_t> region(70000, 0), src(region.size(), 4);
+  ASSERT_EQ(cluster.engine(1).register_memory(
+                {region.data(), region.size(), 0, kKey, ses::access::kRemoteWrite}),
+            Status::kOk);
+  // Host 0's first 5 packets get through, then nothing it sends until the write failed.
+  bool cut = true;
+  int let_through = 5;
+  cluster.fabric().set_drop_filter([&](uint32_t from, uint32_t, const dp::PacketBuf&) {
+    return from == 0 && cut && let_through-- <= 0;
+  });
+  ASSERT_EQ(cluster.engine(0).write(1, src.data(), src.size(), 0, kKey, 1), Status::kOk);
+  const auto failed = waiter.wait(0, 1, Duration::seconds(5));
+  ASSERT_TRUE(failed);
+  EXPECT_EQ(failed->status, Status::kPeerUnreachable);
+  EXPECT_EQ(cluster.engine(1).ses().rx_in_use(), 1u);  // the part that arrived
+  cut = false;                                         // the MSG_ERR's next try gets through
+  EXPECT_TRUE(cluster.run_until([&] { return cluster.engine(1).ses().rx_in_use() == 0; },
+                                Duration::seconds(10)));
+  // Room again for a rendezvous send (70000 B: above the 64 KiB threshold).
+  std::vector<uint8_t> back(70000, 6);
+  EXPECT_EQ(cluster.engine(1).send(0, back.data(), back.size(), 2), Status::kOk);
+}
+
 }  // namespace
 }  // namespace spray
