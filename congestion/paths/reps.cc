@@ -88,8 +88,12 @@ void RepsSelector::evict(uint16_t entropy) {
     if (ev != entropy) ring_[(head_ + kept++) % kCacheSize] = ev;
   }
   count_ = kept;
-  delivered_.evict(entropy, true);
-  both_ways_.evict(entropy, true);
+  evict_recent(entropy, true);
+}
+
+void RepsSelector::evict_recent(uint16_t entropy, bool and_older) {
+  delivered_.evict(entropy, and_older);
+  both_ways_.evict(entropy, and_older);
 }
 
 void RepsSelector::RecentEvs::evict(uint16_t entropy, bool and_older) {
@@ -137,9 +141,7 @@ void RepsSelector::on_feedback(uint16_t entropy, Feedback f) {
     case Feedback::kNack:
     case Feedback::kLost:
       note_bad(entropy);
-      // Not recycled, and no longer a retransmission's or a freeze's choice.
-      delivered_.evict(entropy, false);
-      both_ways_.evict(entropy, false);
+      evict_recent(entropy, false);  // not recycled, and no longer a resend's or a freeze's choice
       return;
   }
 }

@@ -124,6 +124,9 @@ class RepsSelector final : public PathSelector {
   // Removes a timed-out EV from the ring and, from both lists of recent EVs, it and every
   // EV that last came back good before it did (see the class comment).
   void evict(uint16_t entropy);
+  // Removes `entropy` from both lists of recent EVs; `and_older`: also the EVs older than
+  // it there.
+  void evict_recent(uint16_t entropy, bool and_older);
   uint16_t explore();
   bool recently_bad(uint16_t entropy) const;
   void forget_bad(uint16_t entropy);

@@ -272,11 +272,11 @@ void Ses::push_multi_canceled(const RecvSpec& recv) {
 // a part that arrived is dropped, with the tx slot promised for its response; otherwise
 // nothing would ever end it (README, Known limits: faults sweep seed 2617).
 RxResult Ses::on_skip(PeerIndex peer, uint16_t id) {
-  if (id & 0x8000) {
+  if (is_rma_id(id)) {
     if (const auto found = rx_by_id_.find(id_key(peer, id))) {
       const RxMessage& m = rx_[*found];
       const bool whole = m.som_seen && m.received == m.total;  // it answers, then frees
-      if (m.is_write && !whole && m.tx_wait == TxWait::kNone) free_rx(*found);
+      if (m.is_write && !whole) free_rx(*found);
     }
     return RxResult::kAccepted;
   }
