@@ -120,8 +120,9 @@ class EngineOver final : public EndpointEngine {
         "bad {}; "
         "malformed {}; of another job {}; refused {}; ordered lines stalled {} (behind an older "
         "pdc {}); unknown peers {}; pdcs opened {} closed {} "
-        "failed {} (unanswered {}, unknown at the peer {}, peer full {}) refused {} reclaimed "
-        "{} (close requests {}, sends that waited {}, failed waiting {}); answer detours {}; "
+        "failed {} (unanswered {}, unknown at the peer {}, peer full {}) reopened {} refused {} "
+        "reclaimed {} (close requests {}, sends that waited {}, failed waiting {}); answer "
+        "detours {}; "
         "rendezvous direct reads {} (fell back {}); stale tickets {}; atomics applied {} "
         "refused {}",
         e.tx_packets, e.rx_packets, p.retransmits, p.rack_retransmits, p.timeout_retransmits,
@@ -129,9 +130,9 @@ class EngineOver final : public EndpointEngine {
         p.nacks_sent, p.nacks_received, p.bad_packets, e.rx_malformed, e.rx_foreign_job,
         e.rx_refused, e.rx_rod_stalls, e.rx_rod_behind, e.rx_unknown_peer, p.pdcs_opened,
         p.pdcs_closed, p.pdcs_failed, p.pdcs_failed_unanswered, p.pdcs_failed_unknown_at_peer,
-        p.pdcs_failed_peer_full, p.pdcs_refused, p.pdcs_reclaimed, p.close_requests, p.pdc_waits,
-        p.pdc_wait_failures, p.answer_detours, s.direct_reads, s.direct_read_fallbacks,
-        s.stale_tickets, s.atomics_applied, s.atomic_errors);
+        p.pdcs_failed_peer_full, p.pdcs_reopened, p.pdcs_refused, p.pdcs_reclaimed,
+        p.close_requests, p.pdc_waits, p.pdc_wait_failures, p.answer_detours, s.direct_reads,
+        s.direct_read_fallbacks, s.stale_tickets, s.atomics_applied, s.atomic_errors);
     return transport + tss_stats() + datapath_stats();
   }
   uint64_t pdcs_failed() const override { return engine_.pds().stats().pdcs_failed; }

@@ -97,6 +97,7 @@ class EndpointRoles {
             {"ecn_acks_received", p.ecn_acks_received},
             {"pdcs_failed", p.pdcs_failed},
             {"pdcs_forgotten", p.pdcs_forgotten},
+            {"pdcs_reopened", p.pdcs_reopened},
             {o_.datapath, datapath_stats_(d_)}};
   }
 

@@ -283,7 +283,7 @@ int main(int argc, char** argv) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
 
   uint64_t tx = 0, rtx = 0, timeouts = 0, pdcs_opened = 0, pdcs_reclaimed = 0, pdcs_failed = 0,
-           pdcs_remembering = 0, stale_tickets = 0, acks_held = 0;
+           pdcs_reopened = 0, pdcs_remembering = 0, stale_tickets = 0, acks_held = 0;
   for (uint32_t h = 0; h < o.hosts; ++h) {
     stale_tickets += cluster.engine(h).ses().stats().stale_tickets;
     const auto& s = cluster.engine(h).pds().stats();
@@ -293,6 +293,7 @@ int main(int argc, char** argv) {
     pdcs_opened += s.pdcs_opened;
     pdcs_reclaimed += s.pdcs_reclaimed;  // ours closed for room, or at a full peer's request
     pdcs_failed += s.pdcs_failed;
+    pdcs_reopened += s.pdcs_reopened;  // a peer's PDC it had failed, ours in its place
     pdcs_remembering += s.pdcs_with_remembered_paths;
     acks_held += s.acks_held;
   }
@@ -319,7 +320,8 @@ int main(int argc, char** argv) {
                          {{"opened", pdcs_opened},
                           {"started_on_remembered_paths", pdcs_remembering},
                           {"closed_for_room", pdcs_reclaimed},
-                          {"failed", pdcs_failed}}},
+                          {"failed", pdcs_failed},
+                          {"reopened_after_the_peer_failed_them", pdcs_reopened}}},
                         {"fabric",
                          {{"lost", fs.lost},
                           {"duplicated", fs.duplicated},
@@ -342,8 +344,8 @@ int main(int argc, char** argv) {
     fmt::print("  ACKs held      {} (to the receiver's next step: --inject)\n", acks_held);
     fmt::print(
         "  PDCs           {} opened ({} on paths a closed one found good), {} closed for room, {} "
-        "failed\n",
-        pdcs_opened, pdcs_remembering, pdcs_reclaimed, pdcs_failed);
+        "failed, {} reopened (their initiator had failed them)\n",
+        pdcs_opened, pdcs_remembering, pdcs_reclaimed, pdcs_failed, pdcs_reopened);
     fmt::print(
         "  fabric         lost {}, duplicated {}, corrupted(FCS) {}, trimmed {}, ECN {}, path-down "
         "{}\n",

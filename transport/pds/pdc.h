@@ -174,6 +174,10 @@ struct Pdc {
   // Initiator: the CLOSE was acknowledged while ROD packets still wait here to go up
   // in order; the PDC is freed once they have (freeing it now would lose them).
   bool free_when_drained = false;
+  // Target: the initiator answered a packet of ours with INVALID_DPDCID, having failed
+  // and forgotten this PDC. Nothing more is sent on it; once each packet in flight is
+  // known delivered or not, it reopens as a PDC of ours (pds_orphan.cc).
+  bool orphaned = false;
 
   bool tx_idle() const { return snd_una == snd_nxt && run_head == nullptr; }
   // ROD: every packet received in order has gone up to SES (none held behind a stall).

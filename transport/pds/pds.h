@@ -137,7 +137,13 @@ struct PdsStats {
   uint64_t pdcs_failed_unanswered = 0;
   uint64_t pdcs_failed_unknown_at_peer = 0;
   uint64_t pdcs_failed_peer_full = 0;
-  uint64_t pdcs_forgotten = 0;  // target PDCs of a peer we failed a PDC to (fail_pdc)
+  uint64_t pdcs_forgotten = 0;
+  // Target PDCs whose initiator no longer knew them (INVALID_DPDCID): what we sent on
+  // them went again over a PDC of our own, opened in their place (Pds::reopen_orphan).
+  uint64_t pdcs_reopened = 0;
+  // Messages such a PDC failed instead: a packet of theirs the peer may have delivered
+  // before it forgot the PDC (resent, or never answered), which must not go twice.
+  uint64_t orphan_messages_failed = 0;  // target PDCs of a peer we failed a PDC to (fail_pdc)
   // PDCs that started from EVs a closed PDC to the same peer had found good.
   uint64_t pdcs_with_remembered_paths = 0;
   // SYNs NACKed INVALID_SYN because we had just given up answers owed to that peer
@@ -147,8 +153,9 @@ struct PdsStats {
   // Making room in a full table (pds_reclaim.cc).
   uint64_t pdcs_reclaimed = 0;  // idle PDCs of ours closed to make room
   uint64_t close_requests = 0;  // CTRL CLOSE_REQ sent: an initiator asked to close an idle PDC
-  // Target PDCs freed because their initiator, asked to close them, no longer knew them
-  // (it had failed them, and the news never reached us).
+  // Target PDCs freed because their initiator no longer knew them (it had failed them,
+  // and the news never reached us), when asked to close them or when late ACKs had
+  // covered all we sent on them (pds_orphan.cc).
   uint64_t orphan_pdcs_freed = 0;
   // Answer runs sent on a PDC the peer opened because ours was held by a request the
   // peer refused for want of room (pds_answer_detour.cc).
@@ -292,6 +299,11 @@ class Pds {
   // (syns_refused_before). A target open ignores `since`.
   bool open_pdc(PeerIndex peer, Mode mode, bool initiator, uint32_t& index, Time since);
   void free_pdc(uint32_t index);
+  // Gives p a fresh local id (none in use, never 0) and files it under it in by_id_.
+  void take_local_id(uint32_t index);
+  // Drops the entries that name target PDC `index` as one the peer opened (answers_by_peer_,
+  // target_pdcs_of_peer_, by_syn_); a late copy of its SYN stays refused (closed_syn_).
+  void forget_peers_pdc(uint32_t index);
   // A PDC closed normally (its CLOSE acknowledged, at either end): counted, its good
   // EVs remembered, freed.
   void finish_close(uint32_t index);
@@ -356,6 +368,20 @@ class Pds {
   // Closes an established, idle initiator PDC: CLOSE goes out next; new traffic to the
   // peer opens a new PDC.
   void begin_close(uint32_t index);
+
+  // pds_orphan.cc: a target PDC its initiator no longer knows (INVALID_DPDCID).
+  // The NACK answered packet `s` of target PDC `index`: the PDC stops sending and waits
+  // for the peer's word on the other packets in flight.
+  void on_orphan_nack(uint32_t index, TxSlot& s, Time now);
+  // Reopens the orphan once the peer has answered for every packet in flight on it, or
+  // at `deadline` (its timer) with those it has not in doubt.
+  void settle_orphan(uint32_t index, Time now, bool deadline);
+  // Fails the messages in doubt, then makes the orphan ours (become_ours), or frees it
+  // when nothing is left to send.
+  void reopen_orphan(uint32_t index, Time now);
+  // Makes target PDC `index` a PDC of our own to the same peer, in place: a new id, SYN
+  // form, and every PSN from its left edge sent again on it.
+  void become_ours(uint32_t index, Time now);
 
   // pds_answer_detour.cc: answers that must not wait behind our refused requests.
   // Whether p's window is held at its left edge by a request the peer refused for want

@@ -55,6 +55,12 @@ void Pds::set_peer_base_rtt(PeerIndex peer, Duration base_rtt) {
   peer_base_rtt_[peer] = base_rtt.ps > 0 ? base_rtt : Duration{};
 }
 
+void Pds::take_local_id(uint32_t index) {
+  while (by_id_.find(next_local_id_) || next_local_id_ == 0) ++next_local_id_;
+  pdcs_[index].local_id = next_local_id_++;
+  by_id_.insert(pdcs_[index].local_id, index);
+}
+
 Pdc* Pds::pdc_by_local_id(uint16_t id) {
   const auto index = by_id_.find(id);
   return index ? &pdcs_[*index] : nullptr;
@@ -74,9 +80,7 @@ bool Pds::open_pdc(PeerIndex peer, Mode mode, bool initiator, uint32_t& index, T
   if (!slot) return false;
   index = *slot;
   Pdc& p = pdcs_[index];
-  while (by_id_.find(next_local_id_) || next_local_id_ == 0) ++next_local_id_;
-  p.local_id = next_local_id_++;
-  by_id_.insert(p.local_id, index);
+  take_local_id(index);
   p.initiator = initiator;
   p.mode = mode;
   p.peer = peer;
@@ -161,26 +165,7 @@ void Pds::free_pdc(uint32_t index) {
   if (auto it = by_peer_.find(pdc_key(p.peer, p.mode)); it && *it == index) {
     by_peer_.erase(pdc_key(p.peer, p.mode));
   }
-  if (auto it = answers_by_peer_.find(pdc_key(p.peer, p.mode)); it && *it == index) {
-    answers_by_peer_.erase(pdc_key(p.peer, p.mode));
-  }
-  if (!p.initiator) {
-    const uint32_t held = target_pdcs_of_peer_.find(p.peer).value_or(1);
-    if (held <= 1) {
-      target_pdcs_of_peer_.erase(p.peer);
-    } else {
-      target_pdcs_of_peer_.insert(p.peer, held - 1);
-    }
-  }
-  if (!p.initiator && p.remote_known) {
-    const uint64_t key = syn_key(p.peer, p.remote_id);
-    by_syn_.erase(key);
-    // Remember it, so that a late duplicate SYN cannot reopen it and replay data.
-    closed_syn_.erase(closed_ring_[closed_next_]);
-    closed_ring_[closed_next_] = key;
-    closed_syn_.insert(key, 1);
-    closed_next_ = (closed_next_ + 1) % closed_ring_.size();
-  }
+  if (!p.initiator) forget_peers_pdc(index);
   for (uint64_t held : p.rod_held) {
     if (held != 0) orphaned_.push_back(held);
   }
@@ -190,6 +175,28 @@ void Pds::free_pdc(uint32_t index) {
   p = Pdc{};
   pdcs_.release(index);
   if (!waiting_.empty()) open_for_waiting();
+}
+
+void Pds::forget_peers_pdc(uint32_t index) {
+  const Pdc& p = pdcs_[index];
+  if (auto it = answers_by_peer_.find(pdc_key(p.peer, p.mode)); it && *it == index) {
+    answers_by_peer_.erase(pdc_key(p.peer, p.mode));
+  }
+  const uint32_t held = target_pdcs_of_peer_.find(p.peer).value_or(1);
+  if (held <= 1) {
+    target_pdcs_of_peer_.erase(p.peer);
+  } else {
+    target_pdcs_of_peer_.insert(p.peer, held - 1);
+  }
+  if (p.remote_known) {
+    const uint64_t key = syn_key(p.peer, p.remote_id);
+    by_syn_.erase(key);
+    // Remember it, so that a late duplicate SYN cannot reopen it and replay data.
+    closed_syn_.erase(closed_ring_[closed_next_]);
+    closed_ring_[closed_next_] = key;
+    closed_syn_.insert(key, 1);
+    closed_next_ = (closed_next_ + 1) % closed_ring_.size();
+  }
 }
 
 bool Pds::fail_messages_on(Pdc& p, Status why) {

@@ -58,6 +58,7 @@ bool Pds::next_tx(uint32_t index, Time now, TxPacket& out) {
 }
 
 bool Pds::next_tx_now(Pdc& p, uint32_t index, Time now, TxPacket& out) {
+  if (p.orphaned) return false;  // until it reopens (pds_orphan.cc)
   if (p.tx.empty()) {
     p.tx.assign(window_, TxSlot{});
     p.rtx.assign(window_, 0);
@@ -420,6 +421,9 @@ void Pds::on_ack(PeerIndex peer, const wire::PdsAck& ack, Time now,
     finish_close(p.rto_timer.owner);
     return;
   }
+  // A late ACK of what the peer had before it forgot the PDC: one answer fewer to wait
+  // for (pds_orphan.cc); the orphan's timer keeps its deadline.
+  if (p.orphaned) return settle_orphan(p.rto_timer.owner, now, false);
   // Progress (the left edge moved or new PSNs were SACKed) resets the backoff and
   // restarts the timer; a duplicate ACK does neither.
   const bool progress = acked_bytes > 0 || p.snd_una != una_before;
@@ -498,6 +502,12 @@ void Pds::on_nack(PeerIndex peer, const wire::PdsNack& nack, Time now) {
         free_pdc(index);
         return;
       }
+      // A PDC the peer opened and has since failed: what we sent on it goes again on a
+      // PDC of ours, if the peer is known not to have delivered it (pds_orphan.cc).
+      if (s != nullptr && !p.initiator) {
+        on_orphan_nack(index, *s, now);
+        return;
+      }
       [[fallthrough]];
     case wire::NackCode::kInvalidSyn:
     case wire::NackCode::kPdcModeMismatch:
@@ -542,6 +552,7 @@ void Pds::on_nack(PeerIndex peer, const wire::PdsNack& nack, Time now) {
 void Pds::on_rto(uint32_t index, Time now) {
   if (!pdcs_.in_use(index)) return;
   Pdc& p = pdcs_[index];
+  if (p.orphaned) return settle_orphan(index, now, true);  // its deadline
   if (p.snd_una == p.snd_nxt) return;
   const bool syn_refused = p.state == PdcState::kSynSent && p.syn_refused;
   if (syn_refused && now - p.syn_refused_at >= cfg_.pdc_wait && !p.carries_answer) {

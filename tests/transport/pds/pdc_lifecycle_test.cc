@@ -313,7 +313,9 @@ TEST_F(Pair, losing_answers_to_a_peer_with_no_pdc_to_us__refuses_its_syns_for_a_
 
 // As above, but B, having given the answer up, opens a new PDC to A (a send of its
 // own) and A, holding none of its own to B, probes B on that one: B must not ACK the
-// probe, or A takes it for proof that B still holds the answer and waits for good.
+// probe, or A takes it for proof that B still holds the answer and waits for good. A
+// takes B's NACK for a PDC B forgot, and probes again on one of its own
+// (pds_orphan.cc): B refuses its SYN, and A gives B up.
 TEST_F(Pair, losing_answers_to_a_peer__its_probes_on_our_next_pdc_fail_it) {
   b.enqueue(kA, Mode::kRud, answer(1, 1), us(0));
   const int64_t t = fail_b_to_a() + 10;
@@ -334,6 +336,16 @@ TEST_F(Pair, losing_answers_to_a_peer__its_probes_on_our_next_pdc_fail_it) {
   ASSERT_EQ(nacks.size(), size_t{Pds::kControlCopies});
   EXPECT_EQ(nacks[0].code, wire::NackCode::kInvalidDpdcid);
   a.on_nack(kB, nacks[0], us(t + 5));
+  EXPECT_EQ(a.stats().pdcs_reopened, 1u);
+  const auto again = drain_tx(a, us(t + 5));
+  ASSERT_EQ(again.size(), 1u);
+  ASSERT_TRUE(again[0].is_ctrl);
+  ASSERT_TRUE(again[0].ctrl.flags & wire::ctrl_flags::kSyn);
+  b.on_ctrl(kA, again[0].ctrl, 0, us(t + 6));
+  const auto refusals = headers_of<wire::PdsNack>(control(b));
+  ASSERT_FALSE(refusals.empty());
+  EXPECT_EQ(refusals[0].code, wire::NackCode::kInvalidSyn);
+  a.on_nack(kB, refusals[0], us(t + 7));
   EXPECT_EQ(a.failed_peers(), std::vector<PeerIndex>{kB});  // A's waiting operations fail
 }
 
