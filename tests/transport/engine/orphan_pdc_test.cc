@@ -29,10 +29,10 @@ void fail_host0s_pdc(sim::Cluster& cluster, CompletionWaiter& waiter, bool& cut)
                 {region.data(), region.size(), 0, kKey, ses::access::kRemoteWrite}),
             Status::kOk);
   int let_through = 5;
-  cluster.fabric().set_drop_filter([&cut, let_through](uint32_t from, uint32_t,
-                                                       const dp::PacketBuf&) mutable {
-    return from == 0 && cut && let_through-- <= 0;
-  });
+  cluster.fabric().set_drop_filter(
+      [&cut, let_through](uint32_t from, uint32_t, const dp::PacketBuf&) mutable {
+        return from == 0 && cut && let_through-- <= 0;
+      });
   ASSERT_EQ(cluster.engine(0).write(1, src.data(), src.size(), 0, kKey, 1), Status::kOk);
   const auto failed = waiter.wait(0, 1, Duration::seconds(5));
   ASSERT_TRUE(failed);
@@ -59,8 +59,7 @@ TEST(OrphanPdc, a_targets_sends_on_a_pdc_its_initiator_forgot__arrive_once_each_
     sent[m].resize(sizes[m]);
     for (size_t i = 0; i < sizes[m]; ++i) sent[m][i] = byte_of(m, i);
     got[m].assign(sizes[m] + 16, 0);
-    ASSERT_EQ(cluster.engine(0).post_recv({got[m].data(), got[m].size(), 100 + m}),
-              Status::kOk);
+    ASSERT_EQ(cluster.engine(0).post_recv({got[m].data(), got[m].size(), 100 + m}), Status::kOk);
   }
   for (size_t m = 0; m < sizes.size(); ++m) {
     ASSERT_EQ(cluster.engine(1).send(0, sent[m].data(), sent[m].size(), 10 + m), Status::kOk);
