@@ -178,6 +178,10 @@ struct Pdc {
   // and forgotten this PDC. Nothing more is sent on it; once each packet in flight is
   // known delivered or not, it reopens as a PDC of ours (pds_orphan.cc).
   bool orphaned = false;
+  // The orphan's peer said what became of a packet (wire::ForgottenPsn): it remembers
+  // the PDC, so a packet unanswered by the deadline is asked about again.
+  bool peer_remembers = false;
+  uint8_t orphan_asks = 0;  // times it was asked again
 
   bool tx_idle() const { return snd_una == snd_nxt && run_head == nullptr; }
   // ROD: every packet received in order has gone up to SES (none held behind a stall).

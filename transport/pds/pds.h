@@ -363,18 +363,20 @@ class Pds {
   void push_control(ControlPacket c, uint32_t copies);
   Pdc* pdc_by_local_id(uint16_t id);
   void send_nack(PeerIndex peer, wire::NackCode code, uint32_t psn, uint16_t spdcid,
-                 uint16_t dpdcid);
+                 uint16_t dpdcid, wire::ForgottenPsn word = wire::ForgottenPsn::kNoWord);
 
   // Closes an established, idle initiator PDC: CLOSE goes out next; new traffic to the
   // peer opens a new PDC.
   void begin_close(uint32_t index);
 
   // pds_orphan.cc: a target PDC its initiator no longer knows (INVALID_DPDCID).
-  // The NACK answered packet `s` of target PDC `index`: the PDC stops sending and waits
-  // for the peer's word on the other packets in flight.
-  void on_orphan_nack(uint32_t index, TxSlot& s, Time now);
+  // The NACK answered packet `s` (PSN `psn`) of target PDC `index`, saying `word` of it:
+  // the PDC stops sending and waits for the peer's word on the other packets in flight.
+  void on_orphan_nack(uint32_t index, TxSlot& s, uint32_t psn, wire::ForgottenPsn word, Time now);
   // Reopens the orphan once the peer has answered for every packet in flight on it, or
-  // at `deadline` (its timer) with those it has not in doubt.
+  // at `deadline` (its timer) with those it has not in doubt. A peer that remembers the
+  // PDC (FailedPdc) is asked again first, up to kOrphanAsks times.
+  static constexpr uint8_t kOrphanAsks = 3;
   void settle_orphan(uint32_t index, Time now, bool deadline);
   // Fails the messages in doubt, then makes the orphan ours (become_ours), or frees it
   // when nothing is left to send.
@@ -382,6 +384,11 @@ class Pds {
   // Makes target PDC `index` a PDC of our own to the same peer, in place: a new id, SYN
   // form, and every PSN from its left edge sent again on it.
   void become_ours(uint32_t index, Time now);
+  // The other end: a PDC of ours that failed leaves its receive state here a while, so
+  // that the peer, still sending on it, learns exactly what was delivered.
+  void remember_failed_pdc(const Pdc& p);
+  wire::ForgottenPsn what_became_of(PeerIndex peer, uint16_t our_id, uint16_t their_id,
+                                    uint32_t psn) const;
 
   // pds_answer_detour.cc: answers that must not wait behind our refused requests.
   // Whether p's window is held at its left edge by a request the peer refused for want
@@ -498,6 +505,21 @@ class Pds {
   };
   static constexpr Time kNotToldYet{INT64_MAX};
   std::vector<LostAnswers> lost_answers_;
+  // Receive state of PDCs of ours that failed lately (pds_orphan.cc), the oldest
+  // overwritten first; allocated when the first one fails. Delivered: every PSN before
+  // `delivered_below` (RUD: rcv_nxt; ROD: rod_pop, the next to go up in order), and for
+  // RUD those whose bit is set in `received` (rx_bitmap's copy).
+  struct FailedPdc {
+    PeerIndex peer = kNoPeer;
+    uint16_t local_id = 0;
+    uint16_t remote_id = 0;
+    Mode mode = Mode::kRud;
+    uint32_t delivered_below = 0;
+    std::vector<uint64_t> received;
+  };
+  static constexpr size_t kFailedPdcsKept = 32;
+  std::vector<FailedPdc> failed_pdcs_;
+  size_t failed_pdcs_next_ = 0;
   std::vector<uint64_t> closed_ring_;
   // Good EVs of recently closed PDCs, one entry a peer, the oldest overwritten first:
   // at most kRememberedPeers entries, allocated when the first PDC closes (a simulator

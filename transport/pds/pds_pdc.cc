@@ -36,7 +36,8 @@ size_t Pds::memory_bytes() const {
                  by_id_.memory_bytes() + by_syn_.memory_bytes() + closed_syn_.memory_bytes() +
                  pdcs_.capacity() * (sizeof(Pdc) + sizeof(uint32_t) + 1) +
                  waiting_.capacity() * sizeof(WaitingRuns) +
-                 peer_base_rtt_.capacity() * sizeof(Duration);
+                 peer_base_rtt_.capacity() * sizeof(Duration) +
+                 failed_pdcs_.capacity() * (sizeof(FailedPdc) + window_ / 8);
   for (uint32_t i = 0; i < pdcs_.capacity(); ++i) {
     if (!pdcs_.in_use(i)) continue;
     const Pdc& p = pdcs_[i];
@@ -288,6 +289,7 @@ void Pds::fail_pdc(uint32_t index, PdcFailureRecord cause, Time now) {
   }
   cause.peer = peer;
   last_failure_ = cause;
+  if (p.initiator && p.remote_known) remember_failed_pdc(p);
   free_pdc(index);
   if (unreachable && answers_lost) lost_answers_to(peer);
 }
@@ -381,9 +383,10 @@ void Pds::push_control(ControlPacket c, uint32_t copies) {
 }
 
 void Pds::send_nack(PeerIndex peer, wire::NackCode code, uint32_t psn, uint16_t spdcid,
-                    uint16_t dpdcid) {
+                    uint16_t dpdcid, wire::ForgottenPsn word) {
   wire::PdsNack n;
   n.code = code;
+  n.vendor_code = static_cast<uint8_t>(word);
   n.psn = psn;
   n.spdcid = spdcid;
   n.dpdcid = dpdcid;

@@ -76,9 +76,11 @@ RxClass Pds::classify_request(PeerIndex peer, const wire::PdsRequest& h, bool tr
     }
     if (p == nullptr || p->peer != peer || p->remote_id != h.spdcid) {
       ++stats_.bad_packets;
-      // A PDC we forgot (lost_answers_to): this NACK tells the peer.
+      // A PDC we forgot (lost_answers_to): this NACK tells the peer. One of ours that
+      // failed: the NACK says whether this PSN was delivered (pds_orphan.cc).
       (void)tell_of_lost_answers(peer);
-      send_nack(peer, wire::NackCode::kInvalidDpdcid, h.psn, h.dpdcid, h.spdcid);
+      send_nack(peer, wire::NackCode::kInvalidDpdcid, h.psn, h.dpdcid, h.spdcid,
+                what_became_of(peer, h.dpdcid, h.spdcid, h.psn));
       return c;
     }
     index = *found;

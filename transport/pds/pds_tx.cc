@@ -58,7 +58,9 @@ bool Pds::next_tx(uint32_t index, Time now, TxPacket& out) {
 }
 
 bool Pds::next_tx_now(Pdc& p, uint32_t index, Time now, TxPacket& out) {
-  if (p.orphaned) return false;  // until it reopens (pds_orphan.cc)
+  // An orphan sends nothing until it reopens, but asks its peer again about packets it
+  // has had no word of (pds_orphan.cc).
+  if (p.orphaned && !(p.peer_remembers && p.rtx_count > 0)) return false;
   if (p.tx.empty()) {
     p.tx.assign(window_, TxSlot{});
     p.rtx.assign(window_, 0);
@@ -183,6 +185,7 @@ bool Pds::next_tx_now(Pdc& p, uint32_t index, Time now, TxPacket& out) {
     return true;
   }
 
+  if (p.orphaned) return false;
   const bool window_open = psn_diff(p.snd_nxt, p.snd_una) < static_cast<int32_t>(window_);
 
   // 2. A closing PDC sends its CLOSE once everything before it is acknowledged.
@@ -505,7 +508,10 @@ void Pds::on_nack(PeerIndex peer, const wire::PdsNack& nack, Time now) {
       // A PDC the peer opened and has since failed: what we sent on it goes again on a
       // PDC of ours, if the peer is known not to have delivered it (pds_orphan.cc).
       if (s != nullptr && !p.initiator) {
-        on_orphan_nack(index, *s, now);
+        const auto word = static_cast<wire::ForgottenPsn>(nack.vendor_code);
+        on_orphan_nack(index, *s, nack.psn,
+                       word <= wire::ForgottenPsn::kDelivered ? word : wire::ForgottenPsn::kNoWord,
+                       now);
         return;
       }
       [[fallthrough]];

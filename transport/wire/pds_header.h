@@ -121,6 +121,11 @@ inline constexpr uint8_t kRequestClose = 0x04;
 inline constexpr uint8_t kRequestClear = 0x02;
 inline constexpr uint8_t kDefined = 0x7e;
 }  // namespace ack_flags
+// Spray's vendor_code on an INVALID_DPDCID NACK for a PDC that failed here lately: its
+// receive state, kept a while, says whether the NACKed PSN was delivered (pds_orphan.cc).
+// kNoWord (0) from a peer that kept none.
+enum class ForgottenPsn : uint8_t { kNoWord = 0, kNeverDelivered = 1, kDelivered = 2 };
+
 namespace nack_flags {
 inline constexpr uint8_t kEcnMarked = 0x20;
 inline constexpr uint8_t kRetransmit = 0x10;

@@ -96,8 +96,10 @@ TEST(OrphanPdc, a_targets_sends_on_a_pdc_its_initiator_forgot__arrive_once_each_
 }
 
 // The same over a fabric that loses, duplicates, corrupts and reorders packets, in both
-// modes: a send with a packet whose fate the orphan cannot learn fails. A send that
-// completes must have been received intact, once; none may complete twice.
+// modes. Host 0 remembers the PDC it failed and says of each packet whether it was
+// delivered, and is asked again about packets lost on the way, so every send completes,
+// received intact, once. (Without that record a lost packet's message was in doubt and
+// failed: 5 of 48 sends over RUD, 9 of 48 over ROD; before orphans reopened, 48 and 12.)
 class OrphanPdcUnderFaults : public testing::TestWithParam<pds::Mode> {};
 
 TEST_P(OrphanPdcUnderFaults, a_send_that_completes_arrived_once_intact) {
@@ -131,9 +133,9 @@ TEST_P(OrphanPdcUnderFaults, a_send_that_completes_arrived_once_intact) {
     for (size_t m = 0; m < sizes.size(); ++m) {
       const auto done = waiter.wait(1, 10 + m, Duration::seconds(10));
       ASSERT_TRUE(done) << "send " << m << " never ended";
-      if (done->status != Status::kOk) continue;
+      EXPECT_EQ(done->status, Status::kOk) << "send " << m;
       const auto received = waiter.wait(0, 100 + m, Duration::seconds(5));
-      ASSERT_TRUE(received) << "send " << m << " completed, its receive did not";
+      ASSERT_TRUE(received) << "send " << m << " ended, its receive did not";
       EXPECT_EQ(received->status, Status::kOk) << "message " << m;
       EXPECT_EQ(sent[m], got[m]) << "message " << m;
     }
@@ -142,6 +144,7 @@ TEST_P(OrphanPdcUnderFaults, a_send_that_completes_arrived_once_intact) {
       EXPECT_FALSE(waiter.take(1, 10 + m)) << "send " << m << " completed twice";
     }
     reopened += cluster.engine(1).pds().stats().pdcs_reopened;
+    EXPECT_EQ(cluster.engine(1).pds().stats().orphan_messages_failed, 0u);
   }
   EXPECT_GT(reopened, 0u) << "no run reopened a PDC: the test tests nothing";
 }

@@ -274,5 +274,46 @@ TEST_F(OrphanPdc, a_late_ack_for_the_unanswered_packet__lets_it_reopen) {
   EXPECT_TRUE(a.failed().empty());
 }
 
+// B itself, having failed its PDC, remembers what it delivered on it. A's packet whose
+// ACK was lost is then known delivered (not in doubt), and a packet lost on the way is
+// asked about again at the deadline, instead of its message failing.
+TEST_F(OrphanPdc, a_peer_that_remembers__says_what_it_delivered_and_is_asked_again) {
+  b_opens_a_pdc();
+  const auto out = send_messages_1_and_2();
+  ASSERT_EQ(out.size(), 2u);
+  ASSERT_EQ(deliver(b, kA, out[0]), RxVerdict::kDeliver);
+  control(b);  // its ACK is lost; out[1] is lost on the way
+  b.enqueue(kA, Mode::kRud, run(3, 1), us(2));
+  const int64_t failed_at = fail_b_to_a();
+
+  // A sends a third message on the PDC B no longer has: B says it never delivered it.
+  a.enqueue(kB, Mode::kRud, run(4, 1), us(failed_at));
+  const auto third = drain_tx(a, us(failed_at));
+  ASSERT_EQ(third.size(), 1u);
+  ASSERT_EQ(deliver(b, kA, third[0], 0, us(failed_at)), RxVerdict::kReject);
+  auto nacks = headers_of<wire::PdsNack>(control(b));
+  ASSERT_FALSE(nacks.empty());
+  EXPECT_EQ(nacks[0].vendor_code, static_cast<uint8_t>(wire::ForgottenPsn::kNeverDelivered));
+  a.on_nack(kB, nacks[0], us(failed_at + 1));
+
+  // At the deadline A asks again about the two it had no word of.
+  int64_t t = failed_at + 1;
+  const auto asked = sends_after_the_deadline(t);
+  ASSERT_EQ(asked.size(), 2u);
+  EXPECT_TRUE(a.failed().empty());
+  for (const TxPacket& pkt : asked) {
+    ASSERT_EQ(deliver(b, kA, pkt, 0, us(t)), RxVerdict::kReject);
+    for (const auto& n : headers_of<wire::PdsNack>(control(b))) a.on_nack(kB, n, us(t));
+  }
+  EXPECT_EQ(acked_messages(), std::vector<uint32_t>{1});  // delivered before B forgot
+  EXPECT_TRUE(a.failed().empty());
+  EXPECT_EQ(a.stats().pdcs_reopened, 1u);
+  const auto again = drain_tx(a, us(t + 1));
+  ASSERT_EQ(again.size(), 3u);
+  EXPECT_TRUE(again[0].is_ctrl);  // message 1's PSN, as a no-op
+  EXPECT_EQ(again[1].ref.message, 2u);
+  EXPECT_EQ(again[2].ref.message, 4u);
+}
+
 }  // namespace
 }  // namespace spray::pds
