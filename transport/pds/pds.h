@@ -137,13 +137,13 @@ struct PdsStats {
   uint64_t pdcs_failed_unanswered = 0;
   uint64_t pdcs_failed_unknown_at_peer = 0;
   uint64_t pdcs_failed_peer_full = 0;
-  uint64_t pdcs_forgotten = 0;
+  uint64_t pdcs_forgotten = 0;  // target PDCs of a peer we failed a PDC to (fail_pdc)
   // Target PDCs whose initiator no longer knew them (INVALID_DPDCID): what we sent on
   // them went again over a PDC of our own, opened in their place (Pds::reopen_orphan).
   uint64_t pdcs_reopened = 0;
   // Messages such a PDC failed instead: a packet of theirs the peer may have delivered
   // before it forgot the PDC (resent, or never answered), which must not go twice.
-  uint64_t orphan_messages_failed = 0;  // target PDCs of a peer we failed a PDC to (fail_pdc)
+  uint64_t orphan_messages_failed = 0;
   // PDCs that started from EVs a closed PDC to the same peer had found good.
   uint64_t pdcs_with_remembered_paths = 0;
   // SYNs NACKed INVALID_SYN because we had just given up answers owed to that peer
@@ -301,6 +301,9 @@ class Pds {
   void free_pdc(uint32_t index);
   // Gives p a fresh local id (none in use, never 0) and files it under it in by_id_.
   void take_local_id(uint32_t index);
+  // Gives back what the receive side of PDC `index` holds: ROD buffers held for SES (to
+  // orphaned_), its share of receiver credit, and its place in the ACK list.
+  void drop_receive_side(uint32_t index);
   // Drops the entries that name target PDC `index` as one the peer opened (answers_by_peer_,
   // target_pdcs_of_peer_, by_syn_); a late copy of its SYN stays refused (closed_syn_).
   void forget_peers_pdc(uint32_t index);
@@ -378,6 +381,9 @@ class Pds {
   // PDC (FailedPdc) is asked again first, up to kOrphanAsks times.
   static constexpr uint8_t kOrphanAsks = 3;
   void settle_orphan(uint32_t index, Time now, bool deadline);
+  // Arms the orphan's timer for its next deadline: one plain RTO, without the backoff of
+  // earlier timeouts.
+  void arm_orphan_deadline(Pdc& p, Time now);
   // Fails the messages in doubt, then makes the orphan ours (become_ours), or frees it
   // when nothing is left to send.
   void reopen_orphan(uint32_t index, Time now);

@@ -86,11 +86,13 @@ void Pds::on_orphan_nack(uint32_t index, TxSlot& s, uint32_t psn, wire::Forgotte
   }
   if (!p.orphaned) {
     p.orphaned = true;
-    // The deadline for the answers to the rest of the window: one plain RTO, without the
-    // backoff of earlier timeouts.
-    timers_.arm(p.rto_timer, now + p.rtt.rto(cfg_.initial_rto, cfg_.min_rto, cfg_.max_rto));
+    arm_orphan_deadline(p, now);  // for the answers to the rest of the window
   }
   settle_orphan(index, now, false);
+}
+
+void Pds::arm_orphan_deadline(Pdc& p, Time now) {
+  timers_.arm(p.rto_timer, now + p.rtt.rto(cfg_.initial_rto, cfg_.min_rto, cfg_.max_rto));
 }
 
 void Pds::settle_orphan(uint32_t index, Time now, bool deadline) {
@@ -111,7 +113,7 @@ void Pds::settle_orphan(uint32_t index, Time now, bool deadline) {
     }
     if (asked) {
       ++p.orphan_asks;
-      timers_.arm(p.rto_timer, now + p.rtt.rto(cfg_.initial_rto, cfg_.min_rto, cfg_.max_rto));
+      arm_orphan_deadline(p, now);
       return;
     }
   }
@@ -210,15 +212,8 @@ void Pds::become_ours(uint32_t index, Time now) {
   p.backoff = 0;
 
   // Receive side.
-  for (uint64_t& held : p.rod_held) {
-    if (held != 0) orphaned_.push_back(held);
-    held = 0;
-  }
+  drop_receive_side(index);
   std::fill(p.rx_bitmap.begin(), p.rx_bitmap.end(), 0);
-  if (p.credit_active) --credit_senders_;
-  p.credit_active = p.credit_requested = false;
-  ack_list_.erase(std::remove(ack_list_.begin(), ack_list_.end(), index), ack_list_.end());
-  p.in_ack_list = p.ack_pending = p.ack_may_wait = p.ack_lost = false;
   p.rx_since_ack = 0;
 
   // Transmit side (its slots made ready by reopen_orphan).

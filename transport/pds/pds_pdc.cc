@@ -158,7 +158,6 @@ void Pds::finish_close(uint32_t index) {
 
 void Pds::free_pdc(uint32_t index) {
   Pdc& p = pdcs_[index];
-  if (p.credit_active) --credit_senders_;
   if (p.initiator) --initiator_pdcs_;
   timers_.cancel(p.rto_timer);
   timers_.cancel(p.pace_timer);
@@ -167,15 +166,24 @@ void Pds::free_pdc(uint32_t index) {
     by_peer_.erase(pdc_key(p.peer, p.mode));
   }
   if (!p.initiator) forget_peers_pdc(index);
-  for (uint64_t held : p.rod_held) {
-    if (held != 0) orphaned_.push_back(held);
-  }
+  drop_receive_side(index);
   p.state = PdcState::kFree;
   ready_.erase(std::remove(ready_.begin(), ready_.end(), index), ready_.end());
-  ack_list_.erase(std::remove(ack_list_.begin(), ack_list_.end(), index), ack_list_.end());
   p = Pdc{};
   pdcs_.release(index);
   if (!waiting_.empty()) open_for_waiting();
+}
+
+void Pds::drop_receive_side(uint32_t index) {
+  Pdc& p = pdcs_[index];
+  for (uint64_t& held : p.rod_held) {
+    if (held != 0) orphaned_.push_back(held);
+    held = 0;
+  }
+  if (p.credit_active) --credit_senders_;
+  p.credit_active = p.credit_requested = false;
+  ack_list_.erase(std::remove(ack_list_.begin(), ack_list_.end(), index), ack_list_.end());
+  p.in_ack_list = p.ack_pending = p.ack_may_wait = p.ack_lost = false;
 }
 
 void Pds::forget_peers_pdc(uint32_t index) {

@@ -519,13 +519,15 @@ class Ses {
                                    uint64_t key);
   uint16_t next_rma_id(PeerIndex peer);
   static uint32_t packets_for(uint64_t len, uint32_t payload_per_packet);
+  Status queue_response(PeerIndex peer, uint16_t msg_id, wire::ReturnCode rc, uint64_t length,
+                        Time now);
+
+  // ses_tx_completion.cc
   void maybe_finish(uint32_t slot);
   void finish_tx(uint32_t slot);
   // A rendezvous send ends while read responses still copy from its buffer (it failed):
   // they stop carrying payload, so the buffer may go back to the application now.
   void detach_read_responses(uint32_t send);
-  Status queue_response(PeerIndex peer, uint16_t msg_id, wire::ReturnCode rc, uint64_t length,
-                        Time now);
 
   // ses_rx.cc
   RxResult on_request(PeerIndex peer, std::span<const uint8_t> bytes, bool datagram, Time now);
