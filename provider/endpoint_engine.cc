@@ -123,7 +123,9 @@ class EngineOver final : public EndpointEngine {
         "failed {} (unanswered {}, unknown at the peer {}, peer full {}) reopened {} refused {} "
         "reclaimed {} (close requests {}, sends that waited {}, failed waiting {}); answer "
         "detours {}; "
-        "rendezvous direct reads {} (fell back {}); stale tickets {}; atomics applied {} "
+        "rendezvous direct reads {} (fell back {}); stale tickets {}; receives abandoned by a "
+        "failed "
+        "sender {}; atomics applied {} "
         "refused {}",
         e.tx_packets, e.rx_packets, p.retransmits, p.rack_retransmits, p.timeout_retransmits,
         p.twin_copies, p.rx_duplicates, p.acks_sent, p.acks_held, p.acks_received, p.stale_acks,
@@ -132,7 +134,8 @@ class EngineOver final : public EndpointEngine {
         p.pdcs_closed, p.pdcs_failed, p.pdcs_failed_unanswered, p.pdcs_failed_unknown_at_peer,
         p.pdcs_failed_peer_full, p.pdcs_reopened, p.pdcs_refused, p.pdcs_reclaimed,
         p.close_requests, p.pdc_waits, p.pdc_wait_failures, p.answer_detours, s.direct_reads,
-        s.direct_read_fallbacks, s.stale_tickets, s.atomics_applied, s.atomic_errors);
+        s.direct_read_fallbacks, s.stale_tickets, s.receives_abandoned, s.atomics_applied,
+        s.atomic_errors);
     return transport + tss_stats() + datapath_stats();
   }
   uint64_t pdcs_failed() const override { return engine_.pds().stats().pdcs_failed; }
@@ -155,6 +158,13 @@ class EngineOver final : public EndpointEngine {
           "; through spray-fabric at {}: tx dropped {}; rx not from the fabric {} malformed {}",
           datapath_->fabric_address().to_string(), f.tx_dropped, f.rx_not_from_fabric,
           f.rx_malformed);
+    } else if constexpr (std::is_same_v<D, dp::UdpDatapath>) {
+      const dp::UdpStats& u = datapath_->stats();
+      return fmt::format(
+          "; UDP tx {} packets in {} sendmmsg ({} GSO runs), dropped {}; rx {} packets in {} "
+          "recvmmsg ({} GRO runs), copied {}, no buffer {}, truncated {}",
+          u.tx_packets, u.tx_syscalls, u.tx_gso_messages, u.tx_dropped, u.rx_packets, u.rx_syscalls,
+          u.rx_gro_messages, u.rx_copied, u.rx_no_buffer, u.rx_truncated);
     } else {
       return "";
     }

@@ -11,7 +11,8 @@
 #   faults  as clean with 2-4 paths, path 0 dying in half the runs. A selector on a
 #           dead path may fail operations (exit 1); every operation must still end
 #           (exit 2 means one never did) and nothing may crash.
-# In both, PDS may never report on a message SES has already ended (exit 3).
+# In both, PDS may never report on a message SES has already ended (exit 3), and a send
+# may never complete OK while its receive fails (exit 4).
 # A run's configuration depends on its seed alone (xorshift32 here, not bash's RANDOM,
 # whose sequence differs between bash versions), so a failure repeats from its line.
 # Prints each run that broke its rule with its command and the end of its output;

@@ -98,6 +98,7 @@ class EndpointRoles {
             {"pdcs_failed", p.pdcs_failed},
             {"pdcs_forgotten", p.pdcs_forgotten},
             {"pdcs_reopened", p.pdcs_reopened},
+            {"receives_abandoned", e_.ses().stats().receives_abandoned},
             {o_.datapath, datapath_stats_(d_)}};
   }
 

@@ -283,9 +283,12 @@ int main(int argc, char** argv) {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
 
   uint64_t tx = 0, rtx = 0, timeouts = 0, pdcs_opened = 0, pdcs_reclaimed = 0, pdcs_failed = 0,
-           pdcs_reopened = 0, pdcs_remembering = 0, stale_tickets = 0, acks_held = 0;
+           pdcs_reopened = 0, pdcs_remembering = 0, stale_tickets = 0, acks_held = 0,
+           receives_abandoned = 0;
   for (uint32_t h = 0; h < o.hosts; ++h) {
     stale_tickets += cluster.engine(h).ses().stats().stale_tickets;
+    // Sends received in part whose sender then failed (Ses::end_sends_of).
+    receives_abandoned += cluster.engine(h).ses().stats().receives_abandoned;
     const auto& s = cluster.engine(h).pds().stats();
     tx += s.tx_packets;
     rtx += s.retransmits;
@@ -303,12 +306,21 @@ int main(int argc, char** argv) {
   const double goodput_gbps =
       virtual_s > 0 ? static_cast<double>(delivered) * 8.0 / virtual_s / 1e9 : 0;
   const bool ok = finished && errors == 0 && received_ok == total_messages;
+  // Sends that completed OK while their receive failed: the two ends disagree on what
+  // became of the message, which no fault may cause (the other way round may happen: a
+  // send whose ACKs were lost fails though its message arrived whole).
+  uint64_t disagreements = 0;
+  for (uint64_t m = 0; m < total_messages; ++m) {
+    disagreements += operation_of(m) == Operation::kSend && send_end[m] == End::kOk &&
+                     recv_end[m] == End::kError;
+  }
 
   if (o.json) {
     nlohmann::json j = {{"ok", ok},
                         {"every_operation_ended", finished},
                         {"errors", errors},
                         {"stale_tickets", stale_tickets},
+                        {"sends_ok_whose_receive_failed", disagreements},
                         {"messages", total_messages},
                         {"bytes_per_message", o.bytes},
                         {"delivered_bytes", delivered},
@@ -316,6 +328,7 @@ int main(int argc, char** argv) {
                         {"retransmissions", rtx},
                         {"timeouts", timeouts},
                         {"acks_held", acks_held},
+                        {"receives_abandoned_by_a_failed_sender", receives_abandoned},
                         {"pdcs",
                          {{"opened", pdcs_opened},
                           {"started_on_remembered_paths", pdcs_remembering},
@@ -342,6 +355,8 @@ int main(int argc, char** argv) {
     fmt::print("  data packets   {} sent, {} retransmitted ({:.2f}%), {} timeouts\n", tx, rtx,
                tx ? 100.0 * static_cast<double>(rtx) / static_cast<double>(tx) : 0.0, timeouts);
     fmt::print("  ACKs held      {} (to the receiver's next step: --inject)\n", acks_held);
+    fmt::print("  abandoned      {} sends received in part, their sender failed\n",
+               receives_abandoned);
     fmt::print(
         "  PDCs           {} opened ({} on paths a closed one found good), {} closed for room, {} "
         "failed, {} reopened (their initiator had failed them)\n",
@@ -353,6 +368,8 @@ int main(int argc, char** argv) {
     fmt::print("  per path       {}\n", fmt::join(fs.path_packets, " "));
     fmt::print("  stale tickets  {} (PDS reports for messages already ended; must be 0)\n",
                stale_tickets);
+    fmt::print("  disagreements  {} (sends completed OK whose receive failed; must be 0)\n",
+               disagreements);
     fmt::print(
         "  throughput     {:.2f} Gbit/s goodput in {:.3f} ms virtual time; simulated in {:.2f} s "
         "wall\n",
@@ -366,8 +383,10 @@ int main(int argc, char** argv) {
   }
   // 0: all intact; 1: every operation ended, some with an error; 2: some never ended;
   // 3: PDS reported on a message SES had already ended (Ses::ticket dropped the report,
-  // but PDS and SES disagreed on what is in flight: a bug, whatever else happened).
+  // but PDS and SES disagreed on what is in flight: a bug, whatever else happened);
+  // 4: a send completed OK whose receive failed (the two ends disagree: a bug too).
   if (!finished) return 2;
   if (stale_tickets != 0) return 3;
+  if (disagreements != 0) return 4;
   return ok ? 0 : 1;
 }

@@ -29,7 +29,7 @@ size_t Engine<D>::progress(Time now) {
   rudi_.on_timers(now, rudi_retransmits_, pds_.failed());
   if (now >= next_probe_) {
     next_probe_ = now + cfg_.probe_interval;
-    ses_.peers_awaiting_response(probe_peers_);
+    ses_.peers_we_wait_on(probe_peers_, now);
     for (PeerIndex peer : probe_peers_) (void)pds_.probe(peer, pds::Mode::kRud, now);
   }
   drain_reports(now);

@@ -72,6 +72,10 @@ struct SesConfig {
   // processes of one host): rendezvous receives are then handed to the engine as
   // DirectReads instead of read requests, so a large message is copied once, not twice.
   bool direct_reads = false;
+  // A send received in part from which nothing more has come for this long makes its
+  // sender one the engine probes (peers_we_wait_on): a sender that died halfway sends no
+  // MSG_ERR, and only a PDC failing on it ends that receive (on_peer_failed).
+  Duration stalled_send_probe_after = Duration::milliseconds(10);
 };
 
 // A rendezvous receive the engine may complete by copying `length` bytes from the
@@ -168,6 +172,9 @@ struct SesStats {
   // PDS reports and packet requests naming a message that had already ended (its tx slot
   // since taken by another): dropped, not applied to the message now in the slot.
   uint64_t stale_tickets = 0;
+  // Sends received in part whose sender then failed (its PDC to us, or ours to it, went
+  // unanswered): ended as its MSG_ERR would have ended them (Ses::on_peer_failed).
+  uint64_t receives_abandoned = 0;
 };
 
 class Ses {
@@ -254,10 +261,13 @@ class Ses {
   void take_pds_reports(Time now);
   void on_acked(std::span<const pds::PacketRef> refs);
   void on_failed(std::span<const pds::FailedMessage> failed, Time now);
-  void on_peer_failed(std::span<const PeerIndex> peers);
-  // Peers that owe us a response for an operation whose packets are all acknowledged.
-  // Nothing of ours is in flight to them, so only a probe can tell if they died.
-  void peers_awaiting_response(std::vector<PeerIndex>& out);
+  void on_peer_failed(std::span<const PeerIndex> peers, Time now);
+  // Peers we wait on with nothing of ours in flight to them, so that only a probe can
+  // tell if they died: those that owe us a response for an operation whose packets are
+  // all acknowledged, and those that sent us part of a send and nothing since
+  // SesConfig::stalled_send_probe_after. When such a peer fails, on_peer_failed ends
+  // what waited on it.
+  void peers_we_wait_on(std::vector<PeerIndex>& out, Time now);
 
   // RUDI: the next packet waiting to go out (peek, then advance once it is tracked);
   // the target's side (execute, answer with a return code); the initiator's side.
@@ -464,6 +474,7 @@ class Ses {
     uint64_t read_key = 0;
     bool direct_read_pending = false;  // handed to the engine as a DirectRead
     bool direct_read_failed = false;   // it could not copy: read through the network
+    Time last_packet{};  // eager send: when its latest packet arrived (see partial_sends_)
   };
 
   static uint64_t id_key(PeerIndex peer, uint16_t id) { return (uint64_t{peer} << 16) | id; }
@@ -541,6 +552,27 @@ class Ses {
   void admit_in_order(PeerIndex peer, uint32_t slot, Time now);
   void release_in_order(PeerIndex peer);
   RxResult on_skip(PeerIndex peer, uint16_t id);
+  // Whether `slot` is a send still received in part: an eager send that has not had its
+  // start and every byte.
+  bool partial_send(uint32_t slot) const {
+    const RxMessage& m = rx_[slot];
+    return !m.is_write && !m.rendezvous && !m.skip && !(m.som_seen && m.received == m.total);
+  }
+  // Ends send `slot`, which will never be whole: a matched receive completes with
+  // kPeerUnreachable, a probe's claim on it reports the loss, and it leaves the unexpected
+  // queue. Its id stays consumed.
+  void end_partial_send(uint32_t slot);
+  // Whether a partial_sends_ entry still names the send it was listed for, still partial.
+  struct Awaiting;
+  bool still_partial(const Awaiting& a) const;
+  void list_partial_send(uint32_t slot);
+  // The senders of partial sends that have had no packet since
+  // SesConfig::stalled_send_probe_after, added to `out` once each.
+  void stalled_senders(std::vector<PeerIndex>& out, Time now);
+  // Ends every partial send from `peers` that is stalled (nothing of it for
+  // SesConfig::stalled_send_probe_after) as its MSG_ERR would have (receives_abandoned).
+  // One still arriving is left to finish: its sender is not dead.
+  void end_sends_of(std::span<const PeerIndex> peers, Time now);
   void unlink_unexpected(uint32_t slot);
   void take_unexpected(uint32_t slot, uint32_t prev);
   // A send id whose message failed, how many MSG_ERRs for it failed too, and when the
@@ -702,6 +734,12 @@ class Ses {
     uint16_t msg_id;
   };
   std::vector<Awaiting> awaiting_;
+  // Eager sends of more than one packet, listed when their first packet arrives, so
+  // that a sender that stops halfway is noticed (peers_we_wait_on) and its send ended
+  // when it fails (end_sends_of). Entries whose slot has since completed or been reused
+  // are stale and dropped when next looked through; reserved to max_rx_messages, which
+  // bounds the live ones.
+  std::vector<Awaiting> partial_sends_;
   // Rx messages waiting for a tx slot to send their answer (see TxWait; oldest first; an
   // entry whose slot no longer has tx_wait set is stale), and the list being worked
   // through. Bounded by the pool, reserved once.

@@ -111,6 +111,12 @@ RxResult Ses::on_eager(PeerIndex peer, const wire::SesStandardRequest& h,
     if (m.is_write || m.rendezvous || m.tagged != tagged || m.total != total) {
       return RxResult::kMalformed;
     }
+  } else if (!datagram && static_cast<uint16_t>((id - expect_seq_[peer]) & 0x7fff) >= 0x4000) {
+    // An id behind the sender's order with no message under it: that send has ended here
+    // (whole, or ended by its MSG_ERR or its sender's failure), so this is a late copy.
+    // Not taken: a slot for it would wait for its turn until the ids wrapped. Over RUD it
+    // is not acknowledged either, so a sender that is still trying fails it in the end.
+    return RxResult::kMalformed;
   } else {
     if (!rx_room_for(peer, id, !datagram)) return RxResult::kNoResource;
     const auto fresh = rx_.acquire();
@@ -124,8 +130,10 @@ RxResult Ses::on_eager(PeerIndex peer, const wire::SesStandardRequest& h,
     m.tag = h.match_bits;
     m.total = total;
     if (!datagram) rx_by_id_.insert(id_key(peer, id), slot);
+    if (!datagram && !(som && payload.size() == total)) list_partial_send(slot);
   }
   RxMessage& m = rx_[slot];
+  m.last_packet = now_;
   if (som) {
     m.som_seen = true;
     m.has_data = h.common.has(wire::ses_flags::kHeaderData);
@@ -280,24 +288,19 @@ RxResult Ses::on_skip(PeerIndex peer, uint16_t id) {
     }
     return RxResult::kAccepted;
   }
+  const auto found = rx_by_id_.find(id_key(peer, id));
   const auto ahead = static_cast<uint16_t>((id - expect_seq_[peer]) & 0x7fff);
-  if (ahead >= 0x4000) return RxResult::kAccepted;  // behind us: it was delivered after all
-  if (const auto found = rx_by_id_.find(id_key(peer, id))) {
-    RxMessage& m = rx_[*found];
-    if (m.skip) return RxResult::kAccepted;                     // duplicate MSG_ERR
-    if (m.rendezvous && m.matched) return RxResult::kAccepted;  // its read settles it
-    const bool waiting = m.awaiting_order;
-    if (m.matched) {
-      complete_receive(m, Status::kPeerUnreachable, 0);
-    } else if (m.claimed) {
-      for (auto& c : claimed_) {
-        if (c.second == *found) c.second = kNone;  // recv_claimed reports the loss
-      }
-    } else if (!waiting) {
-      unlink_unexpected(*found);
-    }
+  if (ahead >= 0x4000) {
+    // Behind us: its turn has come, its first packet matched or queued. What arrived
+    // whole stands (it was delivered after all); a part ends here. (Until 2026-12-07 a
+    // part was kept too, and the receive it had matched waited for good.)
+    if (found && partial_send(*found)) end_partial_send(*found);
+    return RxResult::kAccepted;
+  }
+  if (found) {
+    // Not its turn yet: whatever arrived waits unmatched, and a marker takes its place.
+    if (rx_[*found].skip) return RxResult::kAccepted;  // duplicate MSG_ERR
     free_rx(*found);
-    if (!waiting) return RxResult::kAccepted;  // its id was already consumed in order
   }
   if (id == expect_seq_[peer]) {
     release_in_order(peer);
@@ -313,6 +316,58 @@ RxResult Ses::on_skip(PeerIndex peer, uint16_t id) {
   marker.awaiting_order = true;
   rx_by_id_.insert(id_key(peer, id), *slot);
   return RxResult::kAccepted;
+}
+
+void Ses::end_partial_send(uint32_t slot) {
+  RxMessage& m = rx_[slot];
+  if (m.matched) {
+    complete_receive(m, Status::kPeerUnreachable, 0);
+  } else if (m.claimed) {
+    for (auto& c : claimed_) {
+      if (c.second == slot) c.second = kNone;  // recv_claimed reports the loss
+    }
+  } else {
+    unlink_unexpected(slot);
+  }
+  free_rx(slot);
+}
+
+bool Ses::still_partial(const Awaiting& a) const {
+  return rx_.in_use(a.slot) && rx_[a.slot].peer == a.peer && rx_[a.slot].msg_id == a.msg_id &&
+         partial_send(a.slot);
+}
+
+void Ses::list_partial_send(uint32_t slot) {
+  // Full means most entries are stale: the live ones are at most the rx slots.
+  if (partial_sends_.size() == partial_sends_.capacity()) {
+    std::erase_if(partial_sends_, [this](const Awaiting& a) { return !still_partial(a); });
+  }
+  partial_sends_.push_back({slot, rx_[slot].peer, rx_[slot].msg_id});
+}
+
+void Ses::stalled_senders(std::vector<PeerIndex>& out, Time now) {
+  std::erase_if(partial_sends_, [this](const Awaiting& a) { return !still_partial(a); });
+  for (const Awaiting& a : partial_sends_) {
+    if (now - rx_[a.slot].last_packet >= cfg_.stalled_send_probe_after &&
+        std::find(out.begin(), out.end(), a.peer) == out.end()) {
+      out.push_back(a.peer);
+    }
+  }
+}
+
+// A sender that failed (a PDC to it went unanswered, or it forgot ours) sends no MSG_ERR
+// for what it left halfway. If it was alive after all and goes on with such a send, the
+// rest is refused (the late copies in on_eager), so that it fails there too: both ends
+// agree that the send failed, at the cost of the retries that tell its sender so.
+void Ses::end_sends_of(std::span<const PeerIndex> peers, Time now) {
+  for (const Awaiting& a : partial_sends_) {
+    if (!still_partial(a) || now - rx_[a.slot].last_packet < cfg_.stalled_send_probe_after ||
+        std::find(peers.begin(), peers.end(), a.peer) == peers.end()) {
+      continue;
+    }
+    ++stats_.receives_abandoned;
+    (void)on_skip(a.peer, a.msg_id);
+  }
 }
 
 void Ses::unlink_unexpected(uint32_t slot) {

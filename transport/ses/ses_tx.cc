@@ -104,6 +104,7 @@ Ses::Ses(const SesConfig& config, pds::Pds& pds)
   rudi_queue_.resize(config.max_tx_messages);
   finishing_.reserve(config.max_tx_messages);
   awaiting_.reserve(config.max_tx_messages);
+  partial_sends_.reserve(config.max_rx_messages);
   tx_waiters_.reserve(config.max_rx_messages);
   tx_resuming_.reserve(config.max_rx_messages);
 }
@@ -269,7 +270,7 @@ void Ses::take_pds_reports(Time now) {
     pds_.failed().clear();
   }
   if (!pds_.failed_peers().empty()) {
-    on_peer_failed(pds_.failed_peers());
+    on_peer_failed(pds_.failed_peers(), now);
     pds_.failed_peers().clear();
   }
   if (next_skip_due_ <= now) {

@@ -21,7 +21,7 @@ void Ses::maybe_finish(uint32_t slot) {
   finish_tx(slot);
 }
 
-void Ses::peers_awaiting_response(std::vector<PeerIndex>& out) {
+void Ses::peers_we_wait_on(std::vector<PeerIndex>& out, Time now) {
   out.clear();
   auto keep = awaiting_.begin();
   for (const Awaiting& a : awaiting_) {
@@ -33,6 +33,7 @@ void Ses::peers_awaiting_response(std::vector<PeerIndex>& out) {
     if (std::find(out.begin(), out.end(), a.peer) == out.end()) out.push_back(a.peer);
   }
   awaiting_.erase(keep, awaiting_.end());
+  stalled_senders(out, now);
 }
 
 void Ses::finish_tx(uint32_t slot) {
@@ -163,8 +164,9 @@ void Ses::on_failed(std::span<const pds::FailedMessage> failed, Time now) {
   }
 }
 
-void Ses::on_peer_failed(std::span<const PeerIndex> peers) {
+void Ses::on_peer_failed(std::span<const PeerIndex> peers, Time now) {
   if (peers.empty()) return;
+  end_sends_of(peers, now);
   finishing_.clear();
   for (uint32_t i = 0; i < tx_.capacity(); ++i) {
     if (!tx_.in_use(i)) continue;
