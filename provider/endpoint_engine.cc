@@ -124,9 +124,7 @@ class EngineOver final : public EndpointEngine {
         "reclaimed {} (close requests {}, sends that waited {}, failed waiting {}); answer "
         "detours {}; "
         "rendezvous direct reads {} (fell back {}); stale tickets {}; receives abandoned by a "
-        "failed "
-        "sender {}; atomics applied {} "
-        "refused {}",
+        "failed sender {}; atomics applied {} refused {}",
         e.tx_packets, e.rx_packets, p.retransmits, p.rack_retransmits, p.timeout_retransmits,
         p.twin_copies, p.rx_duplicates, p.acks_sent, p.acks_held, p.acks_received, p.stale_acks,
         p.nacks_sent, p.nacks_received, p.bad_packets, e.rx_malformed, e.rx_foreign_job,

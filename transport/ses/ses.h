@@ -478,6 +478,14 @@ class Ses {
   };
 
   static uint64_t id_key(PeerIndex peer, uint16_t id) { return (uint64_t{peer} << 16) | id; }
+  // A message in a list of ours (awaiting_, partial_sends_), named by its tx or rx slot
+  // and checked against the slot's peer and id when read: the slot may have been freed
+  // and reused since, which leaves the entry stale, not wrong.
+  struct ListedMessage {
+    uint32_t slot;
+    PeerIndex peer;
+    uint16_t msg_id;
+  };
   // Tx slots in use, plus those promised to rx messages. A message that will have to
   // answer (a write, a rendezvous receive) has its answers' slots promised when there is
   // room, and redeems them as it sends each; without room its answer waits for one
@@ -552,9 +560,9 @@ class Ses {
   void admit_in_order(PeerIndex peer, uint32_t slot, Time now);
   void release_in_order(PeerIndex peer);
   RxResult on_skip(PeerIndex peer, uint16_t id);
-  // Whether `slot` is a send still received in part: an eager send that has not had its
-  // start and every byte.
-  bool partial_send(uint32_t slot) const {
+  // Whether `slot` is a send received in part: an eager send that has not had its start
+  // and every byte yet.
+  bool received_in_part(uint32_t slot) const {
     const RxMessage& m = rx_[slot];
     return !m.is_write && !m.rendezvous && !m.skip && !(m.som_seen && m.received == m.total);
   }
@@ -562,9 +570,8 @@ class Ses {
   // kPeerUnreachable, a probe's claim on it reports the loss, and it leaves the unexpected
   // queue. Its id stays consumed.
   void end_partial_send(uint32_t slot);
-  // Whether a partial_sends_ entry still names the send it was listed for, still partial.
-  struct Awaiting;
-  bool still_partial(const Awaiting& a) const;
+  // Whether a partial_sends_ entry still names the send it was listed for, still in part.
+  bool still_in_part(const ListedMessage& a) const;
   void list_partial_send(uint32_t slot);
   // The senders of partial sends that have had no packet since
   // SesConfig::stalled_send_probe_after, added to `out` once each.
@@ -726,20 +733,15 @@ class Ses {
   // INT64_MAX. take_pds_reports, called per packet, looks at skips_ only from then on,
   // so skips that wait for the next send (a dead peer's) cost the fast path nothing.
   Time next_skip_due_{INT64_MAX};
-  // Messages whose packets are all acknowledged while their response is still due:
-  // (slot, peer, message id), checked against the slot when read. Bounded by the pool.
-  struct Awaiting {
-    uint32_t slot;
-    PeerIndex peer;
-    uint16_t msg_id;
-  };
-  std::vector<Awaiting> awaiting_;
+  // Messages whose packets are all acknowledged while their response is still due.
+  // Bounded by the pool.
+  std::vector<ListedMessage> awaiting_;
   // Eager sends of more than one packet, listed when their first packet arrives, so
   // that a sender that stops halfway is noticed (peers_we_wait_on) and its send ended
   // when it fails (end_sends_of). Entries whose slot has since completed or been reused
   // are stale and dropped when next looked through; reserved to max_rx_messages, which
   // bounds the live ones.
-  std::vector<Awaiting> partial_sends_;
+  std::vector<ListedMessage> partial_sends_;
   // Rx messages waiting for a tx slot to send their answer (see TxWait; oldest first; an
   // entry whose slot no longer has tx_wait set is stale), and the list being worked
   // through. Bounded by the pool, reserved once.

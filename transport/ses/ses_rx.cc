@@ -114,8 +114,9 @@ RxResult Ses::on_eager(PeerIndex peer, const wire::SesStandardRequest& h,
   } else if (!datagram && static_cast<uint16_t>((id - expect_seq_[peer]) & 0x7fff) >= 0x4000) {
     // An id behind the sender's order with no message under it: that send has ended here
     // (whole, or ended by its MSG_ERR or its sender's failure), so this is a late copy.
-    // Not taken: a slot for it would wait for its turn until the ids wrapped. Over RUD it
-    // is not acknowledged either, so a sender that is still trying fails it in the end.
+    // Not taken: a slot for it would wait for its turn until the ids wrapped. Nor
+    // committed, so not acknowledged (over ROD the cumulative ACK stops short of it): a
+    // sender still trying resends it until its retries run out and fails the send.
     return RxResult::kMalformed;
   } else {
     if (!rx_room_for(peer, id, !datagram)) return RxResult::kNoResource;
@@ -294,7 +295,7 @@ RxResult Ses::on_skip(PeerIndex peer, uint16_t id) {
     // Behind us: its turn has come, its first packet matched or queued. What arrived
     // whole stands (it was delivered after all); a part ends here. (Until 2026-12-07 a
     // part was kept too, and the receive it had matched waited for good.)
-    if (found && partial_send(*found)) end_partial_send(*found);
+    if (found && received_in_part(*found)) end_partial_send(*found);
     return RxResult::kAccepted;
   }
   if (found) {
@@ -332,22 +333,22 @@ void Ses::end_partial_send(uint32_t slot) {
   free_rx(slot);
 }
 
-bool Ses::still_partial(const Awaiting& a) const {
+bool Ses::still_in_part(const ListedMessage& a) const {
   return rx_.in_use(a.slot) && rx_[a.slot].peer == a.peer && rx_[a.slot].msg_id == a.msg_id &&
-         partial_send(a.slot);
+         received_in_part(a.slot);
 }
 
 void Ses::list_partial_send(uint32_t slot) {
   // Full means most entries are stale: the live ones are at most the rx slots.
   if (partial_sends_.size() == partial_sends_.capacity()) {
-    std::erase_if(partial_sends_, [this](const Awaiting& a) { return !still_partial(a); });
+    std::erase_if(partial_sends_, [this](const ListedMessage& a) { return !still_in_part(a); });
   }
   partial_sends_.push_back({slot, rx_[slot].peer, rx_[slot].msg_id});
 }
 
 void Ses::stalled_senders(std::vector<PeerIndex>& out, Time now) {
-  std::erase_if(partial_sends_, [this](const Awaiting& a) { return !still_partial(a); });
-  for (const Awaiting& a : partial_sends_) {
+  std::erase_if(partial_sends_, [this](const ListedMessage& a) { return !still_in_part(a); });
+  for (const ListedMessage& a : partial_sends_) {
     if (now - rx_[a.slot].last_packet >= cfg_.stalled_send_probe_after &&
         std::find(out.begin(), out.end(), a.peer) == out.end()) {
       out.push_back(a.peer);
@@ -360,8 +361,9 @@ void Ses::stalled_senders(std::vector<PeerIndex>& out, Time now) {
 // rest is refused (the late copies in on_eager), so that it fails there too: both ends
 // agree that the send failed, at the cost of the retries that tell its sender so.
 void Ses::end_sends_of(std::span<const PeerIndex> peers, Time now) {
-  for (const Awaiting& a : partial_sends_) {
-    if (!still_partial(a) || now - rx_[a.slot].last_packet < cfg_.stalled_send_probe_after ||
+  // on_skip frees and may take rx slots, but lists nothing: the loop's list stays put.
+  for (const ListedMessage& a : partial_sends_) {
+    if (!still_in_part(a) || now - rx_[a.slot].last_packet < cfg_.stalled_send_probe_after ||
         std::find(peers.begin(), peers.end(), a.peer) == peers.end()) {
       continue;
     }

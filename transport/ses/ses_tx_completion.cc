@@ -24,7 +24,7 @@ void Ses::maybe_finish(uint32_t slot) {
 void Ses::peers_we_wait_on(std::vector<PeerIndex>& out, Time now) {
   out.clear();
   auto keep = awaiting_.begin();
-  for (const Awaiting& a : awaiting_) {
+  for (const ListedMessage& a : awaiting_) {
     const bool live = tx_.in_use(a.slot) && tx_[a.slot].awaiting_listed &&
                       tx_[a.slot].peer == a.peer && tx_[a.slot].msg_id == a.msg_id &&
                       !tx_[a.slot].response_received && !tx_[a.slot].failing;
