@@ -560,6 +560,12 @@ class Ses {
   void admit_in_order(PeerIndex peer, uint32_t slot, Time now);
   void release_in_order(PeerIndex peer);
   RxResult on_skip(PeerIndex peer, uint16_t id);
+  // Whether send id `id` of `peer` is behind the next one expected from it: its turn has
+  // come (its first packet matched or queued), whatever became of it since. Ids are 15
+  // bits; the half of them below expect_seq_ counts as behind.
+  bool behind_order(PeerIndex peer, uint16_t id) const {
+    return static_cast<uint16_t>((id - expect_seq_[peer]) & 0x7fff) >= 0x4000;
+  }
   // Whether `slot` is a send received in part: an eager send that has not had its start
   // and every byte yet.
   bool received_in_part(uint32_t slot) const {
@@ -572,6 +578,10 @@ class Ses {
   void end_partial_send(uint32_t slot);
   // Whether a partial_sends_ entry still names the send it was listed for, still in part.
   bool still_in_part(const ListedMessage& a) const;
+  // Whether rx message `slot` has had no packet for SesConfig::stalled_send_probe_after.
+  bool stalled(uint32_t slot, Time now) const {
+    return now - rx_[slot].last_packet >= cfg_.stalled_send_probe_after;
+  }
   void list_partial_send(uint32_t slot);
   // The senders of partial sends that have had no packet since
   // SesConfig::stalled_send_probe_after, added to `out` once each.

@@ -111,7 +111,7 @@ RxResult Ses::on_eager(PeerIndex peer, const wire::SesStandardRequest& h,
     if (m.is_write || m.rendezvous || m.tagged != tagged || m.total != total) {
       return RxResult::kMalformed;
     }
-  } else if (!datagram && static_cast<uint16_t>((id - expect_seq_[peer]) & 0x7fff) >= 0x4000) {
+  } else if (!datagram && behind_order(peer, id)) {
     // An id behind the sender's order with no message under it: that send has ended here
     // (whole, or ended by its MSG_ERR or its sender's failure), so this is a late copy.
     // Not taken: a slot for it would wait for its turn until the ids wrapped. Nor
@@ -290,8 +290,7 @@ RxResult Ses::on_skip(PeerIndex peer, uint16_t id) {
     return RxResult::kAccepted;
   }
   const auto found = rx_by_id_.find(id_key(peer, id));
-  const auto ahead = static_cast<uint16_t>((id - expect_seq_[peer]) & 0x7fff);
-  if (ahead >= 0x4000) {
+  if (behind_order(peer, id)) {
     // Behind us: its turn has come, its first packet matched or queued. What arrived
     // whole stands (it was delivered after all); a part ends here. (Until 2026-12-07 a
     // part was kept too, and the receive it had matched waited for good.)
@@ -349,8 +348,7 @@ void Ses::list_partial_send(uint32_t slot) {
 void Ses::stalled_senders(std::vector<PeerIndex>& out, Time now) {
   std::erase_if(partial_sends_, [this](const ListedMessage& a) { return !still_in_part(a); });
   for (const ListedMessage& a : partial_sends_) {
-    if (now - rx_[a.slot].last_packet >= cfg_.stalled_send_probe_after &&
-        std::find(out.begin(), out.end(), a.peer) == out.end()) {
+    if (stalled(a.slot, now) && std::find(out.begin(), out.end(), a.peer) == out.end()) {
       out.push_back(a.peer);
     }
   }
@@ -363,7 +361,7 @@ void Ses::stalled_senders(std::vector<PeerIndex>& out, Time now) {
 void Ses::end_sends_of(std::span<const PeerIndex> peers, Time now) {
   // on_skip frees and may take rx slots, but lists nothing: the loop's list stays put.
   for (const ListedMessage& a : partial_sends_) {
-    if (!still_in_part(a) || now - rx_[a.slot].last_packet < cfg_.stalled_send_probe_after ||
+    if (!still_in_part(a) || !stalled(a.slot, now) ||
         std::find(peers.begin(), peers.end(), a.peer) == peers.end()) {
       continue;
     }
