@@ -124,7 +124,9 @@ class EngineOver final : public EndpointEngine {
         "reclaimed {} (close requests {}, sends that waited {}, failed waiting {}); answer "
         "detours {}; "
         "rendezvous direct reads {} (fell back {}); stale tickets {}; receives abandoned by a "
-        "failed sender {}; atomics applied {} refused {}",
+        "failed sender {}, their missing send ids passed over {}, writes abandoned by a failed "
+        "initiator "
+        "{}; atomics applied {} refused {}",
         e.tx_packets, e.rx_packets, p.retransmits, p.rack_retransmits, p.timeout_retransmits,
         p.twin_copies, p.rx_duplicates, p.acks_sent, p.acks_held, p.acks_received, p.stale_acks,
         p.nacks_sent, p.nacks_received, p.bad_packets, e.rx_malformed, e.rx_foreign_job,
@@ -132,8 +134,8 @@ class EngineOver final : public EndpointEngine {
         p.pdcs_closed, p.pdcs_failed, p.pdcs_failed_unanswered, p.pdcs_failed_unknown_at_peer,
         p.pdcs_failed_peer_full, p.pdcs_reopened, p.pdcs_refused, p.pdcs_reclaimed,
         p.close_requests, p.pdc_waits, p.pdc_wait_failures, p.answer_detours, s.direct_reads,
-        s.direct_read_fallbacks, s.stale_tickets, s.receives_abandoned, s.atomics_applied,
-        s.atomic_errors);
+        s.direct_read_fallbacks, s.stale_tickets, s.receives_abandoned, s.missing_ids_passed_over,
+        s.writes_abandoned, s.atomics_applied, s.atomic_errors);
     return transport + tss_stats() + datapath_stats();
   }
   uint64_t pdcs_failed() const override { return engine_.pds().stats().pdcs_failed; }

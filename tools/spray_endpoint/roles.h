@@ -99,6 +99,8 @@ class EndpointRoles {
             {"pdcs_forgotten", p.pdcs_forgotten},
             {"pdcs_reopened", p.pdcs_reopened},
             {"receives_abandoned", e_.ses().stats().receives_abandoned},
+            {"missing_ids_passed_over", e_.ses().stats().missing_ids_passed_over},
+            {"writes_abandoned", e_.ses().stats().writes_abandoned},
             {o_.datapath, datapath_stats_(d_)}};
   }
 

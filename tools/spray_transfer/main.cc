@@ -284,11 +284,14 @@ int main(int argc, char** argv) {
 
   uint64_t tx = 0, rtx = 0, timeouts = 0, pdcs_opened = 0, pdcs_reclaimed = 0, pdcs_failed = 0,
            pdcs_reopened = 0, pdcs_remembering = 0, stale_tickets = 0, acks_held = 0,
-           receives_abandoned = 0;
+           receives_abandoned = 0, missing_ids_passed_over = 0, writes_abandoned = 0;
   for (uint32_t h = 0; h < o.hosts; ++h) {
     stale_tickets += cluster.engine(h).ses().stats().stale_tickets;
     // Sends received in part whose sender then failed (Ses::end_sends_of).
     receives_abandoned += cluster.engine(h).ses().stats().receives_abandoned;
+    // Send ids of a failed sender that never came, passed over (Ses::pass_over_missing_ids).
+    missing_ids_passed_over += cluster.engine(h).ses().stats().missing_ids_passed_over;
+    writes_abandoned += cluster.engine(h).ses().stats().writes_abandoned;
     const auto& s = cluster.engine(h).pds().stats();
     tx += s.tx_packets;
     rtx += s.retransmits;
@@ -329,6 +332,8 @@ int main(int argc, char** argv) {
                         {"timeouts", timeouts},
                         {"acks_held", acks_held},
                         {"receives_abandoned_by_a_failed_sender", receives_abandoned},
+                        {"missing_ids_of_a_failed_sender_passed_over", missing_ids_passed_over},
+                        {"writes_abandoned_by_a_failed_initiator", writes_abandoned},
                         {"pdcs",
                          {{"opened", pdcs_opened},
                           {"started_on_remembered_paths", pdcs_remembering},
@@ -355,8 +360,10 @@ int main(int argc, char** argv) {
     fmt::print("  data packets   {} sent, {} retransmitted ({:.2f}%), {} timeouts\n", tx, rtx,
                tx ? 100.0 * static_cast<double>(rtx) / static_cast<double>(tx) : 0.0, timeouts);
     fmt::print("  ACKs held      {} (to the receiver's next step: --inject)\n", acks_held);
-    fmt::print("  abandoned      {} sends received in part, their sender failed\n",
-               receives_abandoned);
+    fmt::print(
+        "  abandoned      {} sends and {} RMA writes received in part, their sender failed; {} "
+        "of its send ids that never came passed over\n",
+        receives_abandoned, writes_abandoned, missing_ids_passed_over);
     fmt::print(
         "  PDCs           {} opened ({} on paths a closed one found good), {} closed for room, {} "
         "failed, {} reopened (their initiator had failed them)\n",

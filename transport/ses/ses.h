@@ -46,6 +46,7 @@
 #include "transport/base/slot_pool.h"
 #include "transport/pds/pds.h"
 #include "transport/ses/completion.h"
+#include "transport/ses/ended_write_ids.h"
 #include "transport/ses/matching.h"
 #include "transport/ses/memory_region.h"
 #include "transport/wire/ses_header.h"
@@ -72,9 +73,11 @@ struct SesConfig {
   // processes of one host): rendezvous receives are then handed to the engine as
   // DirectReads instead of read requests, so a large message is copied once, not twice.
   bool direct_reads = false;
-  // A send received in part from which nothing more has come for this long makes its
-  // sender one the engine probes (peers_we_wait_on): a sender that died halfway sends no
-  // MSG_ERR, and only a PDC failing on it ends that receive (on_peer_failed).
+  // A send or RMA write received in part from which nothing more has come for this
+  // long, or a send that has waited this long for an earlier one of its sender's, makes
+  // its sender one the engine probes (peers_we_wait_on): a sender that died halfway, or
+  // before an earlier send got through, sends no MSG_ERR, and only a PDC failing on it
+  // ends that wait (on_peer_failed).
   Duration stalled_send_probe_after = Duration::milliseconds(10);
 };
 
@@ -175,6 +178,12 @@ struct SesStats {
   // Sends received in part whose sender then failed (its PDC to us, or ours to it, went
   // unanswered): ended as its MSG_ERR would have ended them (Ses::on_peer_failed).
   uint64_t receives_abandoned = 0;
+  // Send ids of a sender that then failed which never arrived here while later sends of
+  // its had: passed over as its MSG_ERRs would have, so that those are matched.
+  uint64_t missing_ids_passed_over = 0;
+  // RMA writes to us received in part whose initiator then failed: dropped with their rx
+  // slot and the tx slot promised for their response, as their MSG_ERR would have.
+  uint64_t writes_abandoned = 0;
 };
 
 class Ses {
@@ -345,6 +354,8 @@ class Ses {
   const SesStats& stats() const { return stats_; }
   uint32_t tx_in_use() const { return tx_.used(); }
   uint32_t rx_in_use() const { return rx_.used(); }
+  // Tx slots set aside for answers that rx messages will send (see promise_tx).
+  uint32_t tx_promised() const { return tx_promised_; }
 
  private:
   enum class TxKind : uint8_t {
@@ -474,11 +485,11 @@ class Ses {
     uint64_t read_key = 0;
     bool direct_read_pending = false;  // handed to the engine as a DirectRead
     bool direct_read_failed = false;   // it could not copy: read through the network
-    Time last_packet{};  // eager send: when its latest packet arrived (see partial_sends_)
+    Time last_packet{};  // a send or write: when its latest packet arrived (see held_messages_)
   };
 
   static uint64_t id_key(PeerIndex peer, uint16_t id) { return (uint64_t{peer} << 16) | id; }
-  // A message in a list of ours (awaiting_, partial_sends_), named by its tx or rx slot
+  // A message in a list of ours (awaiting_, held_messages_), named by its tx or rx slot
   // and checked against the slot's peer and id when read: the slot may have been freed
   // and reused since, which leaves the entry stale, not wrong.
   struct ListedMessage {
@@ -572,26 +583,45 @@ class Ses {
     const RxMessage& m = rx_[slot];
     return !m.is_write && !m.rendezvous && !m.skip && !(m.som_seen && m.received == m.total);
   }
+  // Whether `slot` is an RMA write to us received in part.
+  bool write_in_part(uint32_t slot) const {
+    const RxMessage& m = rx_[slot];
+    return m.is_write && !(m.som_seen && m.received == m.total);
+  }
+  void unlink_unexpected(uint32_t slot);
+  void take_unexpected(uint32_t slot, uint32_t prev);
+
+  // ses_failed_sender.cc
+  // Drops write `slot`, received in part, whose initiator failed, and remembers its id
+  // (ended_writes_).
+  void end_partial_write(uint32_t slot);
   // Ends send `slot`, which will never be whole: a matched receive completes with
   // kPeerUnreachable, a probe's claim on it reports the loss, and it leaves the unexpected
   // queue. Its id stays consumed.
   void end_partial_send(uint32_t slot);
-  // Whether a partial_sends_ entry still names the send it was listed for, still in part.
-  bool still_in_part(const ListedMessage& a) const;
+  // Whether a held_messages_ entry still names the message it was listed for, and that
+  // message still waits on its sender: a send or RMA write received in part, or a send
+  // behind an id of its sender's that has not come.
+  bool still_held(const ListedMessage& a) const;
   // Whether rx message `slot` has had no packet for SesConfig::stalled_send_probe_after.
   bool stalled(uint32_t slot, Time now) const {
     return now - rx_[slot].last_packet >= cfg_.stalled_send_probe_after;
   }
-  void list_partial_send(uint32_t slot);
-  // The senders of partial sends that have had no packet since
+  void list_held_message(uint32_t slot);
+  // The senders of held sends that have had no packet since
   // SesConfig::stalled_send_probe_after, added to `out` once each.
   void stalled_senders(std::vector<PeerIndex>& out, Time now);
-  // Ends every partial send from `peers` that is stalled (nothing of it for
-  // SesConfig::stalled_send_probe_after) as its MSG_ERR would have (receives_abandoned).
-  // One still arriving is left to finish: its sender is not dead.
+  // Ends what `peers`, which failed, left waiting here, as their MSG_ERRs would have:
+  // every partial send or write that has stalled (nothing of it for
+  // SesConfig::stalled_send_probe_after; receives_abandoned, writes_abandoned), then the
+  // ids that never came ahead of a stalled send that waits for its turn
+  // (pass_over_missing_ids). What is still arriving is left to finish: its sender is not
+  // dead.
   void end_sends_of(std::span<const PeerIndex> peers, Time now);
-  void unlink_unexpected(uint32_t slot);
-  void take_unexpected(uint32_t slot, uint32_t prev);
+  // Passes over `peer`'s send ids that never came, up to the farthest of its sends that
+  // has waited behind them since SesConfig::stalled_send_probe_after, so that those are
+  // matched in order (missing_ids_passed_over).
+  void pass_over_missing_ids(PeerIndex peer, Time now);
   // A send id whose message failed, how many MSG_ERRs for it failed too, and when the
   // next may go (the next send to the peer takes it along sooner).
   struct Skip {
@@ -746,12 +776,18 @@ class Ses {
   // Messages whose packets are all acknowledged while their response is still due.
   // Bounded by the pool.
   std::vector<ListedMessage> awaiting_;
-  // Eager sends of more than one packet, listed when their first packet arrives, so
-  // that a sender that stops halfway is noticed (peers_we_wait_on) and its send ended
-  // when it fails (end_sends_of). Entries whose slot has since completed or been reused
-  // are stale and dropped when next looked through; reserved to max_rx_messages, which
-  // bounds the live ones.
-  std::vector<ListedMessage> partial_sends_;
+  // Messages that may wait on their sender: eager sends and RMA writes of more than one
+  // packet, listed when their first packet arrives, and sends that arrive ahead of an
+  // earlier one of their sender's, so that a sender that stops halfway or dies with an
+  // id missing is noticed (peers_we_wait_on) and what it left ended when it fails
+  // (end_sends_of).
+  // Entries whose slot has since completed, been reused or stopped waiting are stale and
+  // dropped when next looked through; reserved to max_rx_messages, which bounds the live
+  // ones.
+  std::vector<ListedMessage> held_messages_;
+  // RMA writes ended here in part because their initiator failed (end_sends_of): their
+  // late packets are refused (on_write).
+  EndedWriteIds ended_writes_;
   // Rx messages waiting for a tx slot to send their answer (see TxWait; oldest first; an
   // entry whose slot no longer has tx_wait set is stale), and the list being worked
   // through. Bounded by the pool, reserved once.

@@ -1,6 +1,7 @@
 // The receiving side of SES: matching sends to receives (in send order per peer),
 // unexpected messages, rendezvous reads, and the responses and read data that come back
-// to an initiator. RMA at the target is in ses_target.cc.
+// to an initiator. RMA at the target is in ses_target.cc; what a sender that stops
+// halfway or dies leaves here, in ses_failed_sender.cc.
 #include <algorithm>
 #include <cstring>
 
@@ -131,7 +132,6 @@ RxResult Ses::on_eager(PeerIndex peer, const wire::SesStandardRequest& h,
     m.tag = h.match_bits;
     m.total = total;
     if (!datagram) rx_by_id_.insert(id_key(peer, id), slot);
-    if (!datagram && !(som && payload.size() == total)) list_partial_send(slot);
   }
   RxMessage& m = rx_[slot];
   m.last_packet = now_;
@@ -147,6 +147,7 @@ RxResult Ses::on_eager(PeerIndex peer, const wire::SesStandardRequest& h,
       match_or_queue(slot, now_);
     } else {
       admit_in_order(peer, slot, now_);
+      if (m.awaiting_order || !(som && payload.size() == total)) list_held_message(slot);
     }
   }
   // Place the bytes: straight into the user's buffer once matched, else into the
@@ -287,6 +288,7 @@ RxResult Ses::on_skip(PeerIndex peer, uint16_t id) {
       const bool whole = m.som_seen && m.received == m.total;  // it answers, then frees
       if (m.is_write && !whole) free_rx(*found);
     }
+    ended_writes_.forget(peer, id);  // its initiator has given up on it: nothing more comes
     return RxResult::kAccepted;
   }
   const auto found = rx_by_id_.find(id_key(peer, id));
@@ -316,58 +318,6 @@ RxResult Ses::on_skip(PeerIndex peer, uint16_t id) {
   marker.awaiting_order = true;
   rx_by_id_.insert(id_key(peer, id), *slot);
   return RxResult::kAccepted;
-}
-
-void Ses::end_partial_send(uint32_t slot) {
-  RxMessage& m = rx_[slot];
-  if (m.matched) {
-    complete_receive(m, Status::kPeerUnreachable, 0);
-  } else if (m.claimed) {
-    for (auto& c : claimed_) {
-      if (c.second == slot) c.second = kNone;  // recv_claimed reports the loss
-    }
-  } else {
-    unlink_unexpected(slot);
-  }
-  free_rx(slot);
-}
-
-bool Ses::still_in_part(const ListedMessage& a) const {
-  return rx_.in_use(a.slot) && rx_[a.slot].peer == a.peer && rx_[a.slot].msg_id == a.msg_id &&
-         received_in_part(a.slot);
-}
-
-void Ses::list_partial_send(uint32_t slot) {
-  // Full means most entries are stale: the live ones are at most the rx slots.
-  if (partial_sends_.size() == partial_sends_.capacity()) {
-    std::erase_if(partial_sends_, [this](const ListedMessage& a) { return !still_in_part(a); });
-  }
-  partial_sends_.push_back({slot, rx_[slot].peer, rx_[slot].msg_id});
-}
-
-void Ses::stalled_senders(std::vector<PeerIndex>& out, Time now) {
-  std::erase_if(partial_sends_, [this](const ListedMessage& a) { return !still_in_part(a); });
-  for (const ListedMessage& a : partial_sends_) {
-    if (stalled(a.slot, now) && std::find(out.begin(), out.end(), a.peer) == out.end()) {
-      out.push_back(a.peer);
-    }
-  }
-}
-
-// A sender that failed (a PDC to it went unanswered, or it forgot ours) sends no MSG_ERR
-// for what it left halfway. If it was alive after all and goes on with such a send, the
-// rest is refused (the late copies in on_eager), so that it fails there too: both ends
-// agree that the send failed, at the cost of the retries that tell its sender so.
-void Ses::end_sends_of(std::span<const PeerIndex> peers, Time now) {
-  // on_skip frees and may take rx slots, but lists nothing: the loop's list stays put.
-  for (const ListedMessage& a : partial_sends_) {
-    if (!still_in_part(a) || !stalled(a.slot, now) ||
-        std::find(peers.begin(), peers.end(), a.peer) == peers.end()) {
-      continue;
-    }
-    ++stats_.receives_abandoned;
-    (void)on_skip(a.peer, a.msg_id);
-  }
 }
 
 void Ses::unlink_unexpected(uint32_t slot) {
@@ -549,8 +499,10 @@ RxResult Ses::on_rendezvous(PeerIndex peer, const wire::SesStandardRequest& h,
   m.data = h.header_data;
   m.read_offset = x.read_offset;
   m.read_key = x.read_key;
+  m.last_packet = now;
   rx_by_id_.insert(id_key(peer, id), *slot);
   admit_in_order(peer, *slot, now);
+  if (m.awaiting_order) list_held_message(*slot);
   return RxResult::kAccepted;
 }
 

@@ -29,6 +29,9 @@ RxResult Ses::on_write(PeerIndex peer, const wire::SesStandardRequest& h,
     const RxMessage& m = rx_[slot];
     if (!m.is_write || m.total != total || m.read_offset != base) return RxResult::kMalformed;
   } else {
+    // A late packet of a write that ended here in part, its initiator taken for dead:
+    // refused, not acknowledged, so that the initiator's write fails (see ended_writes_).
+    if (ended_writes_.contains(peer, id)) return RxResult::kMalformed;
     if (!rx_room_for(peer, id, false)) return RxResult::kNoResource;  // writes are unordered
     const auto fresh = rx_.acquire();
     if (!fresh) return RxResult::kNoResource;
@@ -42,8 +45,10 @@ RxResult Ses::on_write(PeerIndex peer, const wire::SesStandardRequest& h,
     m.read_offset = base;  // the write's base address
     m.read_key = h.match_bits;
     rx_by_id_.insert(id_key(peer, id), slot);
+    if (!(som && payload.size() == total)) list_held_message(slot);  // see held_messages_
   }
   RxMessage& m = rx_[slot];
+  m.last_packet = now;
   // The whole range is checked on every packet, so a write lands entirely or not at all.
   uint8_t* dst = nullptr;
   const Status s = regions_.resolve(h.match_bits, base, total, access::kRemoteWrite, dst);

@@ -104,7 +104,7 @@ Ses::Ses(const SesConfig& config, pds::Pds& pds)
   rudi_queue_.resize(config.max_tx_messages);
   finishing_.reserve(config.max_tx_messages);
   awaiting_.reserve(config.max_tx_messages);
-  partial_sends_.reserve(config.max_rx_messages);
+  held_messages_.reserve(config.max_rx_messages);
   tx_waiters_.reserve(config.max_rx_messages);
   tx_resuming_.reserve(config.max_rx_messages);
 }

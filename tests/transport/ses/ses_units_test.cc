@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include "transport/ses/ended_write_ids.h"
 #include "transport/ses/matching.h"
 #include "transport/ses/memory_region.h"
 
@@ -104,6 +105,29 @@ TEST(MemoryRegionTable, resolve__checks_key_rights_and_bounds_without_overflow) 
   EXPECT_EQ(t.resolve(8, 1000, 1, access::kRemoteRead, out), Status::kBadKey);
   EXPECT_EQ(t.remove(7), Status::kOk);
   EXPECT_EQ(t.resolve(7, 1000, 1, access::kRemoteRead, out), Status::kBadKey);
+}
+
+// Ids of writes ended for a failed initiator: known per peer until their MSG_ERR, the
+// oldest giving way when the ring is full, and a free entry (id 0) never matching.
+TEST(EndedWriteIds, remember__forget__and_the_oldest_goes_when_full) {
+  EndedWriteIds ids;
+  EXPECT_FALSE(ids.contains(0, 0));  // what a free entry holds
+  ids.remember(3, 0x8001);
+  EXPECT_TRUE(ids.contains(3, 0x8001));
+  EXPECT_FALSE(ids.contains(4, 0x8001));  // another peer's id
+  EXPECT_FALSE(ids.contains(3, 0x8002));
+  ids.forget(3, 0x8001);
+  EXPECT_FALSE(ids.contains(3, 0x8001));
+  EXPECT_EQ(ids.size(), 0u);
+  for (uint16_t i = 0; i <= EndedWriteIds::kRemembered; ++i) {
+    ids.remember(1, static_cast<uint16_t>(0x8000 + i));
+  }
+  EXPECT_EQ(ids.size(), EndedWriteIds::kRemembered);
+  EXPECT_TRUE(ids.contains(1, 0x8000 + EndedWriteIds::kRemembered));
+  // The loop's first kRemembered ids filled the ring (one of them the entry forget freed);
+  // the last took the place of the oldest, and only of it.
+  EXPECT_FALSE(ids.contains(1, 0x8000));
+  EXPECT_TRUE(ids.contains(1, 0x8001));
 }
 
 }  // namespace

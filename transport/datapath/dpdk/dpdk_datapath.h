@@ -193,6 +193,13 @@ class DpdkDatapath {
   NetAddr local_;
   NeighbourTable neighbours_;
   bool tx_checksum_offload_ = false;
+  // IPv6: whether closing sends an MLD report leaving our solicited-node group, for
+  // switches that snoop MLD. Not over net_memif, which joins two processes with no switch
+  // between them, and whose control thread unmaps the rings of a peer that has just left
+  // while a burst may still be writing to them: a leave report sent as the peer's own
+  // endpoint closed crashed the process in memif's tx burst (DPDK 22.11, seen once in
+  // about 20 runs of fi_pingpong_dpdk_memif_ipv6_rdm under ctest -j4, 2026-12-07).
+  bool leave_report_on_close_ = true;
   bool rx_interrupts_ = false;
   int rx_interrupt_fd_ = -1;  // the RX queue's event fd, owned by the PMD
   uint64_t resolve_holdoff_cycles_ = 0;

@@ -42,6 +42,10 @@ std::string port_names() {
   return names.empty() ? "none" : names;
 }
 
+bool is_memif(const rte_eth_dev_info& info) {
+  return info.driver_name != nullptr && std::string_view(info.driver_name) == "net_memif";
+}
+
 // DPDK 22.11's net_memif mangles a frame longer than one of its ring buffers: the chained
 // buffers arrive as frames of the wrong lengths (seen here: 9014-byte frames over 2048-byte
 // buffers came in as 9258-, 6914- and 2048-byte ones, which we drop as malformed, and the
@@ -49,7 +53,7 @@ std::string port_names() {
 // arguments (2048 when absent). Empty when the port is not memif or the frame fits.
 std::string memif_frame_problem(const rte_eth_dev_info& info, uint32_t frame_bytes,
                                 uint32_t header_bytes) {
-  if (info.driver_name == nullptr || std::string_view(info.driver_name) != "net_memif") return {};
+  if (!is_memif(info)) return {};
   unsigned long buffer_bytes = 2048;
   const rte_devargs* args = info.device ? rte_dev_devargs(info.device) : nullptr;
   if (args && args->args) {
@@ -225,6 +229,7 @@ std::unique_ptr<DpdkDatapath> DpdkDatapath::open(const DpdkConfig& c, std::strin
   std::copy(std::begin(mac.addr_bytes), std::end(mac.addr_bytes), our_mac.begin());
   std::unique_ptr<DpdkDatapath> d(new DpdkDatapath(c, port, pool, our_mac, *ip));
   d->tx_checksum_offload_ = tx_offload;
+  d->leave_report_on_close_ = !is_memif(info);
   // A PMD may accept the configuration yet have no per-queue interrupt (memif here):
   // enabling tells, before asking for the event fd.
   if (interrupts && rte_eth_dev_rx_intr_enable(port, 0) == 0) {
@@ -290,7 +295,9 @@ bool DpdkDatapath::await_link(Duration timeout) {
 }
 
 DpdkDatapath::~DpdkDatapath() {
-  if (ipv6_ && link_up()) send_mld_report(MldRecord::kChangeToInclude);  // leave our group
+  if (ipv6_ && leave_report_on_close_ && link_up()) {
+    send_mld_report(MldRecord::kChangeToInclude);  // leave our group
+  }
   // Stopped, not closed: a closed virtual device cannot be found by name again, and a
   // later engine in this process may want the port.
   rte_eth_dev_stop(port_id_);
