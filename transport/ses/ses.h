@@ -608,7 +608,7 @@ class Ses {
     return now - rx_[slot].last_packet >= cfg_.stalled_send_probe_after;
   }
   void list_held_message(uint32_t slot);
-  // The senders of held sends that have had no packet since
+  // The senders of held messages that have had no packet since
   // SesConfig::stalled_send_probe_after, added to `out` once each.
   void stalled_senders(std::vector<PeerIndex>& out, Time now);
   // Ends what `peers`, which failed, left waiting here, as their MSG_ERRs would have:
