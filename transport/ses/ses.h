@@ -486,6 +486,8 @@ class Ses {
     bool direct_read_pending = false;  // handed to the engine as a DirectRead
     bool direct_read_failed = false;   // it could not copy: read through the network
     Time last_packet{};  // a send or write: when its latest packet arrived (see held_messages_)
+    // Whether its start and every byte are in.
+    bool whole() const { return som_seen && received == total; }
   };
 
   static uint64_t id_key(PeerIndex peer, uint16_t id) { return (uint64_t{peer} << 16) | id; }
@@ -581,12 +583,12 @@ class Ses {
   // and every byte yet.
   bool received_in_part(uint32_t slot) const {
     const RxMessage& m = rx_[slot];
-    return !m.is_write && !m.rendezvous && !m.skip && !(m.som_seen && m.received == m.total);
+    return !m.is_write && !m.rendezvous && !m.skip && !m.whole();
   }
   // Whether `slot` is an RMA write to us received in part.
   bool write_in_part(uint32_t slot) const {
     const RxMessage& m = rx_[slot];
-    return m.is_write && !(m.som_seen && m.received == m.total);
+    return m.is_write && !m.whole();
   }
   void unlink_unexpected(uint32_t slot);
   void take_unexpected(uint32_t slot, uint32_t prev);

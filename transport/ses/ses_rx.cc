@@ -229,7 +229,7 @@ void Ses::bind(uint32_t slot, const RecvSpec& recv, Time now) {
 void Ses::try_deliver(uint32_t slot) {
   if (!rx_.in_use(slot)) return;
   RxMessage& m = rx_[slot];
-  if (m.rendezvous || !m.matched || !m.som_seen || m.received != m.total) return;
+  if (m.rendezvous || !m.matched || !m.whole()) return;
   const uint64_t placed = std::min(m.total, m.recv.length);
   if (m.unexpected && placed > 0) copy_bytes(m.recv.buffer, m.unexpected.get(), placed);
   complete_receive(m, Status::kOk, placed);
@@ -283,10 +283,9 @@ void Ses::push_multi_canceled(const RecvSpec& recv) {
 // nothing would ever end it (README, Known limits: faults sweep seed 2617).
 RxResult Ses::on_skip(PeerIndex peer, uint16_t id) {
   if (is_rma_id(id)) {
-    if (const auto found = rx_by_id_.find(id_key(peer, id))) {
-      const RxMessage& m = rx_[*found];
-      const bool whole = m.som_seen && m.received == m.total;  // it answers, then frees
-      if (m.is_write && !whole) free_rx(*found);
+    // A whole write answers, then frees its slot.
+    if (const auto found = rx_by_id_.find(id_key(peer, id)); found && write_in_part(*found)) {
+      free_rx(*found);
     }
     ended_writes_.forget(peer, id);  // its initiator has given up on it: nothing more comes
     return RxResult::kAccepted;

@@ -64,7 +64,7 @@ RxResult Ses::on_write(PeerIndex peer, const wire::SesStandardRequest& h,
     m.has_data = h.common.has(wire::ses_flags::kHeaderData);
     m.data = h.header_data;
   }
-  if (m.received == m.total && m.som_seen) {
+  if (m.whole()) {
     if (m.status == Status::kOk && (m.has_data || cfg_.report_remote_access)) {
       Completion& c = report_remote_access(OpKind::kRemoteWrite, peer, m.read_key, m.total);
       c.data = m.data;
