@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <functional>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "nic_sim/fabric.h"
@@ -21,17 +22,21 @@ class Cluster {
   // different jobs) before its engine is made.
   Cluster(const FabricConfig& fabric, engine::EngineConfig engine,
           const std::function<void(uint32_t host, engine::EngineConfig&)>& per_host = {})
-      : fabric_(fabric) {
+      : fabric_(fabric), engine_config_(std::move(engine)), per_host_(per_host) {
     for (uint32_t h = 0; h < fabric.hosts; ++h) {
-      engine::EngineConfig c = engine;
-      c.pds.seed = fabric.seed * 1000003 + h;  // distinct start PSNs and paths per host
-      if (per_host) per_host(h, c);
-      engines_.push_back(std::make_unique<SimEngine>(fabric_.nic(h), c));
+      engines_.push_back(make_engine(h, fabric.seed * 1000003 + h));
     }
     // Every engine learns every host in the same order, so peer index == host id.
-    for (auto& e : engines_) {
-      for (uint32_t h = 0; h < fabric.hosts; ++h) e->add_peer(dp::NetAddr::sim_host(h));
-    }
+    for (auto& e : engines_) learn_every_host(*e);
+  }
+
+  // Host `host`'s process restarts at the same address: its engine goes with everything
+  // it held, and a new one (its own start PSNs, from `seed`, and a new incarnation)
+  // takes the same NIC, where packets meant for the old one are still arriving.
+  void restart(uint32_t host, uint64_t seed) {
+    engines_[host].reset();
+    engines_[host] = make_engine(host, seed);
+    learn_every_host(*engines_[host]);
   }
 
   SimEngine& engine(uint32_t host) { return *engines_[host]; }
@@ -68,7 +73,23 @@ class Cluster {
   }
 
  private:
+  // Distinct start PSNs and paths per host from `seed`, and incarnations in the order
+  // engines are made (1, 2, ...; a simulation stays reproducible), unless set.
+  std::unique_ptr<SimEngine> make_engine(uint32_t host, uint64_t seed) {
+    engine::EngineConfig c = engine_config_;
+    c.pds.seed = seed;
+    if (c.ses.incarnation == 0) c.ses.incarnation = static_cast<uint16_t>(made_++ % 0xffff + 1);
+    if (per_host_) per_host_(host, c);
+    return std::make_unique<SimEngine>(fabric_.nic(host), c);
+  }
+  void learn_every_host(SimEngine& e) {
+    for (uint32_t h = 0; h < fabric_.hosts(); ++h) e.add_peer(dp::NetAddr::sim_host(h));
+  }
+
   Fabric fabric_;
+  engine::EngineConfig engine_config_;
+  std::function<void(uint32_t host, engine::EngineConfig&)> per_host_;
+  uint32_t made_ = 0;  // engines made so far
   std::vector<std::unique_ptr<SimEngine>> engines_;
   Time now_{};
 };

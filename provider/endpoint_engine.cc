@@ -126,7 +126,8 @@ class EngineOver final : public EndpointEngine {
         "rendezvous direct reads {} (fell back {}); stale tickets {}; receives abandoned by a "
         "failed sender {}, their missing send ids passed over {}, writes abandoned by a failed "
         "initiator "
-        "{}; atomics applied {} refused {}",
+        "{}; peers restarted {} (their pdcs failed {}; requests of a retired incarnation {}, "
+        "to an earlier one of ours {}; hellos sent {}); atomics applied {} refused {}",
         e.tx_packets, e.rx_packets, p.retransmits, p.rack_retransmits, p.timeout_retransmits,
         p.twin_copies, p.rx_duplicates, p.acks_sent, p.acks_held, p.acks_received, p.stale_acks,
         p.nacks_sent, p.nacks_received, p.bad_packets, e.rx_malformed, e.rx_foreign_job,
@@ -135,7 +136,9 @@ class EngineOver final : public EndpointEngine {
         p.pdcs_failed_peer_full, p.pdcs_reopened, p.pdcs_refused, p.pdcs_reclaimed,
         p.close_requests, p.pdc_waits, p.pdc_wait_failures, p.answer_detours, s.direct_reads,
         s.direct_read_fallbacks, s.stale_tickets, s.receives_abandoned, s.missing_ids_passed_over,
-        s.writes_abandoned, s.atomics_applied, s.atomic_errors);
+        s.writes_abandoned, s.peers_restarted, p.pdcs_of_restarted_peers,
+        s.requests_of_a_retired_incarnation, s.requests_to_an_earlier_incarnation, s.hellos_sent,
+        s.atomics_applied, s.atomic_errors);
     return transport + tss_stats() + datapath_stats();
   }
   uint64_t pdcs_failed() const override { return engine_.pds().stats().pdcs_failed; }

@@ -84,6 +84,7 @@ class EndpointRoles {
 
   nlohmann::json summary() {
     const auto& p = e_.pds().stats();
+    const auto& s = e_.ses().stats();
     return {{"data_packets", p.tx_packets},
             {"retransmissions", p.retransmits},
             {"rack_retransmissions", p.rack_retransmits},
@@ -98,9 +99,13 @@ class EndpointRoles {
             {"pdcs_failed", p.pdcs_failed},
             {"pdcs_forgotten", p.pdcs_forgotten},
             {"pdcs_reopened", p.pdcs_reopened},
-            {"receives_abandoned", e_.ses().stats().receives_abandoned},
-            {"missing_ids_passed_over", e_.ses().stats().missing_ids_passed_over},
-            {"writes_abandoned", e_.ses().stats().writes_abandoned},
+            {"receives_abandoned", s.receives_abandoned},
+            {"missing_ids_passed_over", s.missing_ids_passed_over},
+            {"writes_abandoned", s.writes_abandoned},
+            {"peers_restarted", s.peers_restarted},
+            {"requests_of_a_retired_incarnation", s.requests_of_a_retired_incarnation},
+            {"requests_to_an_earlier_incarnation", s.requests_to_an_earlier_incarnation},
+            {"hellos_sent", s.hellos_sent},
             {o_.datapath, datapath_stats_(d_)}};
   }
 

@@ -337,6 +337,12 @@ class Engine {
   static std::span<const uint8_t> ses_bytes(std::span<const uint8_t> in,
                                             const wire::Prologue& prologue);
   bool handle_request(PeerIndex peer, dp::PacketBuf* buf, std::span<const uint8_t> in, Time now);
+  bool admit_sender(PeerIndex peer, wire::NextHeader next, std::span<const uint8_t> ses,
+                    const wire::PdsRequest* over_pdc, uint16_t entropy, Time now);
+  void on_stale_incarnation_nack(PeerIndex peer, const wire::PdsNack& nack, Time now);
+  // `peer` restarted as `incarnation` (0: not known yet): PDS fails its PDCs, SES ends
+  // what the old incarnation left and starts its orders again.
+  void restart_peer(PeerIndex peer, uint16_t incarnation, Time now);
   void deliver_in_order(uint32_t pdc, Time now);
   static constexpr uint32_t kNoPdc = 0xffffffff;
   bool behind_a_stalled_line(PeerIndex peer, uint32_t pdc) const;

@@ -130,7 +130,10 @@ bool Engine<D>::handle_packet(dp::PacketBuf* buf, PeerIndex peer, Time now) {
     case wire::PdsType::kNack: {
       wire::PdsNack nack;
       ok = wire::decode(in, nack) == wire::DecodeError::kOk;
-      if (ok && (nack.flags & wire::nack_flags::kRudi)) {
+      if (ok && nack.code == wire::NackCode::kUnexpectedEvent &&
+          nack.vendor_code == wire::kStaleIncarnation) {
+        on_stale_incarnation_nack(peer, nack, now);
+      } else if (ok && (nack.flags & wire::nack_flags::kRudi)) {
         if (nack.code == wire::NackCode::kTrimmed)
           rudi_.on_nack(peer, nack.psn, now, rudi_retransmits_);
       } else if (ok) {
@@ -148,7 +151,8 @@ bool Engine<D>::handle_packet(dp::PacketBuf* buf, PeerIndex peer, Time now) {
       wire::PdsUud uud;
       size_t consumed = 0;
       ok = wire::decode(in, uud, &consumed) == wire::DecodeError::kOk;
-      if (ok && of_our_job(in.subspan(consumed))) {
+      if (ok && of_our_job(in.subspan(consumed)) &&
+          admit_sender(peer, uud.next, in.subspan(consumed), nullptr, buf->entropy, now)) {
         // Best effort: a datagram SES cannot take is simply dropped, like a lost one.
         const auto r = ses_.on_packet(peer, uud.next, in.subspan(consumed), true, now);
         ok = r != ses::RxResult::kMalformed;
@@ -160,7 +164,9 @@ bool Engine<D>::handle_packet(dp::PacketBuf* buf, PeerIndex peer, Time now) {
       wire::PdsRudi rudi;
       size_t consumed = 0;
       ok = wire::decode(in, rudi, &consumed) == wire::DecodeError::kOk;
-      if (ok && of_our_job(in.subspan(consumed))) {
+      if (ok && of_our_job(in.subspan(consumed)) &&
+          (rudi.response ||
+           admit_sender(peer, rudi.next, in.subspan(consumed), nullptr, buf->entropy, now))) {
         handle_rudi(peer, rudi, in.subspan(consumed), *buf, now);
       }
       break;
@@ -215,6 +221,7 @@ bool Engine<D>::handle_request(PeerIndex peer, dp::PacketBuf* buf, std::span<con
     return false;
   }
   if (!of_our_job(in.subspan(consumed))) return false;
+  if (!admit_sender(peer, h.next, in.subspan(consumed), &h, buf->entropy, now)) return false;
   const bool trimmed = (buf->flags & dp::PacketBuf::kTrimmed) != 0;
   const bool ecn = (buf->flags & dp::PacketBuf::kEcnCe) != 0;
   pds::RxClass c = pds_.classify_request(peer, h, trimmed, buf->entropy, now);
@@ -253,6 +260,60 @@ bool Engine<D>::handle_request(PeerIndex peer, dp::PacketBuf* buf, std::span<con
       return false;
   }
   return false;
+}
+
+// A request's incarnation words (transport/ses/ses_incarnation.cc), read before PDS
+// sees it: a peer that restarted loses what its predecessor left (its PDCs first, so
+// that the new one's SYNs open fresh ones), a late packet of that predecessor is
+// dropped, and a request meant for a predecessor of ours is refused, over a PDC with a
+// NACK that tells the sender our incarnation (`over_pdc`: its PDS header; null for UUD
+// and RUDI, whose requests are just dropped).
+template <dp::Datapath D>
+bool Engine<D>::admit_sender(PeerIndex peer, wire::NextHeader next, std::span<const uint8_t> ses,
+                             const wire::PdsRequest* over_pdc, uint16_t entropy, Time now) {
+  uint16_t incarnation = 0;
+  const bool pdc = over_pdc != nullptr;
+  ses::SenderIncarnation said = ses_.check_incarnation(peer, next, ses, pdc, now, incarnation);
+  if (said == ses::SenderIncarnation::kRestarted) {
+    restart_peer(peer, incarnation, now);
+    said = ses_.check_incarnation(peer, next, ses, pdc, now, incarnation);  // as the new one's
+  }
+  switch (said) {
+    case ses::SenderIncarnation::kCurrent:
+      return true;
+    case ses::SenderIncarnation::kStaleView:
+      if (over_pdc != nullptr) {
+        pds_.refuse_request(peer, *over_pdc, entropy, wire::NackCode::kUnexpectedEvent,
+                            wire::kStaleIncarnation,
+                            (uint32_t{incarnation} << 16) | ses_.incarnation());
+      }
+      return false;
+    default:
+      return false;
+  }
+}
+
+// The peer refused a request as meant for its predecessor: it restarted, and the NACK's
+// payload is the refused request's sender's incarnation (high half) and the peer's now
+// (low half). Acted on only when the request was ours (not a predecessor's of ours that
+// arrived late), once (a NACK repeating the incarnation we learned is a late copy), and
+// when it names a PDC of ours with the peer.
+template <dp::Datapath D>
+void Engine<D>::on_stale_incarnation_nack(PeerIndex peer, const wire::PdsNack& nack, Time now) {
+  const auto refused_sender = static_cast<uint16_t>(nack.payload >> 16);
+  const auto incarnation = static_cast<uint16_t>(nack.payload & 0xffff);
+  if (refused_sender != ses_.incarnation() || incarnation == 0 ||
+      incarnation == ses_.peer_incarnation(peer) || !pds_.names_our_pdc(peer, nack)) {
+    return;
+  }
+  restart_peer(peer, incarnation, now);
+}
+
+template <dp::Datapath D>
+void Engine<D>::restart_peer(PeerIndex peer, uint16_t incarnation, Time now) {
+  pds_.forget_peer(peer, now);
+  ses_.on_peer_restarted(peer, incarnation, now);
+  drain_reports(now);  // ROD buffers its PDCs held go back to the datapath
 }
 
 // ROD: hands SES every held packet that the last commit made contiguous, in PSN order.

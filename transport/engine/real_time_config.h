@@ -6,6 +6,8 @@
 // timeout floor and the tolerated reordering are set to that scale.
 #pragma once
 
+#include <random>
+
 #include "transport/engine/engine.h"
 
 namespace spray::engine {
@@ -19,6 +21,11 @@ inline EngineConfig real_time_engine_config() {
   // Waiting for a PDC in a full table takes scheduling rounds here, not microseconds:
   // four ranks on two cores with two PDCs each (FI_SPRAY_MAX_PDCS=2) waited over 1 s.
   e.pds.pdc_wait = Duration::seconds(10);
+  // Start PSNs (and path exploration) drawn afresh by each process, as UET wants: with
+  // the core's fixed seed every process, and a process restarted at the same address,
+  // opened its PDCs with the same ids at the same start PSNs as its predecessor.
+  std::random_device source;
+  e.pds.seed = (uint64_t{source()} << 32) | source();
   return e;
 }
 

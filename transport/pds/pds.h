@@ -141,6 +141,8 @@ struct PdsStats {
   // Target PDCs whose initiator no longer knew them (INVALID_DPDCID): what we sent on
   // them went again over a PDC of our own, opened in their place (Pds::reopen_orphan).
   uint64_t pdcs_reopened = 0;
+  // PDCs failed because their peer restarted (forget_peer).
+  uint64_t pdcs_of_restarted_peers = 0;
   // Messages such a PDC failed instead: a packet of theirs the peer may have delivered
   // before it forgot the PDC (resent, or never answered), which must not go twice.
   uint64_t orphan_messages_failed = 0;
@@ -281,6 +283,20 @@ class Pds {
   std::vector<PeerIndex>& failed_peers() { return failed_peers_; }
   // ROD buffer handles still held by a PDC that was freed: the owner releases them.
   std::vector<uint64_t>& orphaned_buffers() { return orphaned_; }
+
+  // `peer` restarted (a new incarnation at its address; pds_peer_restart.cc): every PDC
+  // with it fails, its messages and those waiting for a PDC to it reported failed
+  // (kPeerUnreachable) and the peer with them (failed_peers), and what PDS remembers of
+  // the old incarnation that would refuse the new one's SYNs is dropped.
+  void forget_peer(PeerIndex peer, Time now);
+  // Whether a NACK from `peer` names a PDC of ours with it (as ACKs and NACKs are checked).
+  bool names_our_pdc(PeerIndex peer, const wire::PdsNack& nack) {
+    return pdc_for_ack(peer, nack.dpdcid, nack.spdcid) != nullptr;
+  }
+  // Refuses request `h`, which arrived on `entropy` and was not classified (no PDC of
+  // ours need exist for it), with a NACK of `code` carrying a vendor code and payload.
+  void refuse_request(PeerIndex peer, const wire::PdsRequest& h, uint16_t entropy,
+                      wire::NackCode code, uint8_t vendor_code, uint32_t payload);
 
   // For tests and benchmarks.
   const Pdc* pdc(uint32_t index) const { return pdcs_.in_use(index) ? &pdcs_[index] : nullptr; }

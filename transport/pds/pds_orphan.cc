@@ -41,9 +41,10 @@
 // mode) 5 sends failed over RUD and 9 over ROD; with it, none. Before orphans reopened
 // at all, 48 and 12 failed.
 //
-// A restarted peer forgets its PDCs too, and also its SES state, so messages continued
-// to it are out of its order. Spray does not survive a peer restart in either direction
-// (the restarted peer's own sends are out of our order as well); this does not change it.
+// A restarted peer forgets its PDCs too, and also its SES state. What this reopening
+// resends to it still names its predecessor's incarnation, so the new one refuses it
+// and we learn of the restart (transport/ses/ses_incarnation.cc): those messages fail,
+// as everything meant for the old incarnation does, rather than land out of its order.
 #include <algorithm>
 #include <utility>
 

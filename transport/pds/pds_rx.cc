@@ -205,6 +205,21 @@ void Pds::refuse_request(PeerIndex peer, const wire::PdsRequest& h, wire::NackCo
   send_nack(peer, code, h.psn, p.local_id, p.remote_id);
 }
 
+void Pds::refuse_request(PeerIndex peer, const wire::PdsRequest& h, uint16_t entropy,
+                         wire::NackCode code, uint8_t vendor_code, uint32_t payload) {
+  wire::PdsNack n;
+  n.code = code;
+  n.vendor_code = vendor_code;
+  n.payload = payload;
+  n.psn = h.psn;
+  // The ids the request named, echoed: the sender's PDC is found by them whether or not
+  // one is open here (a PDC of a predecessor's is not).
+  n.dpdcid = h.spdcid;
+  n.spdcid = h.is_syn() ? 0 : h.dpdcid;
+  push_control({peer, n, entropy}, 1);
+  ++stats_.nacks_sent;
+}
+
 void Pds::queue_ack(uint32_t index) {
   Pdc& p = pdcs_[index];
   p.ack_pending = true;

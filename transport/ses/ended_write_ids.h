@@ -43,6 +43,16 @@ class EndedWriteIds {
       }
     }
   }
+  // Every id of `peer`'s: it restarted, and its new incarnation's ids are new writes.
+  void forget_peer(pds::PeerIndex peer) {
+    if (count_ == 0) return;
+    for (Entry& e : ids_) {
+      if (is_write_id(e.second) && e.first == peer) {
+        e = {};
+        --count_;
+      }
+    }
+  }
   size_t size() const { return count_; }
 
  private:

@@ -34,6 +34,11 @@
 //   RUDI: PDS delivers it to SES exactly once, so a retransmission cannot apply it twice.
 //   The target applies it as it arrives and answers with a response, or, when fetching,
 //   with the elements' old values as read data (ses_atomic.cc).
+// - Each engine has an incarnation, a random number drawn when it starts, carried in the
+//   standard header's `initiator` field with the peer's as the sender knows it, so that
+//   a peer that restarts at the same address is told from the one before it and neither
+//   side takes the other's message ids for a continuation of the old order
+//   (ses_incarnation.cc).
 #pragma once
 
 #include <algorithm>
@@ -79,6 +84,23 @@ struct SesConfig {
   // before an earlier send got through, sends no MSG_ERR, and only a PDC failing on it
   // ends that wait (on_peer_failed).
   Duration stalled_send_probe_after = Duration::milliseconds(10);
+  // This engine's incarnation (see ses_incarnation.cc); 0: drawn at random, as an
+  // engine that may restart at the same address needs. Tests set it.
+  uint16_t incarnation = 0;
+  // A peer that sends to us over PDCs without naming our incarnation is sent a hello
+  // this long after, unless it has learned it meanwhile (it named it, or a request of
+  // ours went to it). Most peers learn it from our requests; the rest, that only send
+  // to us, cost one NO_OP each. A restart of ours within this time of first contact
+  // goes unseen by such a peer.
+  Duration hello_after = Duration::milliseconds(10);
+};
+
+// What the incarnation words of a peer's request say about it (Ses::check_incarnation).
+enum class SenderIncarnation : uint8_t {
+  kCurrent,    // the incarnation we know (or learn now, or none given), talking to ours
+  kRestarted,  // a new incarnation at the peer's address: the one before is gone
+  kRetired,    // a late packet of the incarnation before the peer's last restart
+  kStaleView,  // it talks to an incarnation of ours before this one: it must learn ours
 };
 
 // A rendezvous receive the engine may complete by copying `length` bytes from the
@@ -184,6 +206,15 @@ struct SesStats {
   // RMA writes to us received in part whose initiator then failed: dropped with their rx
   // slot and the tx slot promised for their response, as their MSG_ERR would have.
   uint64_t writes_abandoned = 0;
+  // Peers seen to restart at the same address (Ses::on_peer_restarted): what the old
+  // incarnation left ended, both orders started again.
+  uint64_t peers_restarted = 0;
+  // Requests dropped for their incarnation words: late packets of a peer's incarnation
+  // before its restart, and requests meant for an incarnation of ours before this one
+  // (refused with a NACK that tells the sender ours).
+  uint64_t requests_of_a_retired_incarnation = 0;
+  uint64_t requests_to_an_earlier_incarnation = 0;
+  uint64_t hellos_sent = 0;  // NO_OPs telling a peer that only sends to us our incarnation
 };
 
 class Ses {
@@ -353,6 +384,26 @@ class Ses {
   void set_peer_mtu(PeerIndex peer, uint32_t mtu_bytes);
   const SesStats& stats() const { return stats_; }
   uint32_t tx_in_use() const { return tx_.used(); }
+  // --- peer incarnations (ses_incarnation.cc) -----------------------------------------
+  uint16_t incarnation() const { return incarnation_; }
+  // `peer`'s incarnation as we know it; 0 until it has sent us a request or told us.
+  uint16_t peer_incarnation(PeerIndex peer) const { return peer_incarnation_[peer]; }
+  // Reads the incarnation words of a request from `peer` whose SES header type is
+  // `next` (anything but a standard request is kCurrent), learns the peer's incarnation
+  // the first time and, for a request `over_pdc`, owes it a hello (send_hellos) when it
+  // does not know ours (UUD and RUDI need no PDC, and a hello would open one). On
+  // kRestarted, `incarnation` is the new one: the engine then has PDS forget the peer's
+  // PDCs and calls on_peer_restarted before the packet goes on. The caller drops the
+  // packet on kRetired and kStaleView; on kStaleView `incarnation` is the sender's, which
+  // the NACK the engine answers with (over a PDC) echoes beside ours.
+  SenderIncarnation check_incarnation(PeerIndex peer, wire::NextHeader next,
+                                      std::span<const uint8_t> bytes, bool over_pdc, Time now,
+                                      uint16_t& incarnation);
+  // `peer` restarted as `incarnation` (0: not known yet), and PDS has failed its PDCs:
+  // takes PDS's reports, ends what the old incarnation left held here whatever its age
+  // (as end_sends_of does for a dead sender), drops the MSG_ERRs owed to it, forgets its
+  // ids, and starts both send orders again from 0, as the new incarnation's are.
+  void on_peer_restarted(PeerIndex peer, uint16_t incarnation, Time now);
   uint32_t rx_in_use() const { return rx_.used(); }
   // Tx slots set aside for answers that rx messages will send (see promise_tx).
   uint32_t tx_promised() const { return tx_promised_; }
@@ -368,6 +419,7 @@ class Ses {
     kDatagram,
     kSkip,  // MSG_ERR: tells the target a send id will never arrive, or a write will not finish
     kAtomic,
+    kHello,  // NO_OP: tells a peer that sends to us without knowing it our incarnation
   };
   static constexpr uint32_t kNone = 0xffffffff;
   // A tx message's name towards PDS (TxRun::message, hence PacketRef::message and
@@ -619,11 +671,29 @@ class Ses {
   // ids that never came ahead of a stalled send that waits for its turn
   // (pass_over_missing_ids). What is still arriving is left to finish: its sender is not
   // dead.
-  void end_sends_of(std::span<const PeerIndex> peers, Time now);
+  // `whatever_their_age`: every such message, not only the stalled ones (the sender
+  // restarted, so nothing more of them comes).
+  void end_sends_of(std::span<const PeerIndex> peers, Time now, bool whatever_their_age = false);
   // Passes over `peer`'s send ids that never came, up to the farthest of its sends that
   // has waited behind them since SesConfig::stalled_send_probe_after, so that those are
   // matched in order (missing_ids_passed_over).
-  void pass_over_missing_ids(PeerIndex peer, Time now);
+  void pass_over_missing_ids(PeerIndex peer, Time now, bool whatever_their_age = false);
+  // ses_incarnation.cc
+  // The standard header's `initiator` field towards `peer`: our incarnation in the high
+  // 16 bits, the peer's as we know it (0: not yet) in the low 16.
+  uint32_t incarnation_words(PeerIndex peer) const {
+    return (uint32_t{incarnation_} << 16) | peer_incarnation_[peer];
+  }
+  static uint16_t draw_incarnation();
+  // Sends a hello (a NO_OP request, whose incarnation words tell) to each peer owed one
+  // whose time has come and that has not learned ours meanwhile, as tx slots allow; the
+  // rest stay owed.
+  void send_hellos(Time now);
+  // A request of ours is on its way to `peer`: it carries our incarnation, so the peer
+  // learns it without a hello.
+  void peer_will_learn_us(PeerIndex peer) {
+    if (hello_[peer] == Hello::kOwed) hello_[peer] = Hello::kTold;
+  }
   // A send id whose message failed, how many MSG_ERRs for it failed too, and when the
   // next may go (the next send to the peer takes it along sooner).
   struct Skip {
@@ -643,6 +713,10 @@ class Ses {
   static constexpr Duration kSkipFirstLateGap = Duration::milliseconds(10);
   static constexpr Duration kSkipMaxLateGap = Duration::seconds(1);
   static Time skip_due(uint8_t failed_tries, Time now);
+  // Sets next_skip_due_ from skips_.
+  void find_next_skip_due();
+  // The first half of take_pds_reports: PDS's reports applied, nothing sent.
+  void apply_pds_reports(Time now);
   // Whether the skip still has tries that go on a timer (at once or late).
   static bool skip_timed(const Skip& k) {
     return k.failed_tries < kSkipTriesAtOnce + kSkipLateTries;
@@ -712,6 +786,28 @@ class Ses {
   CompletionQueue completions_;
   std::vector<uint16_t> send_seq_;    // per peer: next send id to use
   std::vector<uint16_t> expect_seq_;  // per peer: next send id to match
+  uint16_t incarnation_;              // ours, never 0 (see SesConfig::incarnation)
+  // Per peer: its incarnation as we know it (0: not yet), the one before its last
+  // restart (its late packets are dropped), and where its hello stands.
+  std::vector<uint16_t> peer_incarnation_;
+  std::vector<uint16_t> retired_incarnation_;
+  enum class Hello : uint8_t {
+    kNone,  // not needed so far
+    kOwed,  // it sent us a request without knowing our incarnation: in hellos_owed_
+    kTold,  // it knows ours (it named it, or a request or hello of ours went to it);
+            // kNone again when one of us restarts or the hello fails
+  };
+  std::vector<Hello> hello_;
+  // Peers owed a hello and when it is due (SesConfig::hello_after after the request that
+  // showed they need one), oldest first; an entry whose peer is no longer kOwed is
+  // stale. next_hello_due_: the first entry's due time (INT64_MAX when none), so that
+  // take_pds_reports, called per packet, looks at the list only when one is due.
+  struct OwedHello {
+    PeerIndex peer;
+    Time due;
+  };
+  std::vector<OwedHello> hellos_owed_;
+  Time next_hello_due_{INT64_MAX};
   uint16_t rma_counter_ = 0;
   uint64_t rendezvous_keys_ = 0;
   uint32_t unexpected_head_ = kNone;  // FIFO of unmatched rx messages

@@ -59,10 +59,10 @@ void Ses::stalled_senders(std::vector<PeerIndex>& out, Time now) {
 // all and goes on with such a send, the rest is refused (the late copies in on_eager), so
 // that it fails there too: both ends agree that the send failed, at the cost of the
 // retries that tell its sender so.
-void Ses::end_sends_of(std::span<const PeerIndex> peers, Time now) {
+void Ses::end_sends_of(std::span<const PeerIndex> peers, Time now, bool whatever_their_age) {
   // on_skip frees and may take rx slots, but lists nothing: the loop's list stays put.
   for (const ListedMessage& a : held_messages_) {
-    if (!still_held(a) || !stalled(a.slot, now) ||
+    if (!still_held(a) || !(whatever_their_age || stalled(a.slot, now)) ||
         std::find(peers.begin(), peers.end(), a.peer) == peers.end()) {
       continue;
     }
@@ -74,16 +74,17 @@ void Ses::end_sends_of(std::span<const PeerIndex> peers, Time now) {
       (void)on_skip(a.peer, a.msg_id);
     }
   }
-  for (PeerIndex peer : peers) pass_over_missing_ids(peer, now);
+  for (PeerIndex peer : peers) pass_over_missing_ids(peer, now, whatever_their_age);
 }
 
-void Ses::pass_over_missing_ids(PeerIndex peer, Time now) {
+void Ses::pass_over_missing_ids(PeerIndex peer, Time now, bool whatever_their_age) {
   // The farthest stalled send of `peer` that waits for its turn, as a distance ahead of
   // the next id expected (ids are 15 bits; see behind_order).
   uint16_t reach = 0;
   bool found = false;
   for (const ListedMessage& a : held_messages_) {
-    if (a.peer != peer || !still_held(a) || !rx_[a.slot].awaiting_order || !stalled(a.slot, now)) {
+    if (a.peer != peer || !still_held(a) || !rx_[a.slot].awaiting_order ||
+        !(whatever_their_age || stalled(a.slot, now))) {
       continue;
     }
     reach = std::max(reach, static_cast<uint16_t>((a.msg_id - expect_seq_[peer]) & 0x7fff));

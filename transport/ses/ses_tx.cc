@@ -86,7 +86,11 @@ Ses::Ses(const SesConfig& config, pds::Pds& pds)
       regions_(config.max_memory_regions),
       completions_(std::max<uint32_t>(config.completion_queue_entries, 1)),
       send_seq_(config.max_peers, 0),
-      expect_seq_(config.max_peers, 0) {
+      expect_seq_(config.max_peers, 0),
+      incarnation_(config.incarnation != 0 ? config.incarnation : draw_incarnation()),
+      peer_incarnation_(config.max_peers, 0),
+      retired_incarnation_(config.max_peers, 0),
+      hello_(config.max_peers, Hello::kNone) {
   if (config.max_tx_messages > kMaxTxMessages) {
     throw std::invalid_argument("SesConfig::max_tx_messages above 2^20 (see Ses::ticket)");
   }
@@ -158,8 +162,11 @@ Status Ses::start(uint32_t slot, pds::Mode mode, Time now) {
   // (Pds::lost_answers_to), which refuses the peer's SYNs: two peers each failing to
   // tell the other of a skip refused each other's MSG_ERRs for their every try, and
   // the messages acknowledged after the skipped ones were never delivered (faults
-  // sweep seed 21411).
-  m.run.answer = !m.user_op && m.kind != TxKind::kSkip;
+  // sweep seed 21411). Nor is a hello: nothing of the peer's waits for it.
+  m.run.answer = !m.user_op && m.kind != TxKind::kSkip && m.kind != TxKind::kHello;
+  if (m.kind != TxKind::kResponse && m.kind != TxKind::kReadResponse) {
+    peer_will_learn_us(m.peer);  // a request: its header names our incarnation
+  }
   // Eager sends only: they complete on their ACK, where a write completes on the
   // target's response (which its ACK would not hasten).
   m.run.ack_may_wait =
@@ -253,14 +260,27 @@ void Ses::send_skips(Due due, Time now) {
     if (!sent) *keep++ = *it;
   }
   skips_.erase(keep, skips_.end());
+  find_next_skip_due();
+}
+
+void Ses::find_next_skip_due() {
   next_skip_due_ = Time{INT64_MAX};
   for (const Skip& k : skips_) {
     if (skip_timed(k)) next_skip_due_ = std::min(next_skip_due_, k.not_before);
   }
 }
 
-// Hands what PDS reported to ses_tx_completion.cc, and sends the MSG_ERRs now due.
+// Hands what PDS reported to ses_tx_completion.cc, and sends the MSG_ERRs and hellos now
+// due.
 void Ses::take_pds_reports(Time now) {
+  apply_pds_reports(now);
+  if (next_skip_due_ <= now) {
+    send_skips([now](const Skip& k) { return skip_timed(k) && k.not_before <= now; }, now);
+  }
+  if (next_hello_due_ <= now) send_hellos(now);
+}
+
+void Ses::apply_pds_reports(Time now) {
   if (!pds_.acked().empty()) {
     on_acked(pds_.acked());
     pds_.acked().clear();
@@ -272,9 +292,6 @@ void Ses::take_pds_reports(Time now) {
   if (!pds_.failed_peers().empty()) {
     on_peer_failed(pds_.failed_peers(), now);
     pds_.failed_peers().clear();
-  }
-  if (next_skip_due_ <= now) {
-    send_skips([now](const Skip& k) { return skip_timed(k) && k.not_before <= now; }, now);
   }
 }
 
@@ -476,6 +493,7 @@ size_t Ses::build_header(pds::PacketRef ref, std::span<uint8_t> out, wire::NextH
   wire::SesStandardRequest s;
   s.common.message_id = m.msg_id;
   s.common.job_id = cfg_.job_id;
+  s.initiator = incarnation_words(m.peer);
   s.common.flags = static_cast<uint8_t>((som ? wire::ses_flags::kStartOfMessage : 0) |
                                         (eom ? wire::ses_flags::kEndOfMessage : 0));
   if (som && m.spec.has_data) {
@@ -508,6 +526,9 @@ size_t Ses::build_header(pds::PacketRef ref, std::span<uint8_t> out, wire::NextH
       break;
     case TxKind::kSkip:
       s.common.opcode = wire::SesOpcode::kMessageError;
+      break;
+    case TxKind::kHello:
+      s.common.opcode = wire::SesOpcode::kNoOp;
       break;
     case TxKind::kAtomic:
       s.common.opcode = m.fetching ? wire::SesOpcode::kFetchAtomic : wire::SesOpcode::kAtomic;

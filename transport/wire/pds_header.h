@@ -125,6 +125,11 @@ inline constexpr uint8_t kDefined = 0x7e;
 // receive state, kept a while, says whether the NACKed PSN was delivered (pds_orphan.cc).
 // kNoWord (0) from a peer that kept none.
 enum class ForgottenPsn : uint8_t { kNoWord = 0, kNeverDelivered = 1, kDelivered = 2 };
+// Spray's vendor_code on an UNEXP_EVENT NACK refusing a request that was meant for an
+// incarnation of the refusing engine before this one (it restarted); the payload holds
+// the refused request's sender's incarnation (high 16 bits) and the refusing engine's
+// now (low 16) (transport/ses/ses_incarnation.cc).
+inline constexpr uint8_t kStaleIncarnation = 0x01;
 
 namespace nack_flags {
 inline constexpr uint8_t kEcnMarked = 0x20;

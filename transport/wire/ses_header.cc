@@ -310,4 +310,11 @@ std::optional<uint32_t> peek_job_id(ConstByteSpan in) {
   return gj & kJobIdMask;
 }
 
+std::optional<uint32_t> peek_initiator(ConstByteSpan in) {
+  constexpr size_t kAt = offsetof(layout::SesStandard, initiator);
+  if (in.size() < kAt + sizeof(be32)) return std::nullopt;
+  return (uint32_t{in[kAt]} << 24) | (uint32_t{in[kAt + 1]} << 16) | (uint32_t{in[kAt + 2]} << 8) |
+         uint32_t{in[kAt + 3]};
+}
+
 }  // namespace spray::wire

@@ -373,5 +373,9 @@ DecodeError decode(ConstByteSpan in, SesSmallResponseWithData& out);
 // bytes 4-7, below the RI generation), without decoding the rest; nullopt when `in` is
 // too short to hold it. What an endpoint checks before it lets a packet touch any state.
 std::optional<uint32_t> peek_job_id(ConstByteSpan in);
+// The `initiator` field of a standard request (bytes 20-23), without decoding the rest;
+// nullopt when `in` is too short to hold it. Spray carries incarnations in it
+// (transport/ses/ses_incarnation.cc).
+std::optional<uint32_t> peek_initiator(ConstByteSpan in);
 
 }  // namespace spray::wire

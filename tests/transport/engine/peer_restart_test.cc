@@ -1,0 +1,188 @@
+// A peer that restarts at the same address (a new engine on the same NIC, as a process
+// restarted on a fixed UDP port): each side must take the other's messages from then
+// on, and nothing of the old incarnation may be taken for the new one's or hold a
+// receive (transport/ses/ses_incarnation.cc). Until 2026-12-07 neither held: the new
+// engine's send ids, starting again from 0, were refused as late copies of its
+// predecessor's, and ours to it continued the old order, which it held for good
+// waiting for ids its predecessor had taken, while our sends completed OK.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "tests/support/engine_harness.h"
+#include "transport/wire/pds_header.h"
+#include "transport/wire/ses_header.h"
+
+namespace spray {
+namespace {
+
+using test_support::CompletionWaiter;
+
+constexpr uint64_t kBytes = 3000;  // a packet
+
+class PeerRestart : public ::testing::Test {
+ protected:
+  PeerRestart() : waiter(cluster) {}
+
+  // `from` sends `count` messages to `to`, whose receives are posted first; each is
+  // received whole, in order (receive i gets message i), and completes OK at both ends.
+  void send_in_order(uint32_t from, uint32_t to, uint8_t first_fill, int count) {
+    std::vector<std::vector<uint8_t>> out, in;
+    for (int i = 0; i < count; ++i) {
+      out.emplace_back(kBytes, static_cast<uint8_t>(first_fill + i));
+      in.emplace_back(kBytes, 0);
+    }
+    for (int i = 0; i < count; ++i) {
+      ASSERT_EQ(cluster.engine(to).post_recv({in[i].data(), kBytes, next_ctx + i}), Status::kOk);
+    }
+    for (int i = 0; i < count; ++i) {
+      ASSERT_EQ(cluster.engine(from).send(to, out[i].data(), kBytes, next_ctx + i), Status::kOk);
+    }
+    for (int i = 0; i < count; ++i) {
+      auto tx = waiter.wait(from, next_ctx + i);
+      ASSERT_TRUE(tx) << "send " << i << " from host " << from << " never completed";
+      EXPECT_EQ(tx->status, Status::kOk);
+      auto rx = waiter.wait(to, next_ctx + i);
+      ASSERT_TRUE(rx) << "host " << to << " never received message " << i << " of host " << from;
+      EXPECT_EQ(rx->status, Status::kOk);
+      EXPECT_EQ(in[i], out[i]) << "receive " << i << " got another message";
+    }
+    next_ctx += count;
+  }
+
+  sim::Cluster cluster{sim::FabricConfig{.hosts = 3}, engine::EngineConfig{}};
+  CompletionWaiter waiter;
+  uint64_t next_ctx = 100;
+};
+
+// Both directions had traffic, so both orders are well past 0. Host 0 restarts with the
+// same start PSNs as before (the seed the cluster gave it: as every provider process
+// had until 2026-12-07), so its new PDCs look like its old ones to PDS.
+TEST_F(PeerRestart, a_restarted_peer_is_heard_and_hears) {
+  send_in_order(0, 1, 0x10, 3);
+  send_in_order(1, 0, 0x20, 3);
+  cluster.run_until([] { return false; }, ses::SesConfig{}.hello_after * 2);
+  EXPECT_EQ(cluster.engine(1).ses().stats().hellos_sent, 0u) << "its sends told host 0";
+  const uint16_t before = cluster.engine(1).ses().peer_incarnation(0);
+  cluster.restart(0, cluster.fabric().config().seed * 1000003);
+  EXPECT_NE(cluster.engine(0).ses().incarnation(), before);
+  send_in_order(0, 1, 0x30, 3);
+  EXPECT_EQ(cluster.engine(1).ses().stats().peers_restarted, 1u);
+  EXPECT_EQ(cluster.engine(1).ses().peer_incarnation(0), cluster.engine(0).ses().incarnation());
+  send_in_order(1, 0, 0x40, 3);
+  // Host 2 never talked to host 0 before: nothing to tell apart.
+  send_in_order(2, 0, 0x50, 2);
+  EXPECT_EQ(cluster.engine(2).ses().stats().peers_restarted, 0u);
+}
+
+// Host 0 closes its PDCs before it goes, as an endpoint that closes does: host 1
+// remembers their ids as closed (a late SYN must not reopen one), and the new host 0
+// opens its PDCs under the same ids. They are the new incarnation's, not late copies.
+TEST_F(PeerRestart, a_peer_that_closed_its_pdcs_is_heard_after_its_restart) {
+  send_in_order(0, 1, 0x10, 3);
+  send_in_order(1, 0, 0x20, 1);
+  cluster.engine(0).close_all(cluster.now());
+  ASSERT_TRUE(cluster.run_until(
+      [&] {
+        return cluster.engine(0).pds().open_pdcs() == 0 && cluster.engine(1).pds().open_pdcs() == 0;
+      },
+      Duration::milliseconds(100)));
+  cluster.restart(0, cluster.fabric().config().seed * 1000003);
+  send_in_order(0, 1, 0x30, 3);
+  send_in_order(1, 0, 0x40, 3);
+  EXPECT_EQ(cluster.engine(1).ses().stats().peers_restarted, 1u);
+}
+
+// Host 0 only sends, so host 1 told it its incarnation with a hello. Host 1 restarts:
+// host 0's next send is refused as meant for its predecessor and fails (the peer it was
+// sent to is gone); host 0 then knows the new one, and its later sends arrive in order.
+TEST_F(PeerRestart, a_sender_reaches_a_receiver_that_restarted) {
+  send_in_order(0, 1, 0x10, 3);
+  cluster.run_until([] { return false; }, ses::SesConfig{}.hello_after * 2);
+  EXPECT_EQ(cluster.engine(1).ses().stats().hellos_sent, 1u);
+  EXPECT_EQ(cluster.engine(0).ses().peer_incarnation(1), cluster.engine(1).ses().incarnation())
+      << "no hello told host 0 of host 1";
+  cluster.restart(1, 77);
+  std::vector<uint8_t> lost(kBytes, 0xee);
+  ASSERT_EQ(cluster.engine(0).send(1, lost.data(), kBytes, 1), Status::kOk);
+  auto tx = waiter.wait(0, 1);
+  ASSERT_TRUE(tx);
+  EXPECT_EQ(tx->status, Status::kPeerUnreachable);
+  EXPECT_EQ(cluster.engine(1).ses().stats().requests_to_an_earlier_incarnation > 0, true);
+  EXPECT_EQ(cluster.engine(0).ses().stats().peers_restarted, 1u);
+  send_in_order(0, 1, 0x30, 3);
+  EXPECT_EQ(cluster.engine(1).ses().rx_in_use(), 0u);
+}
+
+// Both hosts restart (new engines on the same NICs, with the same PDC ids and start
+// PSNs as before), and a request the old host 1 sent to the old host 0 arrives only now.
+// It is meant for an incarnation of host 0 that is gone: the new host 0 refuses it, and
+// the NACK goes to host 1's address, where the new host 1 has a PDC of the same id. That
+// NACK is not taken for a refusal of the new host 1's own requests (its sends would
+// fail), nor does the new host 0 learn the old host 1's incarnation from the request.
+TEST_F(PeerRestart, a_late_request_of_a_dead_incarnation_fails_nothing_of_the_new_one) {
+  send_in_order(0, 1, 0x10, 1);
+  std::vector<uint8_t> late;
+  cluster.fabric().set_drop_filter([&](uint32_t from, uint32_t, const dp::PacketBuf& p) {
+    wire::PdsRequest h;
+    if (from != 1 ||
+        wire::decode(std::span<const uint8_t>(p.data, p.len), h) != wire::DecodeError::kOk) {
+      return false;
+    }
+    if (late.empty()) late.assign(p.data, p.data + p.len);
+    return true;  // every request of host 1's, so that this one never arrives
+  });
+  std::vector<uint8_t> never(kBytes, 0x66);
+  ASSERT_EQ(cluster.engine(1).send(0, never.data(), kBytes, 1), Status::kOk);
+  cluster.run_until([&] { return !late.empty(); }, Duration::milliseconds(5));
+  ASSERT_FALSE(late.empty());
+  cluster.fabric().set_drop_filter({});
+  cluster.restart(0, cluster.fabric().config().seed * 1000003);
+  cluster.restart(1, cluster.fabric().config().seed * 1000003 + 1);
+  test_support::inject(cluster, 1, 0, late);
+  send_in_order(1, 0, 0x20, 3);
+  send_in_order(0, 1, 0x30, 3);
+  EXPECT_EQ(cluster.engine(0).ses().stats().requests_to_an_earlier_incarnation, 1u);
+  EXPECT_EQ(cluster.engine(0).ses().stats().peers_restarted, 0u);
+  EXPECT_EQ(cluster.engine(1).ses().stats().peers_restarted, 0u);
+}
+
+// Host 0 dies halfway through a send and comes back: the receive it had matched ends
+// at once (not after probes), its rx slot comes back, and the new incarnation's first
+// send lands in the next receive.
+TEST_F(PeerRestart, what_the_old_incarnation_left_ends_when_the_new_one_speaks) {
+  constexpr uint64_t kLong = 30000;  // 8 packets
+  std::vector<uint8_t> half(kLong, 0x77), dst(kLong, 0);
+  ASSERT_EQ(cluster.engine(1).post_recv({dst.data(), kLong, 1}), Status::kOk);
+  cluster.fabric().set_drop_filter([](uint32_t from, uint32_t, const dp::PacketBuf& p) {
+    wire::PdsRequest h;
+    size_t consumed = 0;
+    const std::span<const uint8_t> bytes(p.data, p.len);
+    wire::SesStandardRequest s;
+    return from == 0 && wire::decode(bytes, h, &consumed) == wire::DecodeError::kOk &&
+           wire::decode(bytes.subspan(consumed), s) == wire::DecodeError::kOk &&
+           s.common.opcode == wire::SesOpcode::kSend &&
+           !s.common.has(wire::ses_flags::kStartOfMessage) && s.message_offset >= 8192;
+  });
+  ASSERT_EQ(cluster.engine(0).send(1, half.data(), kLong, 1), Status::kOk);
+  ASSERT_TRUE(cluster.run_until([&] { return cluster.engine(1).ses().rx_in_use() == 1; },
+                                Duration::milliseconds(5)));
+  cluster.fabric().set_drop_filter({});
+  cluster.restart(0, 4242);
+  std::vector<uint8_t> fresh(kBytes, 0x99), in(kBytes, 0);
+  ASSERT_EQ(cluster.engine(1).post_recv({in.data(), kBytes, 2}), Status::kOk);
+  ASSERT_EQ(cluster.engine(0).send(1, fresh.data(), kBytes, 2), Status::kOk);
+  auto rx = waiter.wait(1, 2, Duration::milliseconds(5));  // well before any probe
+  ASSERT_TRUE(rx) << "the new incarnation's send never arrived";
+  EXPECT_EQ(rx->status, Status::kOk);
+  EXPECT_EQ(in, fresh);
+  auto ended = waiter.take(1, 1);
+  ASSERT_TRUE(ended) << "the old incarnation's half send still holds its receive";
+  EXPECT_EQ(ended->status, Status::kPeerUnreachable);
+  EXPECT_EQ(cluster.engine(1).ses().stats().receives_abandoned, 1u);
+  EXPECT_EQ(cluster.engine(1).ses().rx_in_use(), 0u);
+}
+
+}  // namespace
+}  // namespace spray

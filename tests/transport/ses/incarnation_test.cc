@@ -1,0 +1,100 @@
+// Ses::check_incarnation on hand-made requests: what the incarnation words of a peer's
+// request say about it (transport/ses/ses_incarnation.cc). The engine tests
+// (peer_restart_test.cc) drive the same through whole engines.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "tests/transport/pds/pds_pair.h"
+#include "transport/ses/ses.h"
+
+namespace spray::ses {
+namespace {
+
+constexpr pds::PeerIndex kSender = 1;
+constexpr uint16_t kOurIncarnation = 0x1234;
+
+struct Incarnations : ::testing::Test {
+  pds::Pds pds{pds::test::config()};
+  Ses ses{SesConfig{.incarnation = kOurIncarnation}, pds};
+
+  // The SES bytes of a one-packet send whose `initiator` field holds `sender`'s
+  // incarnation and `seen`, ours as the sender knows it.
+  static std::vector<uint8_t> request(uint16_t sender, uint16_t seen) {
+    wire::SesStandardRequest h;
+    h.common.opcode = wire::SesOpcode::kSend;
+    h.common.flags = wire::ses_flags::kStartOfMessage | wire::ses_flags::kEndOfMessage;
+    h.initiator = (uint32_t{sender} << 16) | seen;
+    std::vector<uint8_t> out(wire::kSesStandardBytes);
+    EXPECT_EQ(wire::encode(h, out), wire::kSesStandardBytes);
+    return out;
+  }
+  SenderIncarnation check(uint16_t sender, uint16_t seen, uint16_t& told) {
+    return ses.check_incarnation(kSender, wire::NextHeader::kSesStandardRequest,
+                                 request(sender, seen), true, Time{}, told);
+  }
+};
+
+TEST_F(Incarnations, the_first_request_teaches_the_peer_and_a_new_one_is_a_restart) {
+  uint16_t told = 0;
+  EXPECT_EQ(ses.peer_incarnation(kSender), 0u);
+  EXPECT_EQ(check(0xaaaa, 0, told), SenderIncarnation::kCurrent);
+  EXPECT_EQ(ses.peer_incarnation(kSender), 0xaaaa);
+  EXPECT_EQ(check(0xaaaa, kOurIncarnation, told), SenderIncarnation::kCurrent);
+  EXPECT_EQ(check(0xbbbb, kOurIncarnation, told), SenderIncarnation::kRestarted);
+  EXPECT_EQ(told, 0xbbbb);
+  EXPECT_EQ(ses.peer_incarnation(kSender), 0xaaaa) << "learned only once the engine restarts it";
+  ses.on_peer_restarted(kSender, 0xbbbb, Time{});
+  EXPECT_EQ(ses.peer_incarnation(kSender), 0xbbbb);
+  EXPECT_EQ(ses.stats().peers_restarted, 1u);
+  EXPECT_EQ(check(0xbbbb, 0, told), SenderIncarnation::kCurrent);
+  // A late packet of the incarnation before: dropped, not taken for another restart.
+  EXPECT_EQ(check(0xaaaa, kOurIncarnation, told), SenderIncarnation::kRetired);
+  EXPECT_EQ(ses.stats().requests_of_a_retired_incarnation, 1u);
+  EXPECT_EQ(ses.peer_incarnation(kSender), 0xbbbb);
+}
+
+// Refused, and it teaches nothing: its sender may be gone as well (it arrived late).
+TEST_F(Incarnations, a_request_meant_for_our_predecessor_is_refused_and_teaches_nothing) {
+  uint16_t told = 0;
+  EXPECT_EQ(check(0xaaaa, 0x4321, told), SenderIncarnation::kStaleView);
+  EXPECT_EQ(told, 0xaaaa) << "the sender's, which the NACK echoes";
+  EXPECT_EQ(ses.stats().requests_to_an_earlier_incarnation, 1u);
+  EXPECT_EQ(ses.peer_incarnation(kSender), 0u);
+  EXPECT_EQ(check(0xbbbb, 0, told), SenderIncarnation::kCurrent);
+  EXPECT_EQ(ses.peer_incarnation(kSender), 0xbbbb);
+}
+
+TEST_F(Incarnations, no_words_and_other_headers_say_nothing) {
+  uint16_t told = 0;
+  EXPECT_EQ(check(0, 0x4321, told), SenderIncarnation::kCurrent);  // built by hand
+  EXPECT_EQ(ses.peer_incarnation(kSender), 0u);
+  EXPECT_EQ(ses.check_incarnation(kSender, wire::NextHeader::kSesResponse, request(0xaaaa, 1), true,
+                                  Time{}, told),
+            SenderIncarnation::kCurrent);
+  const std::vector<uint8_t> cut(10);  // too short to hold the field: SES drops it later
+  EXPECT_EQ(ses.check_incarnation(kSender, wire::NextHeader::kSesStandardRequest, cut, true, Time{},
+                                  told),
+            SenderIncarnation::kCurrent);
+  EXPECT_EQ(ses.check_incarnation(SesConfig{}.max_peers, wire::NextHeader::kSesStandardRequest,
+                                  request(0xaaaa, 0), true, Time{}, told),
+            SenderIncarnation::kCurrent);
+  EXPECT_EQ(ses.peer_incarnation(kSender), 0u);
+}
+
+// Incarnations drawn when none is set are never 0 (0 means "none given" on the wire).
+TEST(IncarnationDraw, never_zero_and_not_all_alike) {
+  pds::Pds pds{pds::test::config()};
+  std::vector<uint16_t> drawn;
+  for (int i = 0; i < 8; ++i) {
+    Ses ses{SesConfig{.max_peers = 4, .max_tx_messages = 8, .max_rx_messages = 8}, pds};
+    EXPECT_NE(ses.incarnation(), 0u);
+    drawn.push_back(ses.incarnation());
+  }
+  std::sort(drawn.begin(), drawn.end());
+  EXPECT_GT(std::unique(drawn.begin(), drawn.end()) - drawn.begin(), 1);
+}
+
+}  // namespace
+}  // namespace spray::ses

@@ -1,0 +1,52 @@
+// A peer that restarted at the same address: PDS's half of Ses's incarnations
+// (transport/ses/ses_incarnation.cc tells a restart; the engine calls forget_peer).
+//
+// Every PDC with the peer belongs to its old incarnation, whichever end opened it: the
+// new one knows none of them and would NACK them INVALID_DPDCID one by one, each NACK
+// taken for a live peer that forgot one PDC (pds_orphan.cc reopens such a PDC and sends
+// its packets again, which the new incarnation must not get). And what PDS remembers
+// of the old incarnation must not hold the new one back: its SYNs reuse the PDC ids its
+// predecessor's did (both count from 1), which closed_syn_ would refuse as late copies
+// of closed PDCs, and a lost-answers notice would refuse them with INVALID_SYN.
+#include <algorithm>
+
+#include "transport/pds/pds.h"
+
+namespace spray::pds {
+
+void Pds::forget_peer(PeerIndex peer, Time now) {
+  now_ = now;
+  // Messages waiting for a PDC to it: sends whose ids are in the old incarnation's order,
+  // answers to requests of the old incarnation. First, so that a PDC freed below cannot
+  // open a new one for them (free_pdc opens PDCs for waiting runs).
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if (it->peer != peer) {
+      ++it;
+      continue;
+    }
+    for (TxRun* r = it->head; r != nullptr;) {
+      TxRun* following = r->next;
+      r->next = nullptr;
+      failed_.push_back({r->message, Status::kPeerUnreachable});
+      r = following;
+    }
+    it = waiting_.erase(it);
+  }
+  if (waiting_.empty()) timers_.cancel(wait_timer_);
+  for (uint32_t i = 0; i < pdcs_.capacity(); ++i) {
+    if (!pdcs_.in_use(i) || pdcs_[i].peer != peer) continue;
+    ++stats_.pdcs_of_restarted_peers;
+    (void)fail_messages_on(pdcs_[i], Status::kPeerUnreachable);
+    free_pdc(i);
+  }
+  failed_peers_.push_back(peer);  // what waits on the old incarnation fails in SES
+  std::erase_if(lost_answers_, [peer](const LostAnswers& l) { return l.peer == peer; });
+  for (uint64_t& key : closed_ring_) {
+    if ((key & ~uint64_t{0xffff}) == syn_key(peer, 0)) {  // a PDC id of this peer's
+      closed_syn_.erase(key);
+      key = 0;
+    }
+  }
+}
+
+}  // namespace spray::pds

@@ -1,0 +1,158 @@
+// Peer incarnations: telling a peer that restarted at the same address from the one
+// before it.
+//
+// SES keeps per peer address the next send id to give it (send_seq_) and the next to
+// match from it (expect_seq_), what it left here half-received or waiting for its turn,
+// and the MSG_ERRs owed to it. A process that restarts at the same address (a fixed UDP
+// port; DPDK's default is 4800) starts all of that again from nothing while its peers go
+// on with the old: they refused its new send ids as late copies of old ones, and it held
+// theirs for good, waiting for ids its predecessor had taken, while their sends completed
+// OK at their end.
+//
+// So each engine draws an incarnation when it starts (16 random bits, never 0), and every
+// request it sends carries it in the high half of the SES standard header's `initiator`
+// field, with the receiver's incarnation as the sender knows it (0: not yet) in the low
+// half. (UET leaves the field's use to the implementation; Spray had sent 0.) A receiver,
+// before PDS sees the packet (check_incarnation, called by the engine):
+//   - learns a sender's incarnation from its first request;
+//   - takes a request that names another incarnation than the one it knows for a restart
+//     (kRestarted): the engine has PDS fail every PDC with the peer (Pds::forget_peer),
+//     then on_peer_restarted ends what the old incarnation left, fails what waited on it,
+//     and starts both orders again from 0; then the packet goes on as the new one's;
+//   - drops late packets of the incarnation before (kRetired);
+//   - refuses a request meant for an earlier incarnation of its own (kStaleView), and
+//     learns nothing from it, with a NACK (UNEXP_EVENT, vendor code
+//     wire::kStaleIncarnation) whose payload carries the request's sender's incarnation
+//     and its own. That sender handles it as our restart: the refused message fails
+//     (kPeerUnreachable), as everything in flight to our predecessor does, and what it
+//     sends from then on is taken. A NACK that names another incarnation of the sender
+//     is ignored: it refused a request of the sender's predecessor, which arrived late
+//     (the NACK goes to an address, and a new engine there reuses its predecessor's PDC
+//     ids, so PDS alone would take it for one of its own).
+// A sender that does not know our incarnation cannot be told from one that knew a
+// predecessor of ours. So a receiver that hears from such a sender sends it a hello (a
+// NO_OP request, whose incarnation words are its message) once (send_hellos); peers that
+// also receive from us learn it sooner from our own requests. Only a restart within that
+// first round trip goes unseen.
+// A request whose high half is 0 names no incarnation (one built by hand: fuzzers, wire
+// tests) and is taken as from the incarnation known.
+//
+// What it costs: 5 bytes of state a peer, one load and compare a request (the field is
+// read in place, not decoded), and a hello to a peer that only sends to us. What it does
+// not cover: a restart that draws its predecessor's number (1 in 65535); a late packet of
+// an incarnation two restarts back (taken for a third restart); forged packets, which can
+// end a peer's operations this way as they can by other ones unless TSS seals them.
+#include <algorithm>
+#include <random>
+
+#include "transport/ses/ses.h"
+
+namespace spray::ses {
+
+uint16_t Ses::draw_incarnation() {
+  std::random_device source;
+  for (;;) {
+    const auto drawn = static_cast<uint16_t>(source());
+    if (drawn != 0) return drawn;
+  }
+}
+
+SenderIncarnation Ses::check_incarnation(PeerIndex peer, wire::NextHeader next,
+                                         std::span<const uint8_t> bytes, bool over_pdc, Time now,
+                                         uint16_t& incarnation) {
+  incarnation = 0;
+  if (next != wire::NextHeader::kSesStandardRequest || peer >= cfg_.max_peers) {
+    return SenderIncarnation::kCurrent;
+  }
+  const std::optional<uint32_t> words = wire::peek_initiator(bytes);
+  if (!words) return SenderIncarnation::kCurrent;  // too short: SES drops it as malformed
+  const auto sender = static_cast<uint16_t>(*words >> 16);
+  const auto seen = static_cast<uint16_t>(*words & 0xffff);
+  if (sender == 0) return SenderIncarnation::kCurrent;
+  if (seen != 0 && seen != incarnation_) {
+    // Meant for a predecessor of ours: it teaches nothing (its sender may be gone too).
+    ++stats_.requests_to_an_earlier_incarnation;
+    incarnation = sender;
+    return SenderIncarnation::kStaleView;
+  }
+  uint16_t& known = peer_incarnation_[peer];
+  if (sender != known) {
+    if (known != 0 && sender == retired_incarnation_[peer]) {
+      ++stats_.requests_of_a_retired_incarnation;
+      return SenderIncarnation::kRetired;
+    }
+    if (known != 0) {
+      incarnation = sender;
+      return SenderIncarnation::kRestarted;
+    }
+    known = sender;  // first contact
+  }
+  if (seen == incarnation_) {
+    hello_[peer] = Hello::kTold;
+  } else if (over_pdc && hello_[peer] == Hello::kNone) {
+    hello_[peer] = Hello::kOwed;
+    hellos_owed_.push_back({peer, now + cfg_.hello_after});
+    next_hello_due_ = std::min(next_hello_due_, hellos_owed_.front().due);
+  }
+  return SenderIncarnation::kCurrent;
+}
+
+void Ses::on_peer_restarted(PeerIndex peer, uint16_t incarnation, Time now) {
+  now_ = now;
+  ++stats_.peers_restarted;
+  // What PDS reported as it failed the old incarnation's PDCs (Pds::forget_peer): our
+  // messages on them fail, and so does what waited on the peer. Taken here, before the
+  // orders start again, and without sending the MSG_ERRs the failures queue: one for an
+  // old id would skip that id in the new incarnation's order.
+  apply_pds_reports(now);
+  const PeerIndex restarted[] = {peer};
+  end_sends_of(restarted, now, true);  // nothing more of them comes, however recent
+  std::erase_if(skips_, [peer](const Skip& k) { return k.peer == peer; });
+  find_next_skip_due();
+  ended_writes_.forget_peer(peer);
+  // What the old incarnation sent whole still stands (its sender saw it delivered) and
+  // is matched as any message; only its id, which the new incarnation uses afresh, no
+  // longer finds it.
+  for (uint32_t i = 0; i < rx_.capacity(); ++i) {
+    if (!rx_.in_use(i) || rx_[i].peer != peer) continue;
+    const auto key = id_key(peer, rx_[i].msg_id);
+    if (auto found = rx_by_id_.find(key); found && *found == i) rx_by_id_.erase(key);
+  }
+  send_seq_[peer] = 0;
+  expect_seq_[peer] = 0;
+  retired_incarnation_[peer] = peer_incarnation_[peer];
+  peer_incarnation_[peer] = incarnation;
+  hello_[peer] = Hello::kNone;  // an entry in hellos_owed_ for it is stale now
+}
+
+void Ses::send_hellos(Time now) {
+  size_t kept = 0;
+  for (const OwedHello& owed : hellos_owed_) {
+    if (hello_[owed.peer] != Hello::kOwed) continue;  // it learned ours meanwhile
+    // Within the user's share, as a MSG_ERR goes: a hello answers nothing, and it must
+    // not take the slots kept for answers.
+    const uint32_t slot = owed.due <= now && tx_committed() + 1 < user_tx_limit_
+                              ? new_tx(TxKind::kHello, owed.peer, 0)
+                              : kNone;
+    if (slot == kNone) {
+      hellos_owed_[kept++] = owed;
+      continue;
+    }
+    TxMessage& m = tx_[slot];
+    m.msg_id = next_rma_id(owed.peer);  // unordered, like an RMA id
+    m.run.packet_count = 1;
+    m.run.packet_bytes = static_cast<uint32_t>(16 + wire::kSesStandardBytes);
+    if (start(slot, pds::Mode::kRud, now) == Status::kOk) {  // start marks it kTold
+      ++stats_.hellos_sent;
+    } else {
+      hello_[owed.peer] = Hello::kNone;  // owed again at its next request
+    }
+  }
+  hellos_owed_.resize(kept);
+  next_hello_due_ = Time{INT64_MAX};
+  for (const OwedHello& owed : hellos_owed_) next_hello_due_ = std::min(next_hello_due_, owed.due);
+  // None may go now (no room): look again a little later, not at every packet.
+  if (next_hello_due_ <= now) next_hello_due_ = now + cfg_.hello_after;
+}
+
+}  // namespace spray::ses
