@@ -30,10 +30,10 @@
 //     (the NACK goes to an address, and a new engine there reuses its predecessor's PDC
 //     ids, so PDS alone would take it for one of its own).
 // A sender that does not know our incarnation cannot be told from one that knew a
-// predecessor of ours. So a receiver that hears from such a sender sends it a hello (a
-// NO_OP request, whose incarnation words are its message) once (send_hellos); peers that
-// also receive from us learn it sooner from our own requests. Only a restart within that
-// first round trip goes unseen.
+// predecessor of ours. So a receiver that hears from such a sender over a PDC sends it a
+// hello (a NO_OP request, whose incarnation words are its message) SesConfig::hello_after
+// (10 ms) later, unless the sender has learned ours by then from a request of ours
+// (send_hellos). A restart of ours within that time of first contact goes unseen by it.
 // A request whose high half is 0 names no incarnation (one built by hand: fuzzers, wire
 // tests) and is taken as from the incarnation known.
 //
