@@ -54,6 +54,7 @@
 #include "transport/ses/ended_write_ids.h"
 #include "transport/ses/matching.h"
 #include "transport/ses/memory_region.h"
+#include "transport/ses/peer_incarnations.h"
 #include "transport/wire/ses_header.h"
 
 namespace spray::ses {
@@ -93,14 +94,6 @@ struct SesConfig {
   // to us, cost one NO_OP each. A restart of ours within this time of first contact
   // goes unseen by such a peer.
   Duration hello_after = Duration::milliseconds(10);
-};
-
-// What the incarnation words of a peer's request say about it (Ses::check_incarnation).
-enum class SenderIncarnation : uint8_t {
-  kCurrent,    // the incarnation we know (or learn now, or none given), talking to ours
-  kRestarted,  // a new incarnation at the peer's address: the one before is gone
-  kRetired,    // a late packet of the incarnation before the peer's last restart
-  kStaleView,  // it talks to an incarnation of ours before this one: it must learn ours
 };
 
 // A rendezvous receive the engine may complete by copying `length` bytes from the
@@ -385,9 +378,9 @@ class Ses {
   const SesStats& stats() const { return stats_; }
   uint32_t tx_in_use() const { return tx_.used(); }
   // --- peer incarnations (ses_incarnation.cc) -----------------------------------------
-  uint16_t incarnation() const { return incarnation_; }
+  uint16_t incarnation() const { return incarnations_.ours(); }
   // `peer`'s incarnation as we know it; 0 until it has sent us a request or told us.
-  uint16_t peer_incarnation(PeerIndex peer) const { return peer_incarnation_[peer]; }
+  uint16_t peer_incarnation(PeerIndex peer) const { return incarnations_.of(peer); }
   // Reads the incarnation words of a request from `peer` whose SES header type is
   // `next` (anything but a standard request is kCurrent), learns the peer's incarnation
   // the first time and, for a request `over_pdc`, owes it a hello (send_hellos) when it
@@ -679,21 +672,10 @@ class Ses {
   // matched in order (missing_ids_passed_over).
   void pass_over_missing_ids(PeerIndex peer, Time now, bool whatever_their_age = false);
   // ses_incarnation.cc
-  // The standard header's `initiator` field towards `peer`: our incarnation in the high
-  // 16 bits, the peer's as we know it (0: not yet) in the low 16.
-  uint32_t incarnation_words(PeerIndex peer) const {
-    return (uint32_t{incarnation_} << 16) | peer_incarnation_[peer];
-  }
-  static uint16_t draw_incarnation();
   // Sends a hello (a NO_OP request, whose incarnation words tell) to each peer owed one
   // whose time has come and that has not learned ours meanwhile, as tx slots allow; the
   // rest stay owed.
   void send_hellos(Time now);
-  // A request of ours is on its way to `peer`: it carries our incarnation, so the peer
-  // learns it without a hello.
-  void peer_will_learn_us(PeerIndex peer) {
-    if (hello_[peer] == Hello::kOwed) hello_[peer] = Hello::kTold;
-  }
   // A send id whose message failed, how many MSG_ERRs for it failed too, and when the
   // next may go (the next send to the peer takes it along sooner).
   struct Skip {
@@ -786,28 +768,7 @@ class Ses {
   CompletionQueue completions_;
   std::vector<uint16_t> send_seq_;    // per peer: next send id to use
   std::vector<uint16_t> expect_seq_;  // per peer: next send id to match
-  uint16_t incarnation_;              // ours, never 0 (see SesConfig::incarnation)
-  // Per peer: its incarnation as we know it (0: not yet), the one before its last
-  // restart (its late packets are dropped), and where its hello stands.
-  std::vector<uint16_t> peer_incarnation_;
-  std::vector<uint16_t> retired_incarnation_;
-  enum class Hello : uint8_t {
-    kNone,  // not needed so far
-    kOwed,  // it sent us a request without knowing our incarnation: in hellos_owed_
-    kTold,  // it knows ours (it named it, or a request or hello of ours went to it);
-            // kNone again when one of us restarts or the hello fails
-  };
-  std::vector<Hello> hello_;
-  // Peers owed a hello and when it is due (SesConfig::hello_after after the request that
-  // showed they need one), oldest first; an entry whose peer is no longer kOwed is
-  // stale. next_hello_due_: the first entry's due time (INT64_MAX when none), so that
-  // take_pds_reports, called per packet, looks at the list only when one is due.
-  struct OwedHello {
-    PeerIndex peer;
-    Time due;
-  };
-  std::vector<OwedHello> hellos_owed_;
-  Time next_hello_due_{INT64_MAX};
+  PeerIncarnations incarnations_;     // ours, our peers', their hellos
   uint16_t rma_counter_ = 0;
   uint64_t rendezvous_keys_ = 0;
   uint32_t unexpected_head_ = kNone;  // FIFO of unmatched rx messages

@@ -49,7 +49,7 @@
 
 namespace spray::ses {
 
-uint16_t Ses::draw_incarnation() {
+uint16_t PeerIncarnations::draw() {
   std::random_device source;
   for (;;) {
     const auto drawn = static_cast<uint16_t>(source());
@@ -66,35 +66,10 @@ SenderIncarnation Ses::check_incarnation(PeerIndex peer, wire::NextHeader next,
   }
   const std::optional<uint32_t> words = wire::peek_initiator(bytes);
   if (!words) return SenderIncarnation::kCurrent;  // too short: SES drops it as malformed
-  const auto sender = static_cast<uint16_t>(*words >> 16);
-  const auto seen = static_cast<uint16_t>(*words & 0xffff);
-  if (sender == 0) return SenderIncarnation::kCurrent;
-  if (seen != 0 && seen != incarnation_) {
-    // Meant for a predecessor of ours: it teaches nothing (its sender may be gone too).
-    ++stats_.requests_to_an_earlier_incarnation;
-    incarnation = sender;
-    return SenderIncarnation::kStaleView;
-  }
-  uint16_t& known = peer_incarnation_[peer];
-  if (sender != known) {
-    if (known != 0 && sender == retired_incarnation_[peer]) {
-      ++stats_.requests_of_a_retired_incarnation;
-      return SenderIncarnation::kRetired;
-    }
-    if (known != 0) {
-      incarnation = sender;
-      return SenderIncarnation::kRestarted;
-    }
-    known = sender;  // first contact
-  }
-  if (seen == incarnation_) {
-    hello_[peer] = Hello::kTold;
-  } else if (over_pdc && hello_[peer] == Hello::kNone) {
-    hello_[peer] = Hello::kOwed;
-    hellos_owed_.push_back({peer, now + cfg_.hello_after});
-    next_hello_due_ = std::min(next_hello_due_, hellos_owed_.front().due);
-  }
-  return SenderIncarnation::kCurrent;
+  const SenderIncarnation said = incarnations_.check(peer, *words, over_pdc, now, incarnation);
+  if (said == SenderIncarnation::kRetired) ++stats_.requests_of_a_retired_incarnation;
+  if (said == SenderIncarnation::kStaleView) ++stats_.requests_to_an_earlier_incarnation;
+  return said;
 }
 
 void Ses::on_peer_restarted(PeerIndex peer, uint16_t incarnation, Time now) {
@@ -120,39 +95,27 @@ void Ses::on_peer_restarted(PeerIndex peer, uint16_t incarnation, Time now) {
   }
   send_seq_[peer] = 0;
   expect_seq_[peer] = 0;
-  retired_incarnation_[peer] = peer_incarnation_[peer];
-  peer_incarnation_[peer] = incarnation;
-  hello_[peer] = Hello::kNone;  // an entry in hellos_owed_ for it is stale now
+  incarnations_.restarted(peer, incarnation);
 }
 
 void Ses::send_hellos(Time now) {
-  size_t kept = 0;
-  for (const OwedHello& owed : hellos_owed_) {
-    if (hello_[owed.peer] != Hello::kOwed) continue;  // it learned ours meanwhile
+  incarnations_.send_due(now, [&](PeerIndex peer) {
     // Within the user's share, as a MSG_ERR goes: a hello answers nothing, and it must
     // not take the slots kept for answers.
-    const uint32_t slot = owed.due <= now && tx_committed() + 1 < user_tx_limit_
-                              ? new_tx(TxKind::kHello, owed.peer, 0)
-                              : kNone;
-    if (slot == kNone) {
-      hellos_owed_[kept++] = owed;
-      continue;
-    }
+    if (tx_committed() + 1 >= user_tx_limit_) return false;
+    const uint32_t slot = new_tx(TxKind::kHello, peer, 0);
+    if (slot == kNone) return false;
     TxMessage& m = tx_[slot];
-    m.msg_id = next_rma_id(owed.peer);  // unordered, like an RMA id
+    m.msg_id = next_rma_id(peer);  // unordered, like an RMA id
     m.run.packet_count = 1;
     m.run.packet_bytes = static_cast<uint32_t>(16 + wire::kSesStandardBytes);
-    if (start(slot, pds::Mode::kRud, now) == Status::kOk) {  // start marks it kTold
+    if (start(slot, pds::Mode::kRud, now) == Status::kOk) {  // start marks the peer told
       ++stats_.hellos_sent;
     } else {
-      hello_[owed.peer] = Hello::kNone;  // owed again at its next request
+      incarnations_.hello_failed(peer);  // owed again at its next request
     }
-  }
-  hellos_owed_.resize(kept);
-  next_hello_due_ = Time{INT64_MAX};
-  for (const OwedHello& owed : hellos_owed_) next_hello_due_ = std::min(next_hello_due_, owed.due);
-  // None may go now (no room): look again a little later, not at every packet.
-  if (next_hello_due_ <= now) next_hello_due_ = now + cfg_.hello_after;
+    return true;
+  });
 }
 
 }  // namespace spray::ses

@@ -87,10 +87,9 @@ Ses::Ses(const SesConfig& config, pds::Pds& pds)
       completions_(std::max<uint32_t>(config.completion_queue_entries, 1)),
       send_seq_(config.max_peers, 0),
       expect_seq_(config.max_peers, 0),
-      incarnation_(config.incarnation != 0 ? config.incarnation : draw_incarnation()),
-      peer_incarnation_(config.max_peers, 0),
-      retired_incarnation_(config.max_peers, 0),
-      hello_(config.max_peers, Hello::kNone) {
+      incarnations_(config.max_peers,
+                    config.incarnation != 0 ? config.incarnation : PeerIncarnations::draw(),
+                    config.hello_after) {
   if (config.max_tx_messages > kMaxTxMessages) {
     throw std::invalid_argument("SesConfig::max_tx_messages above 2^20 (see Ses::ticket)");
   }
@@ -165,7 +164,7 @@ Status Ses::start(uint32_t slot, pds::Mode mode, Time now) {
   // sweep seed 21411). Nor is a hello: nothing of the peer's waits for it.
   m.run.answer = !m.user_op && m.kind != TxKind::kSkip && m.kind != TxKind::kHello;
   if (m.kind != TxKind::kResponse && m.kind != TxKind::kReadResponse) {
-    peer_will_learn_us(m.peer);  // a request: its header names our incarnation
+    incarnations_.will_learn_us(m.peer);  // a request: its header names our incarnation
   }
   // Eager sends only: they complete on their ACK, where a write completes on the
   // target's response (which its ACK would not hasten).
@@ -277,7 +276,7 @@ void Ses::take_pds_reports(Time now) {
   if (next_skip_due_ <= now) {
     send_skips([now](const Skip& k) { return skip_timed(k) && k.not_before <= now; }, now);
   }
-  if (next_hello_due_ <= now) send_hellos(now);
+  if (incarnations_.hellos_due(now)) send_hellos(now);
 }
 
 void Ses::apply_pds_reports(Time now) {
@@ -493,7 +492,7 @@ size_t Ses::build_header(pds::PacketRef ref, std::span<uint8_t> out, wire::NextH
   wire::SesStandardRequest s;
   s.common.message_id = m.msg_id;
   s.common.job_id = cfg_.job_id;
-  s.initiator = incarnation_words(m.peer);
+  s.initiator = incarnations_.words_to(m.peer);
   s.common.flags = static_cast<uint8_t>((som ? wire::ses_flags::kStartOfMessage : 0) |
                                         (eom ? wire::ses_flags::kEndOfMessage : 0));
   if (som && m.spec.has_data) {

@@ -148,7 +148,7 @@ void Ses::on_failed(std::span<const pds::FailedMessage> failed, Time now) {
     // that arrived in part (Ses::on_skip).
     const bool target_holds = m.kind == TxKind::kEager || m.kind == TxKind::kRendezvous ||
                               (m.kind == TxKind::kWrite && !m.over_rudi);
-    if (m.kind == TxKind::kHello) hello_[m.peer] = Hello::kNone;  // owed again if it asks
+    if (m.kind == TxKind::kHello) incarnations_.hello_failed(m.peer);
     if (target_holds) {
       skips_.push_back({m.peer, m.msg_id, 0, now});
     } else if (m.kind == TxKind::kSkip) {
