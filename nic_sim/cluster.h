@@ -78,7 +78,7 @@ class Cluster {
   std::unique_ptr<SimEngine> make_engine(uint32_t host, uint64_t seed) {
     engine::EngineConfig c = engine_config_;
     c.pds.seed = seed;
-    if (c.ses.incarnation == 0) c.ses.incarnation = static_cast<uint16_t>(made_++ % 0xffff + 1);
+    if (c.ses.incarnation == 0) c.ses.incarnation = static_cast<uint16_t>(made_++ % 0xfffe + 1);
     if (per_host_) per_host_(host, c);
     return std::make_unique<SimEngine>(fabric_.nic(host), c);
   }

@@ -78,7 +78,7 @@ Network::Network(const Topology& topology, const NetworkConfig& config, std::vec
     sc.max_tx_messages = ses::Ses::table_size_for(sends[h] + 2);
     sc.max_rx_messages = ses::Ses::table_size_for(receives[h] + 1);
     sc.max_posted_receives = receives[h] + 1;
-    sc.incarnation = static_cast<uint16_t>(h % 0xffff + 1);  // not drawn: reproducible runs
+    sc.incarnation = static_cast<uint16_t>(h % 0xfffe + 1);  // not drawn: reproducible runs
     host.ses = std::make_unique<ses::Ses>(sc, *host.pds);
   }
   payload_per_packet_ = hosts_.empty() ? cfg_.mtu_bytes : hosts_[0].ses->payload_per_packet();

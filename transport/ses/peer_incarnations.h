@@ -4,7 +4,8 @@
 // ses_incarnation.cc.
 //
 // Per peer: its incarnation (0: not known yet), the one before its last restart (its
-// late packets are dropped) and where its hello stands, 5 bytes in all. check() runs on
+// late packets are dropped), where its hello stands and whether it has acknowledged a
+// request of ours, 6 bytes in all. check() runs on
 // every request, before PDS: a few compares, and an append when a hello becomes owed.
 #pragma once
 
@@ -27,40 +28,84 @@ enum class SenderIncarnation : uint8_t {
 
 class PeerIncarnations {
  public:
-  // `ours` is never 0 (0 on the wire means "none given"): see draw().
+  // The low half of a request's incarnation words when its sender does not know the
+  // receiver's incarnation but has had a request acknowledged at the receiver's address
+  // (0 when it has not). A receiver that has never heard of the sender then knows that a
+  // predecessor of its own took that request: the sender holds order state with it that
+  // the receiver lacks. Never drawn as an incarnation.
+  static constexpr uint16_t kAcknowledgedUnknown = 0xffff;
+
+  // `ours` is never 0 (0 on the wire means "none given") nor kAcknowledgedUnknown: see
+  // draw().
   PeerIncarnations(uint32_t max_peers, uint16_t ours, Duration hello_after)
       : ours_(ours),
         hello_after_(hello_after),
         known_(max_peers, 0),
         retired_(max_peers, 0),
-        hello_(max_peers, Hello::kNone) {}
+        hello_(max_peers, Hello::kNone),
+        acknowledged_(max_peers, 0) {}
 
-  // A random incarnation, never 0.
+  // A random incarnation, never 0 nor kAcknowledgedUnknown.
   static uint16_t draw();
+  // The first of the low 16 bits of source()'s draws that may be an incarnation.
+  template <class Source>
+  static uint16_t draw_from(Source&& source) {
+    for (;;) {
+      const auto drawn = static_cast<uint16_t>(source());
+      if (drawn != 0 && drawn != kAcknowledgedUnknown) return drawn;
+    }
+  }
 
   uint16_t ours() const { return ours_; }
   // `peer`'s incarnation as we know it; 0 until it has sent us a request or told us.
   uint16_t of(pds::PeerIndex peer) const { return known_[peer]; }
   // The standard header's `initiator` field towards `peer`: ours in the high 16 bits,
-  // the peer's as we know it (0: not yet) in the low 16.
-  uint32_t words_to(pds::PeerIndex peer) const { return (uint32_t{ours_} << 16) | known_[peer]; }
+  // the peer's as we know it in the low 16 (not known yet: kAcknowledgedUnknown once the
+  // peer has acknowledged a request of ours, else 0).
+  uint32_t words_to(pds::PeerIndex peer) const {
+    uint16_t view = known_[peer];
+    if (view == 0 && acknowledged_[peer]) view = kAcknowledgedUnknown;
+    return (uint32_t{ours_} << 16) | view;
+  }
+  // `peer` acknowledged a request of ours over a PDC: whoever it is, it has our
+  // incarnation (it read the request's words before taking it).
+  void acknowledged_by(pds::PeerIndex peer) { acknowledged_[peer] = 1; }
 
   // What the `initiator` words of a request from `peer` say. Learns the peer's
   // incarnation at first contact, and for a request `over_pdc` that does not name ours
   // owes the peer a hello, due hello_after from `now`. A request meant for an earlier
-  // incarnation of ours teaches nothing (its sender may be gone too). On kRestarted and
+  // incarnation of ours teaches nothing (its sender may be gone too): one that names it,
+  // and, over a PDC, one from a peer we have never heard of that says an engine at our
+  // address acknowledged it before (kAcknowledgedUnknown). Over UUD and RUDI, which keep
+  // no order, the latter is taken but teaches nothing either, so that the peer's next
+  // request over a PDC is still refused. Those words from an incarnation of the peer
+  // other than the one we know mark a late packet (kRetired). On kRestarted and
   // kStaleView, `incarnation` is the sender's.
   SenderIncarnation check(pds::PeerIndex peer, uint32_t words, bool over_pdc, Time now,
                           uint16_t& incarnation) {
     incarnation = 0;
     const auto sender = static_cast<uint16_t>(words >> 16);
-    const auto seen = static_cast<uint16_t>(words & 0xffff);
+    auto seen = static_cast<uint16_t>(words & 0xffff);
     if (sender == 0) return SenderIncarnation::kCurrent;  // built by hand: names none
+    uint16_t& known = known_[peer];
+    if (seen == kAcknowledgedUnknown) {
+      // An engine at our address acknowledged a request of the sender's, and the sender
+      // has not learned its incarnation.
+      if (known == 0 && !over_pdc) return SenderIncarnation::kCurrent;
+      if (known == 0) {  // never heard of it: that engine was a predecessor of ours
+        incarnation = sender;
+        return SenderIncarnation::kStaleView;
+      }
+      // We know another incarnation of the peer, so this one is older: a newer one had
+      // nothing acknowledged at our address before we learned it from its first request
+      // (while we run, no other engine there acknowledges anything). A late packet.
+      if (sender != known) return SenderIncarnation::kRetired;
+      seen = 0;  // it was us: it has not learned ours yet
+    }
     if (seen != 0 && seen != ours_) {
       incarnation = sender;
       return SenderIncarnation::kStaleView;
     }
-    uint16_t& known = known_[peer];
     if (sender != known) {
       if (known != 0 && sender == retired_[peer]) return SenderIncarnation::kRetired;
       if (known != 0) {
@@ -80,11 +125,12 @@ class PeerIncarnations {
   }
 
   // `peer` restarted as `incarnation` (0: not known yet): the one we knew is retired,
-  // and its hello starts over.
+  // and its hello starts over, as does what it has acknowledged.
   void restarted(pds::PeerIndex peer, uint16_t incarnation) {
     retired_[peer] = known_[peer];
     known_[peer] = incarnation;
     hello_[peer] = Hello::kNone;  // an entry in owed_ for it is stale now
+    acknowledged_[peer] = 0;
   }
   // A request of ours is on its way to `peer`: it carries our incarnation, so the peer
   // learns it without a hello.
@@ -133,6 +179,7 @@ class PeerIncarnations {
   std::vector<uint16_t> known_;
   std::vector<uint16_t> retired_;
   std::vector<Hello> hello_;
+  std::vector<uint8_t> acknowledged_;  // 1: it acknowledged a request of ours over a PDC
   std::vector<Owed> owed_;
   Time next_due_{INT64_MAX};  // the earliest due in owed_ (INT64_MAX when none)
 };

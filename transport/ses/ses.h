@@ -86,13 +86,15 @@ struct SesConfig {
   // ends that wait (on_peer_failed).
   Duration stalled_send_probe_after = Duration::milliseconds(10);
   // This engine's incarnation (see ses_incarnation.cc); 0: drawn at random, as an
-  // engine that may restart at the same address needs. Tests set it.
+  // engine that may restart at the same address needs. Tests set it (never to 0xffff,
+  // PeerIncarnations::kAcknowledgedUnknown).
   uint16_t incarnation = 0;
   // A peer that sends to us over PDCs without naming our incarnation is sent a hello
   // this long after, unless it has learned it meanwhile (it named it, or a request of
   // ours went to it). Most peers learn it from our requests; the rest, that only send
-  // to us, cost one NO_OP each. A restart of ours within this time of first contact
-  // goes unseen by such a peer.
+  // to us, cost one NO_OP each. A restart of ours within this time of first contact is
+  // seen by its requests' words all the same (kAcknowledgedUnknown), unless our
+  // successor sends to that peer before it sends to our successor.
   Duration hello_after = Duration::milliseconds(10);
 };
 

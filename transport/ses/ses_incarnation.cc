@@ -9,11 +9,12 @@
 // theirs for good, waiting for ids its predecessor had taken, while their sends completed
 // OK at their end.
 //
-// So each engine draws an incarnation when it starts (16 random bits, never 0), and every
-// request it sends carries it in the high half of the SES standard header's `initiator`
-// field, with the receiver's incarnation as the sender knows it (0: not yet) in the low
-// half. (UET leaves the field's use to the implementation; Spray had sent 0.) A receiver,
-// before PDS sees the packet (check_incarnation, called by the engine):
+// So each engine draws an incarnation when it starts (16 random bits, never 0 nor
+// 0xffff), and every request it sends carries it in the high half of the SES standard
+// header's `initiator` field, with the receiver's incarnation as the sender knows it (0:
+// not yet) in the low half. (UET leaves the field's use to the implementation; Spray had
+// sent 0.) A receiver, before PDS sees the packet (check_incarnation, called by the
+// engine):
 //   - learns a sender's incarnation from its first request;
 //   - takes a request that names another incarnation than the one it knows for a restart
 //     (kRestarted): the engine has PDS fail every PDC with the peer (Pds::forget_peer),
@@ -29,15 +30,22 @@
 //     is ignored: it refused a request of the sender's predecessor, which arrived late
 //     (the NACK goes to an address, and a new engine there reuses its predecessor's PDC
 //     ids, so PDS alone would take it for one of its own).
-// A sender that does not know our incarnation cannot be told from one that knew a
-// predecessor of ours. So a receiver that hears from such a sender over a PDC sends it a
-// hello (a NO_OP request, whose incarnation words are its message) SesConfig::hello_after
-// (10 ms) later, unless the sender has learned ours by then from a request of ours
-// (send_hellos). A restart of ours within that time of first contact goes unseen by it.
+// A sender that does not know our incarnation cannot name it. So a receiver that hears
+// from such a sender over a PDC sends it a hello (a NO_OP request, whose incarnation
+// words are its message) SesConfig::hello_after (10 ms) later, unless the sender has
+// learned ours by then from a request of ours (send_hellos). Until it has, the sender
+// says in the low half whether a request of its has been acknowledged at our address
+// (PeerIncarnations::kAcknowledgedUnknown; 0 while none has): a receiver that has never
+// heard of it and reads that over a PDC is not the engine that acknowledged it but a
+// successor, which lacks the order state the sender holds, and refuses the request as
+// one meant for a predecessor (kStaleView, with the NACK). So a restart of ours within
+// those 10 ms is seen too, unless our successor speaks to the sender first: the sender
+// then learns the successor's incarnation as a first one (it cannot tell a new peer's
+// late first request from a successor's, and must not fail operations on a guess).
 // A request whose high half is 0 names no incarnation (one built by hand: fuzzers, wire
 // tests) and is taken as from the incarnation known.
 //
-// What it costs: 5 bytes of state a peer, one load and compare a request (the field is
+// What it costs: 6 bytes of state a peer, one load and compare a request (the field is
 // read in place, not decoded), and a hello to a peer that only sends to us. What it does
 // not cover: a restart that draws its predecessor's number (1 in 65535); a late packet of
 // an incarnation two restarts back (taken for a third restart); forged packets, which can
@@ -51,10 +59,7 @@ namespace spray::ses {
 
 uint16_t PeerIncarnations::draw() {
   std::random_device source;
-  for (;;) {
-    const auto drawn = static_cast<uint16_t>(source());
-    if (drawn != 0) return drawn;
-  }
+  return draw_from(source);
 }
 
 SenderIncarnation Ses::check_incarnation(PeerIndex peer, wire::NextHeader next,

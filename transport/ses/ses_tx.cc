@@ -96,6 +96,9 @@ Ses::Ses(const SesConfig& config, pds::Pds& pds)
   if (config.max_tx_messages < 4) {  // the user's share must hold a rendezvous send (two)
     throw std::invalid_argument("SesConfig::max_tx_messages below 4");
   }
+  if (config.incarnation == PeerIncarnations::kAcknowledgedUnknown) {
+    throw std::invalid_argument("SesConfig::incarnation 0xffff (it means 'not known yet')");
+  }
   // Queues hold message slots, so their reach is bounded by the pool: reserve it once
   // and the fast path never grows them.
   datagrams_.reserve(config.max_tx_messages);

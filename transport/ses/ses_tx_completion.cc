@@ -124,6 +124,7 @@ void Ses::on_acked(std::span<const pds::PacketRef> refs) {
     }
     TxMessage& m = tx_[slot];
     if (m.kind == TxKind::kDatagram) continue;
+    incarnations_.acknowledged_by(m.peer);
     ++m.packets_acked;
     maybe_finish(slot);
   }

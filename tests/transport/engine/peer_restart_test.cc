@@ -115,6 +115,53 @@ TEST_F(PeerRestart, a_sender_reaches_a_receiver_that_restarted) {
   EXPECT_EQ(cluster.engine(1).ses().rx_in_use(), 0u);
 }
 
+// As above, but host 1 restarts before its hello went: host 0 never learned its
+// incarnation. Host 0's requests then say that an engine at host 1's address has
+// acknowledged its requests before, which the new host 1, never having heard of host 0,
+// knows was not itself. Until 2026-12-07 (later) the new host 1 took host 0's next
+// sends, whose ids went on from the old order, and held them for good waiting for id 0,
+// while they completed OK at host 0.
+TEST_F(PeerRestart, a_sender_reaches_a_receiver_that_restarted_before_its_hello) {
+  send_in_order(0, 1, 0x10, 3);
+  ASSERT_EQ(cluster.engine(1).ses().stats().hellos_sent, 0u) << "the hello went already";
+  ASSERT_EQ(cluster.engine(0).ses().peer_incarnation(1), 0u);
+  cluster.restart(1, 77);
+  std::vector<uint8_t> lost(kBytes, 0xee);
+  ASSERT_EQ(cluster.engine(0).send(1, lost.data(), kBytes, 1), Status::kOk);
+  auto tx = waiter.wait(0, 1);
+  ASSERT_TRUE(tx);
+  EXPECT_EQ(tx->status, Status::kPeerUnreachable);
+  EXPECT_GT(cluster.engine(1).ses().stats().requests_to_an_earlier_incarnation, 0u);
+  EXPECT_EQ(cluster.engine(0).ses().stats().peers_restarted, 1u);
+  EXPECT_EQ(cluster.engine(0).ses().peer_incarnation(1), cluster.engine(1).ses().incarnation());
+  send_in_order(0, 1, 0x30, 3);
+  send_in_order(1, 0, 0x40, 2);
+  EXPECT_EQ(cluster.engine(1).ses().rx_in_use(), 0u);
+}
+
+// A sender whose first request the receiver never acknowledged (it died first) holds no
+// order state the receiver's successor lacks: the successor takes the request, resent,
+// as a first contact's, and it arrives once, intact, ahead of the sender's next ones.
+TEST_F(PeerRestart, a_receiver_that_died_before_acknowledging_anything_is_not_a_restart) {
+  cluster.fabric().set_host_up(1, false);
+  std::vector<uint8_t> unanswered(kBytes, 0xdd), in(kBytes, 0);
+  ASSERT_EQ(cluster.engine(0).send(1, unanswered.data(), kBytes, 1), Status::kOk);
+  cluster.run_until([] { return false; }, Duration::milliseconds(1));
+  cluster.restart(1, 77);
+  cluster.fabric().set_host_up(1, true);
+  ASSERT_EQ(cluster.engine(1).post_recv({in.data(), kBytes, 1}), Status::kOk);
+  auto tx = waiter.wait(0, 1);
+  ASSERT_TRUE(tx) << "the send never completed";
+  EXPECT_EQ(tx->status, Status::kOk);
+  auto rx = waiter.wait(1, 1);
+  ASSERT_TRUE(rx);
+  EXPECT_EQ(rx->status, Status::kOk);
+  EXPECT_EQ(in, unanswered);
+  send_in_order(0, 1, 0x30, 3);
+  EXPECT_EQ(cluster.engine(0).ses().stats().peers_restarted, 0u);
+  EXPECT_EQ(cluster.engine(1).ses().stats().requests_to_an_earlier_incarnation, 0u);
+}
+
 // Both hosts restart (new engines on the same NICs, with the same PDC ids and start
 // PSNs as before), and a request the old host 1 sent to the old host 0 arrives only now.
 // It is meant for an incarnation of host 0 that is gone: the new host 0 refuses it, and

@@ -66,6 +66,56 @@ TEST_F(Incarnations, a_request_meant_for_our_predecessor_is_refused_and_teaches_
   EXPECT_EQ(ses.peer_incarnation(kSender), 0xbbbb);
 }
 
+// "Acknowledged at your address, your incarnation unknown" from a sender we have never
+// heard of: the engine that acknowledged it was a predecessor of ours, so over a PDC the
+// request is refused as one meant for it. Over UUD and RUDI it is taken, learning
+// nothing, so that the sender's next request over a PDC is still caught.
+TEST_F(Incarnations, acknowledged_by_an_engine_we_do_not_know_is_meant_for_our_predecessor) {
+  constexpr uint16_t kUnknown = PeerIncarnations::kAcknowledgedUnknown;
+  uint16_t told = 0;
+  EXPECT_EQ(ses.check_incarnation(kSender, wire::NextHeader::kSesStandardRequest,
+                                  request(0xaaaa, kUnknown), false, Time{}, told),
+            SenderIncarnation::kCurrent);
+  EXPECT_EQ(ses.peer_incarnation(kSender), 0u) << "not learned over UUD or RUDI";
+  EXPECT_EQ(check(0xaaaa, kUnknown, told), SenderIncarnation::kStaleView);
+  EXPECT_EQ(told, 0xaaaa);
+  EXPECT_EQ(ses.peer_incarnation(kSender), 0u);
+  EXPECT_EQ(ses.stats().requests_to_an_earlier_incarnation, 1u);
+}
+
+// The same words from a sender we know: we acknowledged it, and it has not learned ours
+// yet (its hello pending). From another incarnation of it: an older one (a newer one has
+// had nothing acknowledged here before we learn it), so a late packet, not a restart.
+TEST_F(Incarnations, acknowledged_by_us_before_it_learned_ours_is_current) {
+  uint16_t told = 0;
+  EXPECT_EQ(check(0xaaaa, 0, told), SenderIncarnation::kCurrent);
+  EXPECT_EQ(check(0xaaaa, PeerIncarnations::kAcknowledgedUnknown, told),
+            SenderIncarnation::kCurrent);
+  EXPECT_EQ(check(0xbbbb, PeerIncarnations::kAcknowledgedUnknown, told),
+            SenderIncarnation::kRetired);
+  EXPECT_EQ(ses.peer_incarnation(kSender), 0xaaaa);
+  EXPECT_EQ(ses.stats().requests_of_a_retired_incarnation, 1u);
+  EXPECT_EQ(ses.stats().requests_to_an_earlier_incarnation, 0u);
+}
+
+// What a sender puts in the low half: the receiver's incarnation once known; before, 0
+// until the receiver has acknowledged a request of its over a PDC, then
+// kAcknowledgedUnknown; 0 again when the receiver restarts.
+TEST(PeerIncarnationWords, say_whether_a_request_was_acknowledged_at_the_peers_address) {
+  PeerIncarnations known(4, 0x1234, Duration::milliseconds(10));
+  EXPECT_EQ(known.words_to(2), 0x12340000u);
+  known.acknowledged_by(2);
+  EXPECT_EQ(known.words_to(2), 0x1234ffffu);
+  EXPECT_EQ(known.words_to(3), 0x12340000u) << "per peer";
+  uint16_t told = 0;
+  EXPECT_EQ(known.check(2, 0x5678'0000u, true, Time{}, told), SenderIncarnation::kCurrent);
+  EXPECT_EQ(known.words_to(2), 0x12345678u);
+  known.restarted(2, 0x9abc);
+  EXPECT_EQ(known.words_to(2), 0x12349abcu);
+  known.restarted(2, 0);
+  EXPECT_EQ(known.words_to(2), 0x12340000u) << "what the old one acknowledged is forgotten";
+}
+
 TEST_F(Incarnations, no_words_and_other_headers_say_nothing) {
   uint16_t told = 0;
   EXPECT_EQ(check(0, 0x4321, told), SenderIncarnation::kCurrent);  // built by hand
@@ -83,17 +133,25 @@ TEST_F(Incarnations, no_words_and_other_headers_say_nothing) {
   EXPECT_EQ(ses.peer_incarnation(kSender), 0u);
 }
 
-// Incarnations drawn when none is set are never 0 (0 means "none given" on the wire).
-TEST(IncarnationDraw, never_zero_and_not_all_alike) {
+// Incarnations drawn when none is set are never 0 (0 means "none given" on the wire) nor
+// 0xffff (kAcknowledgedUnknown), which a configuration may not set either.
+TEST(IncarnationDraw, never_zero_nor_all_ones_and_not_all_alike) {
   pds::Pds pds{pds::test::config()};
   std::vector<uint16_t> drawn;
   for (int i = 0; i < 8; ++i) {
     Ses ses{SesConfig{.max_peers = 4, .max_tx_messages = 8, .max_rx_messages = 8}, pds};
     EXPECT_NE(ses.incarnation(), 0u);
+    EXPECT_NE(ses.incarnation(), PeerIncarnations::kAcknowledgedUnknown);
     drawn.push_back(ses.incarnation());
   }
   std::sort(drawn.begin(), drawn.end());
   EXPECT_GT(std::unique(drawn.begin(), drawn.end()) - drawn.begin(), 1);
+  const uint32_t draws[] = {0, 0xffff, 0x1'0000, 0x3'ffff, 0x2'0007};
+  size_t next = 0;
+  EXPECT_EQ(PeerIncarnations::draw_from([&] { return draws[next++]; }), 7u);
+  EXPECT_EQ(next, 5u);
+  EXPECT_THROW((Ses{SesConfig{.incarnation = PeerIncarnations::kAcknowledgedUnknown}, pds}),
+               std::invalid_argument);
 }
 
 }  // namespace
