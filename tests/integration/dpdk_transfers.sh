@@ -22,6 +22,9 @@
 #                     if it reported its group, kept it reported through queries of both
 #                     versions, and left it when it ended (an MLDv1 done)
 #   afpacket-nftdrop  as afpacket-kernel, with nftables in B dropping 5 % of our packets
+#   afpacket-restart  a DPDK endpoint restarted at its address: two DPDK clients on a0,
+#                     one after the other, bound to the same port, send to B's kernel
+#                     endpoint, which takes every message of both and counts a restart
 #   afxdp-kernel      DPDK net_af_xdp on a0 <-> kernel UDP in B (skipped when the kernel
 #                     or libxdp cannot attach XDP here)
 #   memif             two processes over net_memif, --no-huge (server first)
@@ -136,6 +139,40 @@ case $test in
     ip -n "${tag}b" neigh flush dev b0
     dpdk_client_to_kernel '"nd_solicitations_sent":0,' \
       "the DPDK client solicited a neighbour its kernel's table holds"
+    ;;
+  afpacket-restart)
+    # DPDK's port is fixed (4800 unless told), so a restarted DPDK process comes back at
+    # its predecessor's address. The kernel endpoint must tell the two apart by their
+    # incarnations (transport/ses/ses_incarnation.cc; restarted_peer.sh does the same
+    # over kernel UDP alone) and take the second's send ids, which start again at 0.
+    command -v ethtool >/dev/null || skip "ethtool is not installed"
+    make_veth
+    each=20
+    sizes=(--bytes 20000 --window 8)  # 14 packets a message
+    xb "$tool" server --bind 10.77.0.2:4800 --messages $((2 * each)) "${sizes[@]}" \
+      --timeout 60 > "$workdir/server.json" 2> "$workdir/server.err" &
+    server_pid=$!
+    sleep 1
+    for run in first second; do
+      if ! xa "$tool" client --datapath dpdk --bind 10.77.0.1:4800 --connect 10.77.0.2:4800 \
+          --messages $each "${sizes[@]}" --timeout 30 \
+          --dpdk-args "$(eal 1 "--vdev=net_af_packet0,iface=a0")" > "$workdir/$run.json" \
+          2> "$workdir/$run.err"; then
+        echo "FAIL: the $run DPDK client's sends did not all complete"
+        cat "$workdir/$run.json" "$workdir/$run.err"
+        exit 1
+      fi
+    done
+    if ! wait "$server_pid"; then
+      echo "FAIL: the kernel server did not receive every message intact"
+      cat "$workdir/server.json" "$workdir/server.err"
+      exit 1
+    fi
+    echo "server: $(cat "$workdir/server.json")"
+    grep -q "\"intact\":$((2 * each))," "$workdir/server.json" ||
+      { echo "FAIL: not all $((2 * each)) messages arrived intact"; exit 1; }
+    grep -q '"peers_restarted":1,' "$workdir/server.json" ||
+      { echo "FAIL: the server did not count the second client as a restart of the first"; exit 1; }
     ;;
   afpacket-bridge-mld)
     command -v ethtool >/dev/null || skip "ethtool is not installed"
