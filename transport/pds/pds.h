@@ -381,8 +381,10 @@ class Pds {
   // next EVs in turn, so they take different return paths.
   void push_control(ControlPacket c, uint32_t copies);
   Pdc* pdc_by_local_id(uint16_t id);
+  // A NACK to `peer` on the EV of the packet being handled (arrival_entropy_), with
+  // Spray's vendor code (wire::ForgottenPsn, wire::kStaleIncarnation) and payload.
   void send_nack(PeerIndex peer, wire::NackCode code, uint32_t psn, uint16_t spdcid,
-                 uint16_t dpdcid, wire::ForgottenPsn word = wire::ForgottenPsn::kNoWord);
+                 uint16_t dpdcid, uint8_t vendor_code = 0, uint32_t payload = 0);
 
   // Closes an established, idle initiator PDC: CLOSE goes out next; new traffic to the
   // peer opens a new PDC.

@@ -391,10 +391,11 @@ void Pds::push_control(ControlPacket c, uint32_t copies) {
 }
 
 void Pds::send_nack(PeerIndex peer, wire::NackCode code, uint32_t psn, uint16_t spdcid,
-                    uint16_t dpdcid, wire::ForgottenPsn word) {
+                    uint16_t dpdcid, uint8_t vendor_code, uint32_t payload) {
   wire::PdsNack n;
   n.code = code;
-  n.vendor_code = static_cast<uint8_t>(word);
+  n.vendor_code = vendor_code;
+  n.payload = payload;
   n.psn = psn;
   n.spdcid = spdcid;
   n.dpdcid = dpdcid;

@@ -80,7 +80,7 @@ RxClass Pds::classify_request(PeerIndex peer, const wire::PdsRequest& h, bool tr
       // failed: the NACK says whether this PSN was delivered (pds_orphan.cc).
       (void)tell_of_lost_answers(peer);
       send_nack(peer, wire::NackCode::kInvalidDpdcid, h.psn, h.dpdcid, h.spdcid,
-                what_became_of(peer, h.dpdcid, h.spdcid, h.psn));
+                static_cast<uint8_t>(what_became_of(peer, h.dpdcid, h.spdcid, h.psn)));
       return c;
     }
     index = *found;
@@ -207,17 +207,10 @@ void Pds::refuse_request(PeerIndex peer, const wire::PdsRequest& h, wire::NackCo
 
 void Pds::refuse_request(PeerIndex peer, const wire::PdsRequest& h, uint16_t entropy,
                          wire::NackCode code, uint8_t vendor_code, uint32_t payload) {
-  wire::PdsNack n;
-  n.code = code;
-  n.vendor_code = vendor_code;
-  n.payload = payload;
-  n.psn = h.psn;
+  arrival_entropy_ = entropy;
   // The ids the request named, echoed: the sender's PDC is found by them whether or not
   // one is open here (a PDC of a predecessor's is not).
-  n.dpdcid = h.spdcid;
-  n.spdcid = h.is_syn() ? 0 : h.dpdcid;
-  push_control({peer, n, entropy}, 1);
-  ++stats_.nacks_sent;
+  send_nack(peer, code, h.psn, h.is_syn() ? 0 : h.dpdcid, h.spdcid, vendor_code, payload);
 }
 
 void Pds::queue_ack(uint32_t index) {

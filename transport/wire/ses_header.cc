@@ -1,5 +1,7 @@
 #include "transport/wire/ses_header.h"
 
+#include <cstring>
+
 #include "transport/wire/in_place.h"
 
 namespace spray::wire {
@@ -10,6 +12,15 @@ constexpr uint8_t kVersionMask = 0xc0;
 constexpr uint32_t kJobIdMask = kMaxJobId;
 constexpr uint16_t k12BitMask = 0x0fff;
 constexpr uint64_t kLengthOffsetReserved = 0xffffc00000000000ULL;  // bits 63..46
+
+// The big-endian 32-bit field at byte `at` of `in`, read without decoding the rest;
+// nullopt when `in` is too short to hold it.
+std::optional<uint32_t> peek_be32(ConstByteSpan in, size_t at) {
+  if (in.size() < at + sizeof(be32)) return std::nullopt;
+  be32 field;
+  std::memcpy(&field, in.data() + at, sizeof field);
+  return field.get();
+}
 
 bool fits_common(const SesRequestCommon& c) {
   return static_cast<uint8_t>(c.opcode) <= kMaxSesOpcode && (c.flags & ~ses_flags::kDefined) == 0 &&
@@ -303,18 +314,13 @@ DecodeError decode(ConstByteSpan in, SesSmallResponseWithData& out) {
 std::optional<uint32_t> peek_job_id(ConstByteSpan in) {
   static_assert(offsetof(layout::SesCommon, ri_generation_job_id) ==
                 offsetof(layout::ResponseCommon, ri_generation_job_id));
-  constexpr size_t kAt = offsetof(layout::SesCommon, ri_generation_job_id);
-  if (in.size() < kAt + sizeof(be32)) return std::nullopt;
-  const uint32_t gj = (uint32_t{in[kAt]} << 24) | (uint32_t{in[kAt + 1]} << 16) |
-                      (uint32_t{in[kAt + 2]} << 8) | uint32_t{in[kAt + 3]};
-  return gj & kJobIdMask;
+  const auto gj = peek_be32(in, offsetof(layout::SesCommon, ri_generation_job_id));
+  if (!gj) return std::nullopt;
+  return *gj & kJobIdMask;
 }
 
 std::optional<uint32_t> peek_initiator(ConstByteSpan in) {
-  constexpr size_t kAt = offsetof(layout::SesStandard, initiator);
-  if (in.size() < kAt + sizeof(be32)) return std::nullopt;
-  return (uint32_t{in[kAt]} << 24) | (uint32_t{in[kAt + 1]} << 16) | (uint32_t{in[kAt + 2]} << 8) |
-         uint32_t{in[kAt + 3]};
+  return peek_be32(in, offsetof(layout::SesStandard, initiator));
 }
 
 }  // namespace spray::wire
