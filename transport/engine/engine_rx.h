@@ -296,17 +296,26 @@ bool Engine<D>::admit_sender(PeerIndex peer, wire::NextHeader next, std::span<co
 // The peer refused a request as meant for its predecessor: it restarted, and the NACK's
 // payload is the refused request's sender's incarnation (high half) and the peer's now
 // (low half). Acted on only when the request was ours (not a predecessor's of ours that
-// arrived late), once (a NACK repeating the incarnation we learned is a late copy), and
-// when it names a PDC of ours with the peer.
+// arrived late) and the NACK names a PDC of ours with the peer, and once: a NACK that
+// repeats the incarnation we know is a late copy, unless we learned that incarnation
+// from a request of the peer's that did not name us after its predecessor had
+// acknowledged ours (Ses::peer_may_lack_our_order). Then the peer restarted before we
+// could tell, and spoke first: its order to us is already its own, and only ours to it
+// starts again.
 template <dp::Datapath D>
 void Engine<D>::on_stale_incarnation_nack(PeerIndex peer, const wire::PdsNack& nack, Time now) {
   const auto refused_sender = static_cast<uint16_t>(nack.payload >> 16);
   const auto incarnation = static_cast<uint16_t>(nack.payload & 0xffff);
-  if (refused_sender != ses_.incarnation() || incarnation == 0 ||
-      incarnation == ses_.peer_incarnation(peer) || !pds_.names_our_pdc(peer, nack)) {
+  if (refused_sender != ses_.incarnation() || incarnation == 0 || !pds_.names_our_pdc(peer, nack)) {
     return;
   }
-  restart_peer(peer, incarnation, now);
+  if (incarnation != ses_.peer_incarnation(peer)) {
+    restart_peer(peer, incarnation, now);
+  } else if (ses_.peer_may_lack_our_order(peer)) {
+    pds_.fail_our_pdcs_with(peer, now);
+    ses_.on_peer_lost_our_order(peer, now);
+    drain_reports(now);
+  }
 }
 
 template <dp::Datapath D>

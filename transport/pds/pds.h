@@ -141,7 +141,7 @@ struct PdsStats {
   // Target PDCs whose initiator no longer knew them (INVALID_DPDCID): what we sent on
   // them went again over a PDC of our own, opened in their place (Pds::reopen_orphan).
   uint64_t pdcs_reopened = 0;
-  // PDCs failed because their peer restarted (forget_peer).
+  // PDCs failed because their peer restarted (forget_peer, fail_our_pdcs_with).
   uint64_t pdcs_of_restarted_peers = 0;
   // Messages such a PDC failed instead: a packet of theirs the peer may have delivered
   // before it forgot the PDC (resent, or never answered), which must not go twice.
@@ -289,6 +289,11 @@ class Pds {
   // (kPeerUnreachable) and the peer with them (failed_peers), and what PDS remembers of
   // the old incarnation that would refuse the new one's SYNs is dropped.
   void forget_peer(PeerIndex peer, Time now);
+  // `peer` restarted, and we learned the new incarnation from its first request before
+  // we could tell (Ses::on_peer_lost_our_order): the PDCs we opened to it fail as if it
+  // had NACKed them INVALID_DPDCID, with the sends waiting for a PDC to it (answers to
+  // it keep waiting), and the peer is reported failed. The PDCs it opened stay.
+  void fail_our_pdcs_with(PeerIndex peer, Time now);
   // Whether a NACK from `peer` names a PDC of ours with it (as ACKs and NACKs are checked).
   bool names_our_pdc(PeerIndex peer, const wire::PdsNack& nack) {
     return pdc_for_ack(peer, nack.dpdcid, nack.spdcid) != nullptr;
@@ -592,6 +597,9 @@ class Pds {
   std::vector<WaitingRuns> waiting_;
   // The waiting sends for (peer, mode), or waiting_.end() (pds_reclaim.cc).
   std::vector<WaitingRuns>::iterator find_waiting(PeerIndex peer, Mode mode);
+  // Reports the user's sends among `w`'s runs failed with `why`; answers to the peer
+  // stay, in order (w.head null when none). Returns how many failed (pds_reclaim.cc).
+  uint32_t fail_waiting_sends(WaitingRuns& w, Status why);
   TimerNode wait_timer_;
   // classify_request accepted a SYN whose PDC opens at commit_request: until then an
   // initiator open (SES answering that very packet) may not take the last slot.

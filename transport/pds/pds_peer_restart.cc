@@ -8,6 +8,10 @@
 // of the old incarnation must not hold the new one back: its SYNs reuse the PDC ids its
 // predecessor's did (both count from 1), which closed_syn_ would refuse as late copies
 // of closed PDCs, and a lost-answers notice would refuse them with INVALID_SYN.
+//
+// A restart seen late (fail_our_pdcs_with) is narrower: we learned the new incarnation
+// from its own first request, so the PDCs it opened to us and its order are already
+// its, and only what we opened to its predecessor is stale.
 #include <algorithm>
 
 #include "transport/pds/pds.h"
@@ -47,6 +51,29 @@ void Pds::forget_peer(PeerIndex peer, Time now) {
       key = 0;
     }
   }
+}
+
+void Pds::fail_our_pdcs_with(PeerIndex peer, Time now) {
+  now_ = now;
+  // Sends waiting for a PDC to it carry ids of the predecessor's order; answers to it
+  // answer the new incarnation's requests and keep waiting, in their order.
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if (it->peer != peer) {
+      ++it;
+      continue;
+    }
+    (void)fail_waiting_sends(*it, Status::kPeerUnreachable);
+    it = it->head == nullptr ? waiting_.erase(it) : it + 1;
+  }
+  if (waiting_.empty()) timers_.cancel(wait_timer_);
+  // The new incarnation would NACK each of these INVALID_DPDCID: fail them so now.
+  for (uint32_t i = 0; i < pdcs_.capacity(); ++i) {
+    if (!pdcs_.in_use(i) || pdcs_[i].peer != peer || !pdcs_[i].initiator) continue;
+    ++stats_.pdcs_of_restarted_peers;
+    fail_pdc(i, {.why = PdcFailure::kUnknownAtPeer, .nack = wire::NackCode::kInvalidDpdcid}, now);
+  }
+  // What waits on answers from the predecessor fails, as when it is forgotten whole.
+  failed_peers_.push_back(peer);
 }
 
 }  // namespace spray::pds

@@ -116,6 +116,27 @@ void Pds::open_for_waiting() {
   }
 }
 
+uint32_t Pds::fail_waiting_sends(WaitingRuns& w, Status why) {
+  uint32_t failed = 0;
+  TxRun* kept_head = nullptr;
+  TxRun* kept_tail = nullptr;
+  for (TxRun* r = w.head; r != nullptr;) {
+    TxRun* following = r->next;
+    r->next = nullptr;
+    if (r->answer) {
+      (kept_tail != nullptr ? kept_tail->next : kept_head) = r;
+      kept_tail = r;
+    } else {
+      failed_.push_back({r->message, why});
+      ++failed;
+    }
+    r = following;
+  }
+  w.head = kept_head;
+  w.tail = kept_tail;
+  return failed;
+}
+
 void Pds::on_wait_timer(Time now) {
   // Every (peer, mode) that waited its limit: the user's sends fail; answers to the
   // peer keep waiting (TxRun::answer), in order.
@@ -124,26 +145,11 @@ void Pds::on_wait_timer(Time now) {
       ++it;
       continue;
     }
-    TxRun* kept_head = nullptr;
-    TxRun* kept_tail = nullptr;
-    for (TxRun* r = it->head; r != nullptr;) {
-      TxRun* following = r->next;
-      r->next = nullptr;
-      if (r->answer) {
-        (kept_tail != nullptr ? kept_tail->next : kept_head) = r;
-        kept_tail = r;
-      } else {
-        failed_.push_back({r->message, Status::kNoPdcAvailable});
-        ++stats_.pdc_wait_failures;
-      }
-      r = following;
-    }
-    if (kept_head == nullptr) {
+    stats_.pdc_wait_failures += fail_waiting_sends(*it, Status::kNoPdcAvailable);
+    if (it->head == nullptr) {
       it = waiting_.erase(it);
       continue;
     }
-    it->head = kept_head;
-    it->tail = kept_tail;
     it->since = now;
     ++it;
   }

@@ -4,8 +4,9 @@
 // ses_incarnation.cc.
 //
 // Per peer: its incarnation (0: not known yet), the one before its last restart (its
-// late packets are dropped), where its hello stands and whether it has acknowledged a
-// request of ours, 6 bytes in all. check() runs on
+// late packets are dropped), where its hello stands, whether it has acknowledged a
+// request of ours and whether it may lack what it acknowledged, 7 bytes in all. check()
+// runs on
 // every request, before PDS: a few compares, and an append when a hello becomes owed.
 #pragma once
 
@@ -43,7 +44,8 @@ class PeerIncarnations {
         known_(max_peers, 0),
         retired_(max_peers, 0),
         hello_(max_peers, Hello::kNone),
-        acknowledged_(max_peers, 0) {}
+        acknowledged_(max_peers, 0),
+        unvouched_(max_peers, 0) {}
 
   // A random incarnation, never 0 nor kAcknowledgedUnknown.
   static uint16_t draw();
@@ -60,13 +62,22 @@ class PeerIncarnations {
   // `peer`'s incarnation as we know it; 0 until it has sent us a request or told us.
   uint16_t of(pds::PeerIndex peer) const { return known_[peer]; }
   // The standard header's `initiator` field towards `peer`: ours in the high 16 bits,
-  // the peer's as we know it in the low 16 (not known yet: kAcknowledgedUnknown once the
-  // peer has acknowledged a request of ours, else 0).
+  // the peer's as we know it in the low 16 (not known yet, or known but unvouched:
+  // kAcknowledgedUnknown once the peer has acknowledged a request of ours, else 0).
   uint32_t words_to(pds::PeerIndex peer) const {
     uint16_t view = known_[peer];
-    if (view == 0 && acknowledged_[peer]) view = kAcknowledgedUnknown;
+    if (acknowledged_[peer] && (view == 0 || unvouched_[peer])) view = kAcknowledgedUnknown;
     return (uint32_t{ours_} << 16) | view;
   }
+  // Whether `peer` may lack the order state that an engine at its address acknowledged:
+  // we learned its incarnation from a request that did not name ours, after requests of
+  // ours had been acknowledged there. Either that request left before the peer heard
+  // from us (it crossed ours), or the peer is a successor of the engine that
+  // acknowledged them, which restarted before we learned its incarnation and spoke to us
+  // first. Our requests say kAcknowledgedUnknown until the peer names us: the engine
+  // that acknowledged them takes them, a successor refuses them (kStaleView), and we
+  // start our order with it again (Ses::on_peer_lost_our_order).
+  bool unvouched(pds::PeerIndex peer) const { return unvouched_[peer] != 0; }
   // `peer` acknowledged a request of ours over a PDC: whoever it is, it has our
   // incarnation (it read the request's words before taking it).
   void acknowledged_by(pds::PeerIndex peer) { acknowledged_[peer] = 1; }
@@ -113,9 +124,11 @@ class PeerIncarnations {
         return SenderIncarnation::kRestarted;
       }
       known = sender;  // first contact
+      if (seen != ours_ && acknowledged_[peer]) unvouched_[peer] = 1;
     }
     if (seen == ours_) {
       hello_[peer] = Hello::kTold;
+      unvouched_[peer] = 0;  // it learned ours from a request of ours that it took
     } else if (over_pdc && hello_[peer] == Hello::kNone) {
       hello_[peer] = Hello::kOwed;
       owed_.push_back({peer, now + hello_after_});
@@ -131,6 +144,13 @@ class PeerIncarnations {
     known_[peer] = incarnation;
     hello_[peer] = Hello::kNone;  // an entry in owed_ for it is stale now
     acknowledged_[peer] = 0;
+    unvouched_[peer] = 0;
+  }
+  // `peer`, whose incarnation we know, refused a request of ours as meant for its
+  // predecessor: our order with it starts again, and nothing of it is acknowledged.
+  void lost_our_order(pds::PeerIndex peer) {
+    acknowledged_[peer] = 0;
+    unvouched_[peer] = 0;
   }
   // A request of ours is on its way to `peer`: it carries our incarnation, so the peer
   // learns it without a hello.
@@ -180,6 +200,7 @@ class PeerIncarnations {
   std::vector<uint16_t> retired_;
   std::vector<Hello> hello_;
   std::vector<uint8_t> acknowledged_;  // 1: it acknowledged a request of ours over a PDC
+  std::vector<uint8_t> unvouched_;     // 1: unvouched(peer)
   std::vector<Owed> owed_;
   Time next_due_{INT64_MAX};  // the earliest due in owed_ (INT64_MAX when none)
 };

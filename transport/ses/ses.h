@@ -399,6 +399,15 @@ class Ses {
   // (as end_sends_of does for a dead sender), drops the MSG_ERRs owed to it, forgets its
   // ids, and starts both send orders again from 0, as the new incarnation's are.
   void on_peer_restarted(PeerIndex peer, uint16_t incarnation, Time now);
+  // Whether `peer` may be a successor of an engine that acknowledged requests of ours,
+  // which we learned of from its first request (PeerIncarnations::unvouched).
+  bool peer_may_lack_our_order(PeerIndex peer) const { return incarnations_.unvouched(peer); }
+  // `peer` was such a successor: it refused a request of ours as meant for its
+  // predecessor, and PDS has failed the PDCs we opened to it (Pds::fail_our_pdcs_with).
+  // Takes PDS's reports, drops the MSG_ERRs owed to the predecessor and starts our send
+  // order to the peer again from 0. Its order to us, which we have taken from its first
+  // request on, goes on.
+  void on_peer_lost_our_order(PeerIndex peer, Time now);
   uint32_t rx_in_use() const { return rx_.used(); }
   // Tx slots set aside for answers that rx messages will send (see promise_tx).
   uint32_t tx_promised() const { return tx_promised_; }

@@ -39,15 +39,22 @@
 // heard of it and reads that over a PDC is not the engine that acknowledged it but a
 // successor, which lacks the order state the sender holds, and refuses the request as
 // one meant for a predecessor (kStaleView, with the NACK). So a restart of ours within
-// those 10 ms is seen too, unless our successor speaks to the sender first: the sender
-// then learns the successor's incarnation as a first one (it cannot tell a new peer's
-// late first request from a successor's, and must not fail operations on a guess).
+// those 10 ms is seen too. If our successor speaks to the sender first, the sender
+// learns its incarnation from a request that does not name the sender: it cannot tell
+// a successor from the engine it knew whose first request crossed its own, and must not
+// fail operations on a guess. So it asks: until we name it, its requests go on saying
+// kAcknowledgedUnknown (PeerIncarnations::unvouched). The engine that acknowledged them
+// knows the sender and takes them; a successor refuses them as above, and the sender,
+// whose view of our incarnation is right and only its order to us stale, fails the
+// PDCs it opened to our predecessor and what it sent on them, and starts its order to
+// us again (Ses::on_peer_lost_our_order); our order to it, which it took from our
+// first request on, goes on.
 // A request whose high half is 0 names no incarnation (one built by hand: fuzzers, wire
 // tests) and is taken as from the incarnation known.
 //
-// What it costs: 6 bytes of state a peer, one load and compare a request (the field is
+// What it costs: 7 bytes of state a peer, one load and compare a request (the field is
 // read in place, not decoded), and a hello to a peer that only sends to us. What it does
-// not cover: a restart that draws its predecessor's number (1 in 65535); a late packet of
+// not cover: a restart that draws its predecessor's number (1 in 65534); a late packet of
 // an incarnation two restarts back (taken for a third restart); forged packets, which can
 // end a peer's operations this way as they can by other ones unless TSS seals them.
 #include <algorithm>
@@ -101,6 +108,16 @@ void Ses::on_peer_restarted(PeerIndex peer, uint16_t incarnation, Time now) {
   send_seq_[peer] = 0;
   expect_seq_[peer] = 0;
   incarnations_.restarted(peer, incarnation);
+}
+
+void Ses::on_peer_lost_our_order(PeerIndex peer, Time now) {
+  now_ = now;
+  ++stats_.peers_restarted;
+  apply_pds_reports(now);  // our sends on the failed PDCs fail; their MSG_ERRs are dropped:
+  std::erase_if(skips_, [peer](const Skip& k) { return k.peer == peer; });
+  find_next_skip_due();
+  send_seq_[peer] = 0;
+  incarnations_.lost_our_order(peer);
 }
 
 void Ses::send_hellos(Time now) {

@@ -67,6 +67,21 @@ class PeerRestart : public ::testing::Test {
     EXPECT_EQ(cluster.engine(1).ses().rx_in_use(), 0u);
   }
 
+  // Every request `host` sends vanishes until the test clears the drop filter (its ACKs
+  // go on); the first is kept in `first`, for the test to deliver late.
+  void hold_requests_of(uint32_t host, std::vector<uint8_t>& first) {
+    cluster.fabric().set_drop_filter(
+        [host, &first](uint32_t from, uint32_t, const dp::PacketBuf& p) {
+          wire::PdsRequest h;
+          if (from != host ||
+              wire::decode(std::span<const uint8_t>(p.data, p.len), h) != wire::DecodeError::kOk) {
+            return false;
+          }
+          if (first.empty()) first.assign(p.data, p.data + p.len);
+          return true;
+        });
+  }
+
   sim::Cluster cluster{sim::FabricConfig{.hosts = 3}, engine::EngineConfig{}};
   CompletionWaiter waiter;
   uint64_t next_ctx = 100;
@@ -137,6 +152,61 @@ TEST_F(PeerRestart, a_sender_reaches_a_receiver_that_restarted_before_its_hello)
   send_in_order(1, 0, 0x40, 2);
 }
 
+// As above, but the new host 1 speaks first: host 0 learns its incarnation from its
+// first request, as that of a peer it has never heard, and the request's words do not
+// name host 0. Host 1's predecessor had acknowledged host 0's requests, so host 0 goes
+// on saying so (kAcknowledgedUnknown) until host 1 names it; the new host 1, which never
+// heard of host 0, refuses that as meant for its predecessor, and host 0 starts its
+// order to host 1 again. Host 1's order to host 0, taken from its first request on,
+// goes on. Until 2026-12-07 (late) host 0 went on in its old order, named the new
+// incarnation, and host 1 held its sends for good waiting for id 0.
+TEST_F(PeerRestart, a_sender_reaches_a_receiver_that_restarted_and_spoke_first) {
+  send_in_order(0, 1, 0x10, 3);
+  ASSERT_EQ(cluster.engine(0).ses().peer_incarnation(1), 0u);
+  cluster.restart(1, 77);
+  send_in_order(1, 0, 0x40, 2);
+  EXPECT_EQ(cluster.engine(0).ses().peer_incarnation(1), cluster.engine(1).ses().incarnation());
+  EXPECT_TRUE(cluster.engine(0).ses().peer_may_lack_our_order(1));
+  first_send_fails_then_the_rest_arrive();
+  EXPECT_FALSE(cluster.engine(0).ses().peer_may_lack_our_order(1));
+  send_in_order(1, 0, 0x50, 2);
+  EXPECT_EQ(cluster.engine(1).ses().stats().peers_restarted, 0u);
+}
+
+// The other reading of the same words: host 1's first request left before it heard
+// from host 0 and arrives after host 0's requests were acknowledged (it crossed them).
+// Host 0 cannot tell that from a successor's and says kAcknowledgedUnknown as above,
+// but host 1, which took its requests, knows it and takes them: nothing fails, nothing
+// is counted as a restart, and once host 1 names host 0 the words name it again.
+TEST_F(PeerRestart, a_request_that_crossed_our_first_ones_is_not_a_restart) {
+  std::vector<uint8_t> crossed;
+  hold_requests_of(1, crossed);
+  std::vector<uint8_t> early(kBytes, 0x5a), in(kBytes, 0);
+  ASSERT_EQ(cluster.engine(0).post_recv({in.data(), kBytes, 1}), Status::kOk);
+  ASSERT_EQ(cluster.engine(1).send(0, early.data(), kBytes, 1), Status::kOk);
+  cluster.run_until([&] { return !crossed.empty(); }, Duration::milliseconds(1));
+  ASSERT_FALSE(crossed.empty());
+  send_in_order(0, 1, 0x10, 3);
+  ASSERT_EQ(cluster.engine(0).ses().peer_incarnation(1), 0u);
+  test_support::inject(cluster, 1, 0, crossed);
+  auto rx = waiter.wait(0, 1);
+  ASSERT_TRUE(rx) << "host 0 never took the request that crossed its own";
+  EXPECT_EQ(in, early);
+  EXPECT_TRUE(cluster.engine(0).ses().peer_may_lack_our_order(1));
+  send_in_order(0, 1, 0x20, 3);  // saying kAcknowledgedUnknown, to the engine that knows
+  cluster.fabric().set_drop_filter({});
+  auto tx = waiter.wait(1, 1);
+  ASSERT_TRUE(tx);
+  EXPECT_EQ(tx->status, Status::kOk);
+  send_in_order(1, 0, 0x30, 2);
+  EXPECT_FALSE(cluster.engine(0).ses().peer_may_lack_our_order(1));
+  send_in_order(0, 1, 0x40, 2);
+  for (uint32_t host : {0u, 1u}) {
+    EXPECT_EQ(cluster.engine(host).ses().stats().peers_restarted, 0u) << "host " << host;
+    EXPECT_EQ(cluster.engine(host).ses().stats().requests_to_an_earlier_incarnation, 0u);
+  }
+}
+
 // A sender whose first request the receiver never acknowledged (it died first) holds no
 // order state the receiver's successor lacks: the successor takes the request, resent,
 // as a first contact's, and it arrives once, intact, ahead of the sender's next ones.
@@ -169,15 +239,7 @@ TEST_F(PeerRestart, a_receiver_that_died_before_acknowledging_anything_is_not_a_
 TEST_F(PeerRestart, a_late_request_of_a_dead_incarnation_fails_nothing_of_the_new_one) {
   send_in_order(0, 1, 0x10, 1);
   std::vector<uint8_t> late;
-  cluster.fabric().set_drop_filter([&](uint32_t from, uint32_t, const dp::PacketBuf& p) {
-    wire::PdsRequest h;
-    if (from != 1 ||
-        wire::decode(std::span<const uint8_t>(p.data, p.len), h) != wire::DecodeError::kOk) {
-      return false;
-    }
-    if (late.empty()) late.assign(p.data, p.data + p.len);
-    return true;  // every request of host 1's, so that this one never arrives
-  });
+  hold_requests_of(1, late);
   std::vector<uint8_t> never(kBytes, 0x66);
   ASSERT_EQ(cluster.engine(1).send(0, never.data(), kBytes, 1), Status::kOk);
   cluster.run_until([&] { return !late.empty(); }, Duration::milliseconds(5));

@@ -108,12 +108,44 @@ TEST(PeerIncarnationWords, say_whether_a_request_was_acknowledged_at_the_peers_a
   EXPECT_EQ(known.words_to(2), 0x1234ffffu);
   EXPECT_EQ(known.words_to(3), 0x12340000u) << "per peer";
   uint16_t told = 0;
-  EXPECT_EQ(known.check(2, 0x5678'0000u, true, Time{}, told), SenderIncarnation::kCurrent);
+  EXPECT_EQ(known.check(2, 0x5678'1234u, true, Time{}, told), SenderIncarnation::kCurrent);
+  EXPECT_FALSE(known.unvouched(2)) << "it named us: it took a request of ours";
   EXPECT_EQ(known.words_to(2), 0x12345678u);
   known.restarted(2, 0x9abc);
   EXPECT_EQ(known.words_to(2), 0x12349abcu);
   known.restarted(2, 0);
   EXPECT_EQ(known.words_to(2), 0x12340000u) << "what the old one acknowledged is forgotten";
+}
+
+// A peer whose first request does not name us, after an engine at its address
+// acknowledged requests of ours: it may be that engine, whose request crossed ours, or
+// its successor, which lacks our order. Our requests go on saying kAcknowledgedUnknown
+// until it names us (the engine itself then has our requests and took them), or until
+// it refuses one as meant for its predecessor and our order with it starts again.
+TEST(PeerIncarnationWords, stay_unvouched_until_the_peer_names_us) {
+  PeerIncarnations known(4, 0x1234, Duration::milliseconds(10));
+  uint16_t told = 0;
+  EXPECT_EQ(known.check(3, 0x5678'0000u, true, Time{}, told), SenderIncarnation::kCurrent);
+  EXPECT_FALSE(known.unvouched(3)) << "nothing of ours was acknowledged there";
+  EXPECT_EQ(known.words_to(3), 0x12345678u);
+
+  known.acknowledged_by(2);
+  EXPECT_EQ(known.check(2, 0x5678'0000u, true, Time{}, told), SenderIncarnation::kCurrent);
+  EXPECT_EQ(known.of(2), 0x5678u);
+  EXPECT_TRUE(known.unvouched(2));
+  EXPECT_EQ(known.words_to(2), 0x1234ffffu);
+  EXPECT_EQ(known.check(2, 0x5678'ffffu, true, Time{}, told), SenderIncarnation::kCurrent);
+  EXPECT_TRUE(known.unvouched(2)) << "it had a request acknowledged by us: that says nothing";
+  EXPECT_EQ(known.check(2, 0x5678'1234u, true, Time{}, told), SenderIncarnation::kCurrent);
+  EXPECT_FALSE(known.unvouched(2));
+  EXPECT_EQ(known.words_to(2), 0x12345678u);
+
+  known.acknowledged_by(1);
+  EXPECT_EQ(known.check(1, 0x9abc'0000u, true, Time{}, told), SenderIncarnation::kCurrent);
+  EXPECT_TRUE(known.unvouched(1));
+  known.lost_our_order(1);
+  EXPECT_FALSE(known.unvouched(1));
+  EXPECT_EQ(known.words_to(1), 0x12349abcu) << "it knows nothing of ours, and will learn it";
 }
 
 TEST_F(Incarnations, no_words_and_other_headers_say_nothing) {
