@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include "tests/support/engine_harness.h"
@@ -289,6 +290,139 @@ TEST_F(PeerRestart, what_the_old_incarnation_left_ends_when_the_new_one_speaks) 
   EXPECT_EQ(ended->status, Status::kPeerUnreachable);
   EXPECT_EQ(cluster.engine(1).ses().stats().receives_abandoned, 1u);
   EXPECT_EQ(cluster.engine(1).ses().rx_in_use(), 0u);
+}
+
+// Either host restarts at random moments between exchanges both ways, on a fabric that
+// loses, duplicates, corrupts and reorders packets: before or after hellos, first
+// contacts and ACKs, one side or both. A send may fail only in the first exchange after
+// its receiver restarted, and only as "peer unreachable"; every send that completes OK
+// is received, intact, exactly once; no operation hangs; and after the last restart
+// both hosts talk both ways again. One run of 40 random steps a seed.
+class RandomRestarts {
+ public:
+  explicit RandomRestarts(uint64_t seed)
+      : seed_(seed), rng_(seed), cluster_(fabric(seed), engine_config()), waiter_(cluster_) {}
+
+  void play() {
+    uint32_t restarts = 0;
+    for (int step = 0; step < 40; ++step) {
+      const uint64_t draw = rng_();
+      const auto host = static_cast<uint32_t>((draw >> 8) & 1);
+      switch (draw % 5) {
+        case 0:
+          cluster_.restart(host, seed_ * 1000 + static_cast<uint64_t>(step));
+          restarted_since_heard_[host] = true;
+          ++restarts;
+          break;
+        case 1:  // around the 10 ms after which a hello goes
+          cluster_.run_until([] { return false; }, Duration::microseconds((draw >> 16) % 15000));
+          break;
+        default:
+          exchange(host, 1 - host, 1 + static_cast<int>((draw >> 16) % 3));
+          break;
+      }
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+    // Sends in flight to a predecessor all fail: the first round after a restart may lose
+    // all of its sends to the restarted host, not the second.
+    for (int round = 0; round < 2; ++round) {
+      exchange(0, 1, 3);
+      exchange(1, 0, 3);
+    }
+    for (uint32_t host : {0u, 1u}) {
+      EXPECT_FALSE(restarted_since_heard_[host]) << "host " << host << " is not heard again";
+      EXPECT_EQ(cluster_.engine(host).ses().stats().unexpected_messages, 0u)
+          << "host " << host << " got a send twice, or one that failed";
+    }
+    restarted_any_ = restarts > 0;
+  }
+  bool restarted_any() const { return restarted_any_; }
+
+ private:
+  // Faulty, with room for the few packets two hosts have in flight here.
+  static sim::FabricConfig fabric(uint64_t seed) {
+    sim::FabricConfig f = test_support::faulty_fabric(2, seed);
+    f.buffers = 2048;
+    return f;
+  }
+  // Tables for two peers and a few messages: each restart makes a new engine, and the
+  // defaults' (65536 peers, 8192 messages each way) cost more to make than to run here.
+  static engine::EngineConfig engine_config() {
+    engine::EngineConfig e;
+    e.max_peers = 4;
+    e.pds.max_pdcs = 16;
+    e.ses.max_peers = 4;
+    e.ses.max_tx_messages = 64;
+    e.ses.max_rx_messages = 64;
+    return e;
+  }
+
+  // `from` sends `count` tagged messages to `to`, each into a receive posted for its tag.
+  void exchange(uint32_t from, uint32_t to, int count) {
+    std::vector<std::vector<uint8_t>> out, in;
+    std::vector<uint64_t> ctxs;
+    for (int i = 0; i < count; ++i) {
+      const uint64_t ctx = next_ctx_++;
+      ctxs.push_back(ctx);
+      out.emplace_back(kBytes, static_cast<uint8_t>(ctx));
+      in.emplace_back(kBytes, 0);
+      ASSERT_EQ(cluster_.engine(to).post_recv({.buffer = in.back().data(),
+                                               .length = kBytes,
+                                               .context = ctx,
+                                               .tagged = true,
+                                               .tag = ctx,
+                                               .source = from}),
+                Status::kOk);
+    }
+    for (int i = 0; i < count; ++i) {
+      ASSERT_EQ(cluster_.engine(from).send(to, out[i].data(), kBytes, ctxs[i],
+                                           {.tagged = true, .tag = ctxs[i]}),
+                Status::kOk);
+    }
+    bool any_ok = false;
+    for (int i = 0; i < count; ++i) {
+      auto tx = waiter_.wait(from, ctxs[i], Duration::seconds(20));
+      ASSERT_TRUE(tx) << "a send of host " << from << " never ended";
+      if (tx->status == Status::kOk) {
+        any_ok = true;
+        auto rx = waiter_.wait(to, ctxs[i]);
+        ASSERT_TRUE(rx) << "host " << to << " never received a send that completed OK";
+        EXPECT_EQ(rx->status, Status::kOk);
+        EXPECT_EQ(in[i], out[i]);
+      } else {
+        EXPECT_EQ(tx->status, Status::kPeerUnreachable);
+        EXPECT_TRUE(restarted_since_heard_[to])
+            << "a send from host " << from << " failed, and host " << to << " had not restarted";
+        ASSERT_EQ(cluster_.engine(to).cancel_recv(ctxs[i]), Status::kOk)
+            << "host " << to << " took a send that failed";
+      }
+    }
+    if (any_ok) restarted_since_heard_[to] = false;
+  }
+
+  uint64_t seed_;
+  std::mt19937_64 rng_;
+  sim::Cluster cluster_;
+  CompletionWaiter waiter_;
+  uint64_t next_ctx_ = 1;
+  // Per host: it restarted after its peer's last send to it that completed OK.
+  bool restarted_since_heard_[2] = {false, false};
+  bool restarted_any_ = false;
+};
+
+// 100 seeds in one case, a tenth of a second (4 s under ASan). Before a restart that
+// speaks first was seen (PeerIncarnations::unvouched), 19 of them failed, the first at
+// seed 2 (a send completed OK that its receiver never got).
+TEST(PeerRestartsAtRandom, lose_nothing_that_completed_and_never_stop_the_talk) {
+  uint32_t with_restarts = 0;
+  for (uint64_t seed = 1; seed <= 100; ++seed) {
+    SCOPED_TRACE(::testing::Message() << "seed " << seed);
+    RandomRestarts run(seed);
+    run.play();
+    if (HasFailure()) return;
+    with_restarts += run.restarted_any() ? 1 : 0;
+  }
+  EXPECT_GT(with_restarts, 75u);
 }
 
 }  // namespace
