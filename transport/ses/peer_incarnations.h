@@ -6,8 +6,8 @@
 // Per peer: its incarnation (0: not known yet), the one before its last restart (its
 // late packets are dropped), where its hello stands, whether it has acknowledged a
 // request of ours and whether it may lack what it acknowledged, 7 bytes in all. check()
-// runs on
-// every request, before PDS: a few compares, and an append when a hello becomes owed.
+// runs on every request, before PDS: a few compares, and an append when a hello
+// becomes owed.
 #pragma once
 
 #include <algorithm>
@@ -200,7 +200,7 @@ class PeerIncarnations {
   std::vector<uint16_t> retired_;
   std::vector<Hello> hello_;
   std::vector<uint8_t> acknowledged_;  // 1: it acknowledged a request of ours over a PDC
-  std::vector<uint8_t> unvouched_;     // 1: unvouched(peer)
+  std::vector<uint8_t> unvouched_;     // 1: it may lack that order state (unvouched())
   std::vector<Owed> owed_;
   Time next_due_{INT64_MAX};  // the earliest due in owed_ (INT64_MAX when none)
 };
