@@ -687,6 +687,9 @@ class Ses {
   // whose time has come and that has not learned ours meanwhile, as tx slots allow; the
   // rest stay owed.
   void send_hellos(Time now);
+  // Our send order to `peer` starts again from 0, as a new incarnation of it expects:
+  // the MSG_ERRs owed to it (ids of the old order) are dropped unsent.
+  void start_send_order_again(PeerIndex peer);
   // A send id whose message failed, how many MSG_ERRs for it failed too, and when the
   // next may go (the next send to the peer takes it along sooner).
   struct Skip {

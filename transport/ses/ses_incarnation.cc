@@ -94,8 +94,7 @@ void Ses::on_peer_restarted(PeerIndex peer, uint16_t incarnation, Time now) {
   apply_pds_reports(now);
   const PeerIndex restarted[] = {peer};
   end_sends_of(restarted, now, true);  // nothing more of them comes, however recent
-  std::erase_if(skips_, [peer](const Skip& k) { return k.peer == peer; });
-  find_next_skip_due();
+  start_send_order_again(peer);
   ended_writes_.forget_peer(peer);
   // What the old incarnation sent whole still stands (its sender saw it delivered) and
   // is matched as any message; only its id, which the new incarnation uses afresh, no
@@ -105,7 +104,6 @@ void Ses::on_peer_restarted(PeerIndex peer, uint16_t incarnation, Time now) {
     const auto key = id_key(peer, rx_[i].msg_id);
     if (auto found = rx_by_id_.find(key); found && *found == i) rx_by_id_.erase(key);
   }
-  send_seq_[peer] = 0;
   expect_seq_[peer] = 0;
   incarnations_.restarted(peer, incarnation);
 }
@@ -113,11 +111,15 @@ void Ses::on_peer_restarted(PeerIndex peer, uint16_t incarnation, Time now) {
 void Ses::on_peer_lost_our_order(PeerIndex peer, Time now) {
   now_ = now;
   ++stats_.peers_restarted;
-  apply_pds_reports(now);  // our sends on the failed PDCs fail; their MSG_ERRs are dropped:
+  apply_pds_reports(now);  // our sends on the failed PDCs fail
+  start_send_order_again(peer);
+  incarnations_.lost_our_order(peer);
+}
+
+void Ses::start_send_order_again(PeerIndex peer) {
   std::erase_if(skips_, [peer](const Skip& k) { return k.peer == peer; });
   find_next_skip_due();
   send_seq_[peer] = 0;
-  incarnations_.lost_our_order(peer);
 }
 
 void Ses::send_hellos(Time now) {
