@@ -34,7 +34,8 @@ for coll in alltoall allreduce; do
     fail "$coll: an endpoint sealed or opened nothing, or refused packets" "$sealed"
   fi
   echo "$rows"
-  echo "$sealed" | head -1
+  head -1 <<<"$sealed"  # no pipe: bash writes echo's lines one by one, and a head that
+  # exited after the first would fail the test with SIGPIPE under pipefail
 done
 
 # 2. Two keys: rank r reads key r.
