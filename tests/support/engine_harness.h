@@ -25,6 +25,19 @@ inline sim::FabricConfig faulty_fabric(uint32_t hosts, uint64_t seed) {
   return f;
 }
 
+// Engine tables for a few peers and a few messages each way, for tests that make many
+// engines (restarts): the defaults' (65536 peers, 8192 messages each way) cost more to
+// make than such a test costs to run.
+inline engine::EngineConfig small_engine_config(uint32_t max_pdcs) {
+  engine::EngineConfig e;
+  e.max_peers = 4;
+  e.pds.max_pdcs = max_pdcs;
+  e.ses.max_peers = 4;
+  e.ses.max_tx_messages = 64;
+  e.ses.max_rx_messages = 64;
+  return e;
+}
+
 // Runs the cluster until `host` reports a completion with `context` (other
 // completions seen on the way are kept for later calls). nullopt on timeout.
 class CompletionWaiter {

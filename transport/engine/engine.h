@@ -380,9 +380,10 @@ class Engine {
   // ROD PDCs whose in-order delivery stalls, oldest first: SES refused their head packet,
   // or an older PDC from the same peer is stalled (behind_a_stalled_line).
   std::vector<uint32_t> stalled_rod_;
-  std::vector<PeerIndex> probe_peers_;  // scratch: peers to probe this round
-  ses::DirectRead direct_read_{};       // the one being copied, while direct_read_active_
-  uint64_t direct_read_copied_ = 0;     // its bytes copied so far
+  std::vector<PeerIndex> probe_peers_;     // scratch: peers to probe this round
+  std::vector<PeerIndex> unprobed_peers_;  // scratch: ... that SES had no tx slot for
+  ses::DirectRead direct_read_{};          // the one being copied, while direct_read_active_
+  uint64_t direct_read_copied_ = 0;        // its bytes copied so far
   bool direct_read_active_ = false;
   Time next_probe_{};
   Time now_{};

@@ -30,7 +30,8 @@ size_t Engine<D>::progress(Time now) {
   if (now >= next_probe_) {
     next_probe_ = now + cfg_.probe_interval;
     ses_.peers_we_wait_on(probe_peers_, now);
-    for (PeerIndex peer : probe_peers_) (void)pds_.probe(peer, pds::Mode::kRud, now);
+    ses_.probe_peers(probe_peers_, now, unprobed_peers_);  // they name its incarnation
+    for (PeerIndex peer : unprobed_peers_) (void)pds_.probe(peer, pds::Mode::kRud, now);
   }
   drain_reports(now);
   ses_.resume_tx_waiters(now);  // tx slots freed by what was just reported
@@ -247,6 +248,7 @@ bool Engine<D>::handle_request(PeerIndex peer, dp::PacketBuf* buf, std::span<con
           ++stats_.rx_malformed;  // not committed: a genuine sender will retransmit
           break;
       }
+      pds_.request_handled();  // answers SES made meanwhile go on the PDC just opened
       return false;
     case pds::RxVerdict::kHold:
       // Held until its predecessors arrive: a datapath that lends receive buffers (UDP

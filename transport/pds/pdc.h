@@ -54,6 +54,9 @@ struct TxRun {
   // operation. Waiting for a PDC it never times out: its requester has no other way to
   // learn of it and would wait forever instead (see Pds::on_wait_timer).
   bool answer = false;
+  // An answer that goes on the PDC the peer opened to us, where there is one, not on
+  // ours: ours may lead to a predecessor of the peer's (Ses::start).
+  bool via_peers_pdc = false;
   // Nothing at the initiator waits for this run's acknowledgement (an inject: no
   // completion, no counter), so its packet may go without ACK-requested when it is alone
   // in flight, and the target acknowledges it with what it sends next (see

@@ -143,6 +143,9 @@ struct PdsStats {
   uint64_t pdcs_reopened = 0;
   // PDCs failed because their peer restarted (forget_peer, fail_our_pdcs_with).
   uint64_t pdcs_of_restarted_peers = 0;
+  // Target PDCs whose id a SYN with another start PSN named: its initiator had gone
+  // (Pds::classify_request), and a new PDC took the id.
+  uint64_t pdcs_superseded = 0;
   // Messages such a PDC failed instead: a packet of theirs the peer may have delivered
   // before it forgot the PDC (resent, or never answered), which must not go twice.
   uint64_t orphan_messages_failed = 0;
@@ -206,6 +209,15 @@ class Pds {
   // When the table is full the run waits for a PDC (an idle one is closed to make
   // room) and fails with kNoPdcAvailable, reported in failed(), after cfg.pdc_wait.
   Status enqueue(PeerIndex peer, Mode mode, TxRun* run, Time now);
+  // The request classify_request said kDeliver to has been handled (committed or not):
+  // the answers that enqueue parked meanwhile are placed. SES made them while it took a
+  // request that opens the peer's PDC to us, which they are to go on
+  // (TxRun::via_peers_pdc), before commit_request opened it; where it was not taken after
+  // all, they go as any answer.
+  void request_handled() {
+    target_open_pending_ = false;  // nothing opens now, or it has opened
+    if (!parked_answers_.empty()) place_parked_answers();
+  }
 
   // PDCs that may have something to send. The engine calls next_tx on each.
   bool pop_ready(uint32_t& pdc);
@@ -519,12 +531,13 @@ class Pds {
   uint32_t credit_senders_ = 0;  // target PDCs whose sender wants credit and has a backlog
   SlotPool<Pdc> pdcs_;
   FlatMap by_peer_;  // pdc_key -> PDC index: the PDC this engine sends on
-  // pdc_key -> a PDC the peer opened to us: where our answers to it go while our own
-  // PDC's window is held by a request the peer refused for want of room (answer_pdc).
+  // pdc_key -> the PDC the peer opened to us last: where our answers to it go while our
+  // own PDC's window is held by a request the peer refused for want of room
+  // (answer_pdc), and all of them while the peer is unvouched (TxRun::via_peers_pdc).
   FlatMap answers_by_peer_;
-  FlatMap by_id_;                // local PDC id -> PDC index
-  FlatMap by_syn_;               // syn_key -> target PDC index, for SYN lookups
-  FlatMap closed_syn_;           // syn_key of recently closed target PDCs -> 1 (late SYN guard)
+  FlatMap by_id_;       // local PDC id -> PDC index
+  FlatMap by_syn_;      // syn_key -> target PDC index, for SYN lookups
+  FlatMap closed_syn_;  // syn_key of recently closed target PDCs -> start PSN (late SYN guard)
   FlatMap target_pdcs_of_peer_;  // peer -> target PDCs it holds open (only peers with some)
   // Peers we gave up answers to, and until when they are told (pds_lost_answers.cc).
   // Slow path: empty unless a PDC failed with answers aboard lately; one entry a peer.
@@ -541,7 +554,7 @@ class Pds {
   struct FailedPdc {
     PeerIndex peer = kNoPeer;
     uint16_t local_id = 0;
-    uint16_t remote_id = 0;
+    uint16_t remote_id = 0;  // 0 (no PDC's id): it failed before the peer's was known
     Mode mode = Mode::kRud;
     uint32_t delivered_below = 0;
     std::vector<uint64_t> received;
@@ -604,6 +617,15 @@ class Pds {
   // classify_request accepted a SYN whose PDC opens at commit_request: until then an
   // initiator open (SES answering that very packet) may not take the last slot.
   bool target_open_pending_ = false;
+  PeerIndex target_open_peer_ = 0;  // ... the peer that SYN came from
+  // Answers parked by enqueue meanwhile (request_handled). Empty but in that case.
+  struct ParkedAnswer {
+    PeerIndex peer;
+    Mode mode;
+    TxRun* run;
+  };
+  std::vector<ParkedAnswer> parked_answers_;
+  void place_parked_answers();
   uint32_t initiator_pdcs_ = 0;  // PDCs in the table that this engine opened
   // SYNs refused for want of a slot, oldest first, each with when it was last refused;
   // a slot that frees goes to the oldest. Bounded; empty unless the table is full.

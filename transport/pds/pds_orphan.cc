@@ -237,7 +237,9 @@ void Pds::remember_failed_pdc(const Pdc& p) {
   FailedPdc f;
   f.peer = p.peer;
   f.local_id = p.local_id;
-  f.remote_id = p.remote_id;
+  // Our ids are given in turn through all 65535, so ours alone names it while the peer's
+  // is not known yet (nothing of the peer's came on it then: all it sends is new here).
+  f.remote_id = p.remote_known ? p.remote_id : 0;
   f.mode = p.mode;
   f.delivered_below = p.mode == Mode::kRud ? p.rcv_nxt : p.rod_pop;
   if (p.mode == Mode::kRud) f.received = p.rx_bitmap;
@@ -252,7 +254,9 @@ void Pds::remember_failed_pdc(const Pdc& p) {
 wire::ForgottenPsn Pds::what_became_of(PeerIndex peer, uint16_t our_id, uint16_t their_id,
                                        uint32_t psn) const {
   for (const FailedPdc& f : failed_pdcs_) {
-    if (f.peer != peer || f.local_id != our_id || f.remote_id != their_id) continue;
+    if (f.peer != peer || f.local_id != our_id || (f.remote_id != 0 && f.remote_id != their_id)) {
+      continue;
+    }
     const int32_t ahead = psn_diff(psn, f.delivered_below);
     bool delivered = ahead < 0;
     if (!delivered && !f.received.empty() && ahead < static_cast<int32_t>(window_)) {

@@ -111,9 +111,9 @@ bool Pds::open_pdc(PeerIndex peer, Mode mode, bool initiator, uint32_t& index, T
   p.last_active = now_;
   if (initiator) ++initiator_pdcs_;
   ++stats_.pdcs_opened;
-  if (!initiator && !answers_by_peer_.find(pdc_key(peer, mode))) {
-    answers_by_peer_.insert(pdc_key(peer, mode), index);
-  }
+  // The newest: a PDC the peer opened before may be its predecessor's (see
+  // TxRun::via_peers_pdc).
+  if (!initiator) answers_by_peer_.insert(pdc_key(peer, mode), index);
   if (!by_peer_.find(pdc_key(peer, mode))) {
     by_peer_.insert(pdc_key(peer, mode), index);
     if (!waiting_.empty()) adopt_waiting_runs(index);
@@ -200,10 +200,11 @@ void Pds::forget_peers_pdc(uint32_t index) {
   if (p.remote_known) {
     const uint64_t key = syn_key(p.peer, p.remote_id);
     by_syn_.erase(key);
-    // Remember it, so that a late duplicate SYN cannot reopen it and replay data.
+    // Remember it, so that a late duplicate SYN cannot reopen it and replay data: its
+    // start PSN tells such a SYN from the first of a new PDC under the same id.
     closed_syn_.erase(closed_ring_[closed_next_]);
     closed_ring_[closed_next_] = key;
-    closed_syn_.insert(key, 1);
+    closed_syn_.insert(key, p.start_psn);
     closed_next_ = (closed_next_ + 1) % closed_ring_.size();
   }
 }
@@ -297,9 +298,18 @@ void Pds::fail_pdc(uint32_t index, PdcFailureRecord cause, Time now) {
   }
   cause.peer = peer;
   last_failure_ = cause;
+  // Not while its SYN went unanswered: the peer that then sends on it took the SYN after
+  // we gave up, and our precise word would make it send its answers again to operations
+  // of ours that have ended (DirectRead's read long after, a bad key).
   if (p.initiator && p.remote_known) remember_failed_pdc(p);
   free_pdc(index);
   if (unreachable && answers_lost) lost_answers_to(peer);
+}
+
+void Pds::place_parked_answers() {
+  // With no target open pending, enqueue parks nothing more.
+  for (const ParkedAnswer& a : parked_answers_) (void)enqueue(a.peer, a.mode, a.run, now_);
+  parked_answers_.clear();
 }
 
 Status Pds::enqueue(PeerIndex peer, Mode mode, TxRun* run, Time now) {
@@ -312,7 +322,15 @@ Status Pds::enqueue(PeerIndex peer, Mode mode, TxRun* run, Time now) {
   }
   // A closing PDC is no longer in by_peer_ (begin_close removed it), so new traffic to
   // that peer opens a fresh one here, or waits for room to.
-  if (auto found = by_peer_.find(pdc_key(peer, mode))) {
+  if (run->via_peers_pdc && target_open_pending_ && peer == target_open_peer_) {
+    parked_answers_.push_back({peer, mode, run});  // its PDC opens as that request commits
+    return Status::kOk;
+  }
+  const auto peers_own =
+      run->via_peers_pdc ? answers_by_peer_.find(pdc_key(peer, mode)) : std::nullopt;
+  if (peers_own) {
+    index = *peers_own;
+  } else if (auto found = by_peer_.find(pdc_key(peer, mode))) {
     index = run->answer ? answer_pdc(*found) : *found;
   } else if (!open_pdc(peer, mode, true, index, now)) {
     wait_for_pdc(peer, mode, run, now);

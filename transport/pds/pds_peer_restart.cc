@@ -41,6 +41,11 @@ void Pds::forget_peer(PeerIndex peer, Time now) {
     if (!pdcs_.in_use(i) || pdcs_[i].peer != peer) continue;
     ++stats_.pdcs_of_restarted_peers;
     (void)fail_messages_on(pdcs_[i], Status::kPeerUnreachable);
+    // Its receive state, for what the new incarnation sends on it yet: a PDC of ours it
+    // took the SYN of (the restart was seen after) asks, and hears what became of each
+    // packet (pds_orphan.cc) rather than put its messages in doubt. Only ours: a PDC id
+    // of ours names one engine's PDC, where the old incarnation's ids may be the new one's.
+    if (pdcs_[i].initiator) remember_failed_pdc(pdcs_[i]);
     free_pdc(i);
   }
   failed_peers_.push_back(peer);  // what waits on the old incarnation fails in SES

@@ -29,10 +29,26 @@ RxClass Pds::classify_request(PeerIndex peer, const wire::PdsRequest& h, bool tr
 
   if (h.is_syn()) {
     const uint64_t key = syn_key(peer, h.spdcid);
-    if (auto found = by_syn_.find(key)) {
+    const uint32_t start_psn = h.psn - h.syn.psn_offset;
+    auto found = by_syn_.find(key);
+    if (found && start_psn != pdcs_[*found].start_psn) {
+      // Another PDC under the id of one the peer opened to us. An engine gives its PDCs
+      // ids in turn through all 65535, so this one's initiator is gone: a process that
+      // restarted at the peer's address, whose engine numbers its PDCs from 1 again.
+      // Until it was seen, its SYNs fell in the old PDC's window and were refused, or,
+      // behind it, taken for duplicates. Those were seen only where the restart was not
+      // (Engine::restart_peer forgets the peer's PDCs): the predecessor had opened the
+      // PDC with a packet that named no incarnation (a response, a probe). What we sent
+      // on the old PDC fails with it; nothing of the new one's waits for it.
+      ++stats_.pdcs_superseded;
+      (void)fail_messages_on(pdcs_[*found], Status::kPeerUnreachable);
+      free_pdc(*found);
+      found = std::nullopt;
+    }
+    if (found) {
       index = *found;
     } else {
-      if (closed_syn_.find(key)) {  // a late duplicate of a PDC already closed
+      if (closed_syn_.find(key) == start_psn) {  // a late duplicate of a PDC already closed
         ++stats_.rx_duplicates;
         return c;
       }
@@ -60,18 +76,24 @@ RxClass Pds::classify_request(PeerIndex peer, const wire::PdsRequest& h, bool tr
       c.open_on_commit = true;
       c.peer = peer;
       c.remote_id = h.spdcid;
-      c.start_psn = h.psn - h.syn.psn_offset;
+      c.start_psn = start_psn;
       c.mode = mode;
       c.verdict =
           (mode == Mode::kRod && h.psn != c.start_psn) ? RxVerdict::kHold : RxVerdict::kDeliver;
       target_open_pending_ = true;
+      target_open_peer_ = peer;
       return c;
     }
   } else {
     const auto found = by_id_.find(h.dpdcid);
     Pdc* p = found ? &pdcs_[*found] : nullptr;
-    if (p != nullptr && p->peer == peer && !p->remote_known && p->initiator) {
-      // Our ACK-borne id reached the peer before its ACK reached us: learn it here.
+    if (p != nullptr && p->peer == peer && !p->remote_known && p->initiator &&
+        static_cast<uint32_t>(psn_diff(h.psn, p->rcv_nxt)) < window_) {
+      // Our ACK-borne id reached the peer before its ACK reached us: learn it here. Only
+      // from a PSN in our receive window (the target numbers its packets on our PDC from
+      // our start PSN): a late packet of a PDC the peer had with our predecessor, whose
+      // id we took again, is not its answer to ours, and the id it names would lead our
+      // packets to a PDC that is gone.
       establish(*p, h.spdcid);
     }
     if (p == nullptr || p->peer != peer || p->remote_id != h.spdcid) {

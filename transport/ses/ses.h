@@ -210,6 +210,7 @@ struct SesStats {
   uint64_t requests_of_a_retired_incarnation = 0;
   uint64_t requests_to_an_earlier_incarnation = 0;
   uint64_t hellos_sent = 0;  // NO_OPs telling a peer that only sends to us our incarnation
+  uint64_t probes_sent = 0;  // NO_OPs asking a peer we wait on if it is still there (probe_peers)
 };
 
 class Ses {
@@ -303,6 +304,16 @@ class Ses {
   // SesConfig::stalled_send_probe_after. When such a peer fails, on_peer_failed ends
   // what waited on it.
   void peers_we_wait_on(std::vector<PeerIndex>& out, Time now);
+  // Asks each of `peers` (from peers_we_wait_on) whether it is still there and still the
+  // incarnation we know, with a probe: a NO_OP request, whose words name that
+  // incarnation. A dead peer leaves it unanswered until its PDC fails (on_peer_failed);
+  // a successor at its address refuses it as meant for its predecessor (the
+  // stale-incarnation NACK), and the engine ends what waited on that one. PDS's own probe
+  // (an ACK request) tells only the first: a successor answers it, over a PDC it takes
+  // for a new one, and what waited on its predecessor waited for good. At most one probe
+  // a peer is in flight. Peers there was no tx slot for go to `unprobed`, for PDS to
+  // probe instead.
+  void probe_peers(std::span<const PeerIndex> peers, Time now, std::vector<PeerIndex>& unprobed);
 
   // RUDI: the next packet waiting to go out (peek, then advance once it is tracked);
   // the target's side (execute, answer with a return code); the initiator's side.
@@ -379,6 +390,7 @@ class Ses {
   void set_peer_mtu(PeerIndex peer, uint32_t mtu_bytes);
   const SesStats& stats() const { return stats_; }
   uint32_t tx_in_use() const { return tx_.used(); }
+  uint32_t probes_in_flight() const { return probes_in_flight_; }  // of tx_in_use (probe_peers)
   // --- peer incarnations (ses_incarnation.cc) -----------------------------------------
   uint16_t incarnation() const { return incarnations_.ours(); }
   // `peer`'s incarnation as we know it; 0 until it has sent us a request or told us.
@@ -424,6 +436,7 @@ class Ses {
     kSkip,  // MSG_ERR: tells the target a send id will never arrive, or a write will not finish
     kAtomic,
     kHello,  // NO_OP: tells a peer that sends to us without knowing it our incarnation
+    kProbe,  // NO_OP: asks a peer we wait on whether it is still the one we know
   };
   static constexpr uint32_t kNone = 0xffffffff;
   // A tx message's name towards PDS (TxRun::message, hence PacketRef::message and
@@ -539,6 +552,9 @@ class Ses {
     Status status = Status::kOk;
     uint64_t read_offset = 0;  // rendezvous: the sender's buffer address
     uint64_t read_key = 0;
+    // Rendezvous: the sender's incarnation as we knew it when it offered the buffer. A
+    // successor of that sender has no such buffer (see advertiser_gone).
+    uint16_t sender_incarnation = 0;
     bool direct_read_pending = false;  // handed to the engine as a DirectRead
     bool direct_read_failed = false;   // it could not copy: read through the network
     Time last_packet{};  // a send or write: when its latest packet arrived (see held_messages_)
@@ -640,6 +656,12 @@ class Ses {
   bool received_in_part(uint32_t slot) const {
     const RxMessage& m = rx_[slot];
     return !m.is_write && !m.rendezvous && !m.skip && !m.whole();
+  }
+  // Whether rendezvous message `m`'s sender has restarted since it offered its buffer:
+  // reading it would ask the successor for a key it never made, and a response would
+  // name an id of the successor's own order.
+  bool advertiser_gone(const RxMessage& m) const {
+    return m.sender_incarnation != incarnations_.of(m.peer);
   }
   // Whether `slot` is an RMA write to us received in part.
   bool write_in_part(uint32_t slot) const {
@@ -782,6 +804,8 @@ class Ses {
   CompletionQueue completions_;
   std::vector<uint16_t> send_seq_;    // per peer: next send id to use
   std::vector<uint16_t> expect_seq_;  // per peer: next send id to match
+  std::vector<uint8_t> probing_;      // per peer: 1 while a probe of ours is in flight to it
+  uint32_t probes_in_flight_ = 0;     // peers with probing_ set
   PeerIncarnations incarnations_;     // ours, our peers', their hellos
   uint16_t rma_counter_ = 0;
   uint64_t rendezvous_keys_ = 0;

@@ -87,6 +87,9 @@ SenderIncarnation Ses::check_incarnation(PeerIndex peer, wire::NextHeader next,
 void Ses::on_peer_restarted(PeerIndex peer, uint16_t incarnation, Time now) {
   now_ = now;
   ++stats_.peers_restarted;
+  // The new incarnation first: what ends below of the old one's rendezvous sends then
+  // reads nothing from the new one and answers it nothing (advertiser_gone).
+  incarnations_.restarted(peer, incarnation);
   // What PDS reported as it failed the old incarnation's PDCs (Pds::forget_peer): our
   // messages on them fail, and so does what waited on the peer. Taken here, before the
   // orders start again, and without sending the MSG_ERRs the failures queue: one for an
@@ -105,7 +108,6 @@ void Ses::on_peer_restarted(PeerIndex peer, uint16_t incarnation, Time now) {
     if (auto found = rx_by_id_.find(key); found && *found == i) rx_by_id_.erase(key);
   }
   expect_seq_[peer] = 0;
-  incarnations_.restarted(peer, incarnation);
 }
 
 void Ses::on_peer_lost_our_order(PeerIndex peer, Time now) {
@@ -140,6 +142,33 @@ void Ses::send_hellos(Time now) {
     }
     return true;
   });
+}
+
+void Ses::probe_peers(std::span<const PeerIndex> peers, Time now,
+                      std::vector<PeerIndex>& unprobed) {
+  unprobed.clear();
+  for (PeerIndex peer : peers) {
+    if (peer >= probing_.size()) continue;
+    if (probing_[peer]) continue;  // the one in flight asks already
+    // Any free slot, the share kept for answers too: a probe holds it for a round trip,
+    // and a table full of sends waiting on a restarted peer is when one is needed most.
+    const uint32_t slot = tx_room_for(1) ? new_tx(TxKind::kProbe, peer, 0) : kNone;
+    if (slot == kNone) {
+      unprobed.push_back(peer);
+      continue;
+    }
+    TxMessage& m = tx_[slot];
+    m.msg_id = next_rma_id(peer);  // unordered, like an RMA id
+    m.run.packet_count = 1;
+    m.run.packet_bytes = static_cast<uint32_t>(16 + wire::kSesStandardBytes);
+    if (start(slot, pds::Mode::kRud, now) == Status::kOk) {
+      probing_[peer] = 1;
+      ++probes_in_flight_;
+      ++stats_.probes_sent;
+    } else {
+      unprobed.push_back(peer);
+    }
+  }
 }
 
 }  // namespace spray::ses

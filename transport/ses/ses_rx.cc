@@ -492,6 +492,7 @@ RxResult Ses::on_rendezvous(PeerIndex peer, const wire::SesStandardRequest& h,
   m.peer = peer;
   m.msg_id = id;
   m.rendezvous = true;
+  m.sender_incarnation = incarnations_.of(peer);
   m.tagged = h.common.opcode == wire::SesOpcode::kRendezvousTaggedSend;
   m.tag = h.match_bits;
   m.total = h.request_length;
@@ -514,6 +515,10 @@ RxResult Ses::on_rendezvous(PeerIndex peer, const wire::SesStandardRequest& h,
 // (it used to complete the receive with kAgain).
 void Ses::start_rendezvous_read(uint32_t slot, Time now) {
   RxMessage& m = rx_[slot];
+  if (advertiser_gone(m)) {  // matched after its sender restarted: its data went with it
+    finish_rendezvous_receive(slot, Status::kPeerUnreachable, now);
+    return;
+  }
   const uint64_t len = std::min(m.total, m.recv.length);
   const bool direct = cfg_.direct_reads && !m.direct_read_failed;
   const uint8_t needed = (len > 0 && !direct) ? 2 : 1;  // a read request, and the response
@@ -570,7 +575,7 @@ void Ses::finish_rendezvous_receive(uint32_t slot, Status status, Time now) {
   const wire::ReturnCode rc =
       status == Status::kOk ? wire::ReturnCode::kOk : return_code_from_status(status);
   redeem_tx(m);
-  (void)queue_response(m.peer, m.msg_id, rc, placed, now);
+  if (!advertiser_gone(m)) (void)queue_response(m.peer, m.msg_id, rc, placed, now);
   free_rx(slot);
 }
 

@@ -87,6 +87,7 @@ Ses::Ses(const SesConfig& config, pds::Pds& pds)
       completions_(std::max<uint32_t>(config.completion_queue_entries, 1)),
       send_seq_(config.max_peers, 0),
       expect_seq_(config.max_peers, 0),
+      probing_(config.max_peers, 0),
       incarnations_(config.max_peers,
                     config.incarnation != 0 ? config.incarnation : PeerIncarnations::draw(),
                     config.hello_after) {
@@ -164,8 +165,13 @@ Status Ses::start(uint32_t slot, pds::Mode mode, Time now) {
   // (Pds::lost_answers_to), which refuses the peer's SYNs: two peers each failing to
   // tell the other of a skip refused each other's MSG_ERRs for their every try, and
   // the messages acknowledged after the skipped ones were never delivered (faults
-  // sweep seed 21411). Nor is a hello: nothing of the peer's waits for it.
-  m.run.answer = !m.user_op && m.kind != TxKind::kSkip && m.kind != TxKind::kHello;
+  // sweep seed 21411). Nor is a hello or a probe: nothing of the peer's waits for them.
+  m.run.answer =
+      !m.user_op && m.kind != TxKind::kSkip && m.kind != TxKind::kHello && m.kind != TxKind::kProbe;
+  // Our PDCs to an unvouched peer may have been opened to its predecessor, which a
+  // successor knows nothing of: an answer goes on the PDC the peer opened to us, which
+  // is surely its (PeerIncarnations::unvouched).
+  m.run.via_peers_pdc = m.run.answer && incarnations_.unvouched(m.peer);
   if (m.kind != TxKind::kResponse && m.kind != TxKind::kReadResponse) {
     incarnations_.will_learn_us(m.peer);  // a request: its header names our incarnation
   }
@@ -530,6 +536,7 @@ size_t Ses::build_header(pds::PacketRef ref, std::span<uint8_t> out, wire::NextH
       s.common.opcode = wire::SesOpcode::kMessageError;
       break;
     case TxKind::kHello:
+    case TxKind::kProbe:
       s.common.opcode = wire::SesOpcode::kNoOp;
       break;
     case TxKind::kAtomic:

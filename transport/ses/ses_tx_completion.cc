@@ -42,6 +42,10 @@ void Ses::finish_tx(uint32_t slot) {
   if (m.kind == TxKind::kSkip) {
     std::erase(skips_sent_, std::pair{m.peer, m.msg_id});
   }
+  if (m.kind == TxKind::kProbe) {
+    probing_[m.peer] = 0;
+    --probes_in_flight_;
+  }
   if (m.kind == TxKind::kRendezvous) {
     if (cfg_.direct_reads) readable_key_changes_.push_back({m.rendezvous_key, false});
     regions_.remove(m.rendezvous_key);

@@ -345,17 +345,8 @@ class RandomRestarts {
     f.buffers = 2048;
     return f;
   }
-  // Tables for two peers and a few messages: each restart makes a new engine, and the
-  // defaults' (65536 peers, 8192 messages each way) cost more to make than to run here.
-  static engine::EngineConfig engine_config() {
-    engine::EngineConfig e;
-    e.max_peers = 4;
-    e.pds.max_pdcs = 16;
-    e.ses.max_peers = 4;
-    e.ses.max_tx_messages = 64;
-    e.ses.max_rx_messages = 64;
-    return e;
-  }
+  // Each restart makes a new engine: small tables.
+  static engine::EngineConfig engine_config() { return test_support::small_engine_config(16); }
 
   // `from` sends `count` tagged messages to `to`, each into a receive posted for its tag.
   void exchange(uint32_t from, uint32_t to, int count) {

@@ -315,5 +315,27 @@ TEST_F(OrphanPdc, a_peer_that_remembers__says_what_it_delivered_and_is_asked_aga
   EXPECT_EQ(again[2].ref.message, 4u);
 }
 
+// B forgets its PDC to A as one to a restarted peer (Pds::forget_peer), before A's ACK
+// told it A's id: the restart was seen from a request of the successor's, which had
+// taken B's SYN. When that successor sends on the PDC, B says what became of each packet
+// (nothing of it was delivered), as after a failure, rather than nothing, which put the
+// successor's sends in doubt and failed them (restart_mid_flight_test.cc, seed 1238).
+TEST_F(OrphanPdc, a_peer_that_forgot_it_at_a_restart__says_what_it_delivered) {
+  b.enqueue(kA, Mode::kRud, run(0, 1), us(0));
+  const auto syn = drain_tx(b, us(0));
+  ASSERT_EQ(syn.size(), 1u);
+  ASSERT_EQ(deliver(a, kB, syn[0]), RxVerdict::kDeliver);
+  control(a);  // its ACK is lost
+  b.forget_peer(kA, us(1));
+  a.enqueue(kB, Mode::kRud, run(1, 1), us(2));  // on the PDC B opened
+  const auto out = drain_tx(a, us(2));
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_EQ(deliver(b, kA, out[0], 0, us(2)), RxVerdict::kReject);
+  const auto nacks = headers_of<wire::PdsNack>(control(b));
+  ASSERT_FALSE(nacks.empty());
+  EXPECT_EQ(nacks[0].code, wire::NackCode::kInvalidDpdcid);
+  EXPECT_EQ(nacks[0].vendor_code, static_cast<uint8_t>(wire::ForgottenPsn::kNeverDelivered));
+}
+
 }  // namespace
 }  // namespace spray::pds

@@ -272,8 +272,13 @@ TEST_F(Pair, window__rejects_psns_beyond_it) {
   a.enqueue(kB, Mode::kRud, run(0, 1), us(0));
   auto tx = drain_tx(a, us(0));
   deliver(b, kA, tx[0]);
-  control(b);
+  const auto acks = headers_of<wire::PdsAck>(control(b));
+  ASSERT_EQ(acks.size(), 1u);
+  // On the established PDC: a SYN with another start PSN would open another one
+  // (reused_pdc_id_test.cc).
   wire::PdsRequest far = tx[0].request;
+  far.flags &= static_cast<uint8_t>(~wire::request_flags::kSyn);
+  far.dpdcid = acks[0].spdcid;
   far.psn += 100000;
   EXPECT_EQ(b.classify_request(kA, far, false, 0, us(1)).verdict, RxVerdict::kReject);
   auto nacks = control(b);
