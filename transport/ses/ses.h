@@ -44,6 +44,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -709,6 +710,9 @@ class Ses {
   // whose time has come and that has not learned ours meanwhile, as tx slots allow; the
   // rest stay owed.
   void send_hellos(Time now);
+  // Starts a NO_OP request of `kind` (kHello, kProbe) to `peer`: nullopt when no tx slot
+  // is free, else what start said.
+  std::optional<Status> start_no_op(TxKind kind, PeerIndex peer, Time now);
   // Our send order to `peer` starts again from 0, as a new incarnation of it expects:
   // the MSG_ERRs owed to it (ids of the old order) are dropped unsent.
   void start_send_order_again(PeerIndex peer);

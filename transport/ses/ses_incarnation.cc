@@ -124,18 +124,24 @@ void Ses::start_send_order_again(PeerIndex peer) {
   send_seq_[peer] = 0;
 }
 
+std::optional<Status> Ses::start_no_op(TxKind kind, PeerIndex peer, Time now) {
+  const uint32_t slot = new_tx(kind, peer, 0);
+  if (slot == kNone) return std::nullopt;
+  TxMessage& m = tx_[slot];
+  m.msg_id = next_rma_id(peer);  // unordered, like an RMA id
+  m.run.packet_count = 1;
+  m.run.packet_bytes = static_cast<uint32_t>(16 + wire::kSesStandardBytes);
+  return start(slot, pds::Mode::kRud, now);  // start marks the peer told
+}
+
 void Ses::send_hellos(Time now) {
   incarnations_.send_due(now, [&](PeerIndex peer) {
     // Within the user's share, as a MSG_ERR goes: a hello answers nothing, and it must
     // not take the slots kept for answers.
     if (tx_committed() + 1 >= user_tx_limit_) return false;
-    const uint32_t slot = new_tx(TxKind::kHello, peer, 0);
-    if (slot == kNone) return false;
-    TxMessage& m = tx_[slot];
-    m.msg_id = next_rma_id(peer);  // unordered, like an RMA id
-    m.run.packet_count = 1;
-    m.run.packet_bytes = static_cast<uint32_t>(16 + wire::kSesStandardBytes);
-    if (start(slot, pds::Mode::kRud, now) == Status::kOk) {  // start marks the peer told
+    const std::optional<Status> started = start_no_op(TxKind::kHello, peer, now);
+    if (!started) return false;
+    if (*started == Status::kOk) {
       ++stats_.hellos_sent;
     } else {
       incarnations_.hello_failed(peer);  // owed again at its next request
@@ -148,20 +154,12 @@ void Ses::probe_peers(std::span<const PeerIndex> peers, Time now,
                       std::vector<PeerIndex>& unprobed) {
   unprobed.clear();
   for (PeerIndex peer : peers) {
-    if (peer >= probing_.size()) continue;
     if (probing_[peer]) continue;  // the one in flight asks already
     // Any free slot, the share kept for answers too: a probe holds it for a round trip,
     // and a table full of sends waiting on a restarted peer is when one is needed most.
-    const uint32_t slot = tx_room_for(1) ? new_tx(TxKind::kProbe, peer, 0) : kNone;
-    if (slot == kNone) {
-      unprobed.push_back(peer);
-      continue;
-    }
-    TxMessage& m = tx_[slot];
-    m.msg_id = next_rma_id(peer);  // unordered, like an RMA id
-    m.run.packet_count = 1;
-    m.run.packet_bytes = static_cast<uint32_t>(16 + wire::kSesStandardBytes);
-    if (start(slot, pds::Mode::kRud, now) == Status::kOk) {
+    const std::optional<Status> started =
+        tx_room_for(1) ? start_no_op(TxKind::kProbe, peer, now) : std::nullopt;
+    if (started == Status::kOk) {
       probing_[peer] = 1;
       ++probes_in_flight_;
       ++stats_.probes_sent;
