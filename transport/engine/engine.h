@@ -340,6 +340,7 @@ class Engine {
   bool admit_sender(PeerIndex peer, wire::NextHeader next, std::span<const uint8_t> ses,
                     const wire::PdsRequest* over_pdc, uint16_t entropy, Time now);
   void on_stale_incarnation_nack(PeerIndex peer, const wire::PdsNack& nack, Time now);
+  void apply_order_words(Time now);
   // `peer` restarted as `incarnation` (0: not known yet): PDS fails its PDCs, SES ends
   // what the old incarnation left and starts its orders again.
   void restart_peer(PeerIndex peer, uint16_t incarnation, Time now);

@@ -24,6 +24,7 @@ size_t Engine<D>::progress(Time now) {
   }
   if (to_free > 0) dp_.free(free_batch_.data(), to_free);
   stats_.rx_packets += received;
+  if (!ses_.order_words().empty()) apply_order_words(now);
   pds_.flush_acks(pds::Pds::AckFlush::kRequested);
   pds_.on_timers(now);
   rudi_.on_timers(now, rudi_retransmits_, pds_.failed());
@@ -69,6 +70,18 @@ void Engine<D>::copy_direct_reads(Time now) {
       }
     }
   }
+}
+
+// Peers' words that every send of theirs before an id has ended there
+// (transport/ses/ses_order_query.cc): applied only while PDS holds nothing of that peer's
+// that SES has not seen, since PDS acknowledges held ROD packets before SES takes them.
+// A word not applied is dropped; the next probe asks again.
+template <dp::Datapath D>
+void Engine<D>::apply_order_words(Time now) {
+  for (const auto& [peer, before] : ses_.order_words()) {
+    if (!pds_.holds_unseen_from(peer)) ses_.pass_over_ended_ids(peer, before, now);
+  }
+  ses_.clear_order_words();
 }
 
 template <dp::Datapath D>
@@ -284,6 +297,11 @@ bool Engine<D>::admit_sender(PeerIndex peer, wire::NextHeader next, std::span<co
     case ses::SenderIncarnation::kCurrent:
       return true;
     case ses::SenderIncarnation::kStaleView:
+      // A resend of a packet we took is ours, whatever its words say now: its sender
+      // may have learned of a predecessor of ours meanwhile (a late packet of it) and
+      // names that one. Refused, it failed the send we had delivered
+      // (restart_mid_flight_test seed 2357, 2026-12-08); as a duplicate, it is acked.
+      if (over_pdc != nullptr && pds_.received_before(peer, *over_pdc)) return true;
       if (over_pdc != nullptr) {
         pds_.refuse_request(peer, *over_pdc, entropy, wire::NackCode::kUnexpectedEvent,
                             wire::kStaleIncarnation,

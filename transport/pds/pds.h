@@ -146,6 +146,10 @@ struct PdsStats {
   // Target PDCs whose id a SYN with another start PSN named: its initiator had gone
   // (Pds::classify_request), and a new PDC took the id.
   uint64_t pdcs_superseded = 0;
+  // Target PDCs a packet showed to be phantoms: its sender had had PSNs acknowledged on
+  // it that never reached us (a late copy of its SYN opened it here after our engine
+  // started); dropped, as PDCs we never knew (Pds::classify_request).
+  uint64_t phantom_pdcs = 0;
   // Messages such a PDC failed instead: a packet of theirs the peer may have delivered
   // before it forgot the PDC (resent, or never answered), which must not go twice.
   uint64_t orphan_messages_failed = 0;
@@ -263,6 +267,13 @@ class Pds {
   // ROD: the layer above could not take the handle just popped; it goes back to the
   // head of the line and every later packet on this PDC waits behind it.
   void unpop_in_order(uint32_t pdc, uint64_t held);
+  // ROD: whether a PDC from `peer` holds packets it acknowledged (or took out of order)
+  // that have not gone up yet: the layer above has not seen everything of the peer's
+  // that the peer saw acknowledged. A scan of the peer's ROD PDCs; for rare callers.
+  bool holds_unseen_from(PeerIndex peer) const;
+  // Whether request `h` from `peer` is a copy of a packet already received on the PDC it
+  // names (classify_request would call it a duplicate).
+  bool received_before(PeerIndex peer, const wire::PdsRequest& h) const;
 
   // `arrival_entropy`: the EV the ACK came back on, or nullopt where the datapath does
   // not show it (then every packet it acknowledges is reported kGood to the selector).

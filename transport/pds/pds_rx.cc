@@ -105,6 +105,28 @@ RxClass Pds::classify_request(PeerIndex peer, const wire::PdsRequest& h, bool tr
                 static_cast<uint8_t>(what_became_of(peer, h.dpdcid, h.spdcid, h.psn)));
       return c;
     }
+    // The sender's left edge (clear_psn_offset back from this PSN): every PSN before it
+    // was acknowledged to the sender. Past the next PSN we expect, that was not by us:
+    // this PDC is a phantom, opened here by a late copy of the sender's SYN after our
+    // engine started (a restarted process numbers its PDCs from 1 again, so the sender's
+    // packets name its id), while the sender's PDC lives on with our predecessor's
+    // acknowledgements. Taken here, its packets were delivered while the sender, which
+    // heard no ACK it could use (ours name PSNs behind its left edge), failed them
+    // (restart_mid_flight_test seeds 2357, 5186; 2026-12-08). So the phantom goes, as a
+    // PDC we never knew: the sender fails its PDC (INVALID_DPDCID), and what it sent on
+    // it is not delivered. (A PSN outside our window is refused as such, below.)
+    if (const Pdc& q = pdcs_[*found];
+        static_cast<uint32_t>(psn_diff(h.psn, q.rcv_nxt)) < window_ &&
+        psn_diff(h.psn + static_cast<uint32_t>(static_cast<int32_t>(h.clear_psn_offset)),
+                 q.rcv_nxt) > 0) {
+      ++stats_.bad_packets;
+      ++stats_.phantom_pdcs;
+      const uint16_t local_id = q.local_id;
+      (void)fail_messages_on(pdcs_[*found], Status::kPeerUnreachable);
+      free_pdc(*found);
+      send_nack(peer, wire::NackCode::kInvalidDpdcid, h.psn, local_id, h.spdcid);
+      return c;
+    }
     index = *found;
   }
 
@@ -188,6 +210,29 @@ void Pds::commit_request(RxClass& c, bool ecn_marked, uint64_t held) {
   p.ack_may_wait = p.ack_may_wait && !c.ack_requested && !c.retransmitted;
   queue_ack(c.pdc);
   if (ecn_marked || p.rx_since_ack >= cfg_.ack_every_packets) emit_ack(p);
+}
+
+bool Pds::received_before(PeerIndex peer, const wire::PdsRequest& h) const {
+  std::optional<uint32_t> found;
+  if (h.is_syn()) {
+    found = by_syn_.find(syn_key(peer, h.spdcid));
+    if (found && pdcs_[*found].start_psn != h.psn - h.syn.psn_offset) return false;
+  } else {
+    found = by_id_.find(h.dpdcid);
+    if (found && (pdcs_[*found].peer != peer || pdcs_[*found].remote_id != h.spdcid)) return false;
+  }
+  if (!found) return false;
+  const Pdc& p = pdcs_[*found];
+  return psn_diff(h.psn, p.rcv_nxt) < 0 || rx_received(p, h.psn);
+}
+
+bool Pds::holds_unseen_from(PeerIndex peer) const {
+  for (uint32_t i = 0; i < pdcs_.capacity(); ++i) {
+    if (!pdcs_.in_use(i) || pdcs_[i].peer != peer || pdcs_[i].mode != Mode::kRod) continue;
+    const std::vector<uint64_t>& held = pdcs_[i].rod_held;
+    if (std::any_of(held.begin(), held.end(), [](uint64_t h) { return h != 0; })) return true;
+  }
+  return false;
 }
 
 bool Pds::pop_in_order(uint32_t index, uint64_t& held) {

@@ -207,11 +207,16 @@ struct SesStats {
   uint64_t peers_restarted = 0;
   // Requests dropped for their incarnation words: late packets of a peer's incarnation
   // before its restart, and requests meant for an incarnation of ours before this one
-  // (refused with a NACK that tells the sender ours).
+  // (refused with a NACK that tells the sender ours, unless a resend of a packet we took:
+  // Engine::admit_sender).
   uint64_t requests_of_a_retired_incarnation = 0;
   uint64_t requests_to_an_earlier_incarnation = 0;
   uint64_t hellos_sent = 0;  // NO_OPs telling a peer that only sends to us our incarnation
   uint64_t probes_sent = 0;  // NO_OPs asking a peer we wait on if it is still there (probe_peers)
+  // A receiver waiting on our send order, told which of our ids before one have ended
+  // here (ses_order_query.cc), and our send ids that such a word let us pass over.
+  uint64_t order_answers_sent = 0;
+  uint64_t ended_ids_passed_over = 0;
 };
 
 class Ses {
@@ -315,6 +320,19 @@ class Ses {
   // a peer is in flight. Peers there was no tx slot for go to `unprobed`, for PDS to
   // probe instead.
   void probe_peers(std::span<const PeerIndex> peers, Time now, std::vector<PeerIndex>& unprobed);
+  // --- what a peer waiting on our send order is told (ses_order_query.cc) -------------
+  // Words from peers that every send of theirs to us before an id has ended there, since
+  // the last call: (peer, that id). The engine passes them on (pass_over_ended_ids) once
+  // PDS holds nothing of the peer's that SES has not seen (a ROD line), since PDS
+  // acknowledges such packets before SES takes them.
+  std::span<const std::pair<PeerIndex, uint16_t>> order_words() const { return order_words_; }
+  void clear_order_words() { order_words_.clear(); }
+  // Passes over `peer`'s send ids from the next expected up to `before`, which its sender
+  // says have all ended there: none has left a trace here (the next id expected never
+  // names a message here), so we are not the engine that took them (a predecessor at
+  // our address did, or nobody did and their MSG_ERRs are on the way); what waited
+  // behind them is matched (ended_ids_passed_over).
+  void pass_over_ended_ids(PeerIndex peer, uint16_t before, Time now);
 
   // RUDI: the next packet waiting to go out (peek, then advance once it is tracked);
   // the target's side (execute, answer with a return code); the initiator's side.
@@ -436,8 +454,9 @@ class Ses {
     kDatagram,
     kSkip,  // MSG_ERR: tells the target a send id will never arrive, or a write will not finish
     kAtomic,
-    kHello,  // NO_OP: tells a peer that sends to us without knowing it our incarnation
-    kProbe,  // NO_OP: asks a peer we wait on whether it is still the one we know
+    kHello,        // NO_OP: tells a peer that sends to us without knowing it our incarnation
+    kProbe,        // NO_OP: asks a peer we wait on whether it is still the one we know
+    kOrderAnswer,  // NO_OP: tells a peer waiting on our send order which of its ids ended
   };
   static constexpr uint32_t kNone = 0xffffffff;
   // A tx message's name towards PDS (TxRun::message, hence PacketRef::message and
@@ -646,6 +665,12 @@ class Ses {
   void admit_in_order(PeerIndex peer, uint32_t slot, Time now);
   void release_in_order(PeerIndex peer);
   RxResult on_skip(PeerIndex peer, uint16_t id);
+  // What a NO_OP's `buffer_offset` (unused by UET for NO_OP) says in Spray: a probe
+  // names the send id its sender waits for from us next (kNoOpWaitsFor | id), an answer
+  // to it the id before which every send of ours to it has ended (kNoOpEndedBefore |
+  // id); a hello carries 0. Ids are 15 bits.
+  static constexpr uint64_t kNoOpWaitsFor = uint64_t{1} << 63;
+  static constexpr uint64_t kNoOpEndedBefore = uint64_t{1} << 62;
   // Whether send id `id` of `peer` is behind the next one expected from it: its turn has
   // come (its first packet matched or queued), whatever became of it since. Ids are 15
   // bits; the half of them below expect_seq_ counts as behind.
@@ -710,9 +735,14 @@ class Ses {
   // whose time has come and that has not learned ours meanwhile, as tx slots allow; the
   // rest stay owed.
   void send_hellos(Time now);
-  // Starts a NO_OP request of `kind` (kHello, kProbe) to `peer`: nullopt when no tx slot
-  // is free, else what start said.
-  std::optional<Status> start_no_op(TxKind kind, PeerIndex peer, Time now);
+  // Starts a NO_OP request of `kind` (kHello, kProbe, kOrderAnswer) to `peer`, saying
+  // `word` of the send order (on_no_op): nullopt when no tx slot is free, else what
+  // start said.
+  std::optional<Status> start_no_op(TxKind kind, PeerIndex peer, Time now, uint64_t word = 0);
+  // ses_order_query.cc: a NO_OP request's `buffer_offset` (0 on a hello), and answering
+  // a probe that says which of our send ids its sender waits for.
+  RxResult on_no_op(PeerIndex peer, uint64_t word, Time now);
+  void answer_order_query(PeerIndex peer, uint16_t waits_for, Time now);
   // Our send order to `peer` starts again from 0, as a new incarnation of it expects:
   // the MSG_ERRs owed to it (ids of the old order) are dropped unsent.
   void start_send_order_again(PeerIndex peer);
@@ -806,11 +836,14 @@ class Ses {
   PostedReceives posted_;
   MemoryRegionTable regions_;
   CompletionQueue completions_;
-  std::vector<uint16_t> send_seq_;    // per peer: next send id to use
-  std::vector<uint16_t> expect_seq_;  // per peer: next send id to match
-  std::vector<uint8_t> probing_;      // per peer: 1 while a probe of ours is in flight to it
-  uint32_t probes_in_flight_ = 0;     // peers with probing_ set
-  PeerIncarnations incarnations_;     // ours, our peers', their hellos
+  std::vector<uint16_t> send_seq_;        // per peer: next send id to use
+  std::vector<uint16_t> expect_seq_;      // per peer: next send id to match
+  std::vector<uint8_t> probing_;          // per peer: 1 while a probe of ours is in flight to it
+  uint32_t probes_in_flight_ = 0;         // peers with probing_ set
+  std::vector<uint8_t> answering_order_;  // per peer: 1 while a kOrderAnswer is in flight
+  PeerIncarnations incarnations_;         // ours, our peers', their hellos
+  // Peers' words that their sends before an id have ended (order_words()).
+  std::vector<std::pair<PeerIndex, uint16_t>> order_words_;
   uint16_t rma_counter_ = 0;
   uint64_t rendezvous_keys_ = 0;
   uint32_t unexpected_head_ = kNone;  // FIFO of unmatched rx messages

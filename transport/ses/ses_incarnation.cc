@@ -124,11 +124,12 @@ void Ses::start_send_order_again(PeerIndex peer) {
   send_seq_[peer] = 0;
 }
 
-std::optional<Status> Ses::start_no_op(TxKind kind, PeerIndex peer, Time now) {
+std::optional<Status> Ses::start_no_op(TxKind kind, PeerIndex peer, Time now, uint64_t word) {
   const uint32_t slot = new_tx(kind, peer, 0);
   if (slot == kNone) return std::nullopt;
   TxMessage& m = tx_[slot];
   m.msg_id = next_rma_id(peer);  // unordered, like an RMA id
+  m.remote_addr = word;          // its buffer_offset
   m.run.packet_count = 1;
   m.run.packet_bytes = static_cast<uint32_t>(16 + wire::kSesStandardBytes);
   return start(slot, pds::Mode::kRud, now);  // start marks the peer told
@@ -157,8 +158,11 @@ void Ses::probe_peers(std::span<const PeerIndex> peers, Time now,
     if (probing_[peer]) continue;  // the one in flight asks already
     // Any free slot, the share kept for answers too: a probe holds it for a round trip,
     // and a table full of sends waiting on a restarted peer is when one is needed most.
+    // It names the send id we wait for from the peer next, in case its sender has ended
+    // that one and more already (answer_order_query).
     const std::optional<Status> started =
-        tx_room_for(1) ? start_no_op(TxKind::kProbe, peer, now) : std::nullopt;
+        tx_room_for(1) ? start_no_op(TxKind::kProbe, peer, now, kNoOpWaitsFor | expect_seq_[peer])
+                       : std::nullopt;
     if (started == Status::kOk) {
       probing_[peer] = 1;
       ++probes_in_flight_;

@@ -62,8 +62,8 @@ RxResult Ses::on_request(PeerIndex peer, std::span<const uint8_t> bytes, bool da
       return datagram ? RxResult::kMalformed : on_read(peer, h, now);
     case wire::SesOpcode::kMessageError:
       return datagram ? RxResult::kMalformed : on_skip(peer, h.common.message_id);
-    case wire::SesOpcode::kNoOp:  // a hello: its incarnation words were all it carried
-      return datagram ? RxResult::kMalformed : RxResult::kAccepted;
+    case wire::SesOpcode::kNoOp:  // a hello, a probe, or a word about the sender's order
+      return datagram ? RxResult::kMalformed : on_no_op(peer, h.buffer_offset, now);
     case wire::SesOpcode::kAtomic:
     case wire::SesOpcode::kFetchAtomic:
       return datagram ? RxResult::kMalformed : on_atomic(peer, h, payload, now);

@@ -88,6 +88,7 @@ Ses::Ses(const SesConfig& config, pds::Pds& pds)
       send_seq_(config.max_peers, 0),
       expect_seq_(config.max_peers, 0),
       probing_(config.max_peers, 0),
+      answering_order_(config.max_peers, 0),
       incarnations_(config.max_peers,
                     config.incarnation != 0 ? config.incarnation : PeerIncarnations::draw(),
                     config.hello_after) {
@@ -165,9 +166,10 @@ Status Ses::start(uint32_t slot, pds::Mode mode, Time now) {
   // (Pds::lost_answers_to), which refuses the peer's SYNs: two peers each failing to
   // tell the other of a skip refused each other's MSG_ERRs for their every try, and
   // the messages acknowledged after the skipped ones were never delivered (faults
-  // sweep seed 21411). Nor is a hello or a probe: nothing of the peer's waits for them.
-  m.run.answer =
-      !m.user_op && m.kind != TxKind::kSkip && m.kind != TxKind::kHello && m.kind != TxKind::kProbe;
+  // sweep seed 21411). Nor is a NO_OP (a hello, a probe, an answer about our order): a
+  // probe comes again if one is lost.
+  m.run.answer = !m.user_op && m.kind != TxKind::kSkip && m.kind != TxKind::kHello &&
+                 m.kind != TxKind::kProbe && m.kind != TxKind::kOrderAnswer;
   // Our PDCs to an unvouched peer may have been opened to its predecessor, which a
   // successor knows nothing of: an answer goes on the PDC the peer opened to us, which
   // is surely its (PeerIncarnations::unvouched).
@@ -537,7 +539,9 @@ size_t Ses::build_header(pds::PacketRef ref, std::span<uint8_t> out, wire::NextH
       break;
     case TxKind::kHello:
     case TxKind::kProbe:
+    case TxKind::kOrderAnswer:
       s.common.opcode = wire::SesOpcode::kNoOp;
+      s.buffer_offset = m.remote_addr;  // what it says of the send order (on_no_op)
       break;
     case TxKind::kAtomic:
       s.common.opcode = m.fetching ? wire::SesOpcode::kFetchAtomic : wire::SesOpcode::kAtomic;

@@ -46,6 +46,7 @@ void Ses::finish_tx(uint32_t slot) {
     probing_[m.peer] = 0;
     --probes_in_flight_;
   }
+  if (m.kind == TxKind::kOrderAnswer) answering_order_[m.peer] = 0;
   if (m.kind == TxKind::kRendezvous) {
     if (cfg_.direct_reads) readable_key_changes_.push_back({m.rendezvous_key, false});
     regions_.remove(m.rendezvous_key);

@@ -256,6 +256,108 @@ TEST_F(PeerRestart, a_late_request_of_a_dead_incarnation_fails_nothing_of_the_ne
   EXPECT_EQ(cluster.engine(1).ses().stats().peers_restarted, 0u);
 }
 
+// Host 1's first request to host 0 names no incarnation, and a late copy of it reaches
+// host 0's successor, which takes it as a first contact and so knows host 1. Host 1's
+// next requests say that an engine at host 0's address acknowledged some of its own
+// (kAcknowledgedUnknown), and the successor, which knows host 1, takes them as meant
+// for itself: it cannot tell that the ids between went to its predecessor. Host 1's next
+// send waits there behind them. Until 2026-12-08 it waited for good, completed OK at
+// host 1 (restart_mid_flight_test seed 2676): now the probe that asks whether host 1 is
+// still there names the id waited for, host 1 answers that every send of its before its
+// next has ended, and the successor passes over those ids (ses_order_query.cc).
+TEST_F(PeerRestart, a_successor_that_took_a_late_first_request_hears_what_it_missed) {
+  std::vector<uint8_t> copy;
+  cluster.fabric().set_drop_filter([&copy](uint32_t from, uint32_t, const dp::PacketBuf& p) {
+    wire::PdsRequest h;
+    if (from == 1 && copy.empty() &&
+        wire::decode(std::span<const uint8_t>(p.data, p.len), h) == wire::DecodeError::kOk) {
+      copy.assign(p.data, p.data + p.len);  // a copy: the packet itself goes on
+    }
+    return false;
+  });
+  send_in_order(1, 0, 0x10, 3);  // ids 0-2, taken by the first host 0
+  cluster.fabric().set_drop_filter({});
+  ASSERT_FALSE(copy.empty());
+  ASSERT_EQ(cluster.engine(1).ses().peer_incarnation(0), 0u) << "host 0's hello went already";
+  cluster.restart(0, 4242);
+  std::vector<uint8_t> again(kBytes, 0);
+  ASSERT_EQ(cluster.engine(0).post_recv({again.data(), kBytes, 1}), Status::kOk);
+  test_support::inject(cluster, 1, 0, copy);
+  auto late = waiter.wait(0, 1);
+  ASSERT_TRUE(late) << "the successor did not take the late first request";
+  EXPECT_EQ(again, std::vector<uint8_t>(kBytes, 0x10));  // the first contact's ambiguity
+  // Host 1's next send goes on its PDC with the predecessor. The successor holds a
+  // phantom of it, opened by the late copy under the same ids, whose next PSN is the
+  // copy's next: the send's packet says PSNs past that were acknowledged to its sender,
+  // so the successor drops the phantom, unknown as the predecessor's PDC is, and the
+  // send fails, not delivered (until 2026-12-08 the successor took it, and its sender,
+  // deaf to ACKs behind its left edge, failed it all the same).
+  std::vector<uint8_t> lost(kBytes, 0xee);
+  ASSERT_EQ(cluster.engine(1).send(0, lost.data(), kBytes, 2), Status::kOk);
+  auto failed = waiter.wait(1, 2);
+  ASSERT_TRUE(failed);
+  EXPECT_EQ(failed->status, Status::kPeerUnreachable);
+  EXPECT_EQ(cluster.engine(1).pds().stats().pdcs_failed_unknown_at_peer, 1u);
+  EXPECT_EQ(cluster.engine(0).pds().stats().phantom_pdcs, 1u);
+  EXPECT_EQ(cluster.engine(0).ses().rx_in_use(), 0u) << "it took a send that failed";
+  // The one after it names id 4, while the successor waits for id 1.
+  std::vector<uint8_t> held(kBytes, 0x44), in(kBytes, 0);
+  ASSERT_EQ(cluster.engine(0).post_recv({in.data(), kBytes, 3}), Status::kOk);
+  ASSERT_EQ(cluster.engine(1).send(0, held.data(), kBytes, 3), Status::kOk);
+  auto tx = waiter.wait(1, 3);
+  ASSERT_TRUE(tx);
+  EXPECT_EQ(tx->status, Status::kOk);
+  auto rx = waiter.wait(0, 3, Duration::milliseconds(50));  // a probe and its answer
+  ASSERT_TRUE(rx) << "a send that completed OK waits behind ids that went elsewhere";
+  EXPECT_EQ(rx->status, Status::kOk);
+  EXPECT_EQ(in, held);
+  EXPECT_EQ(cluster.engine(0).ses().stats().ended_ids_passed_over, 2u);  // ids 1 and 2
+  EXPECT_GE(cluster.engine(1).ses().stats().order_answers_sent, 1u);
+  send_in_order(1, 0, 0x50, 2);
+  send_in_order(0, 1, 0x60, 2);
+  EXPECT_EQ(cluster.engine(0).ses().rx_in_use(), 0u);
+}
+
+// Host 0's first request to host 1 names no incarnation, and host 1's successor takes
+// it; the ACK is lost. Meanwhile a late request of the old host 1 reaches host 0, which
+// learns that incarnation from it, so host 0's resend names it. The successor took the
+// first copy: the resend is a duplicate, acknowledged whatever its words say. Until
+// 2026-12-08 it was refused as meant for a predecessor, and host 0 failed a send that had
+// been delivered (restart_mid_flight_test seed 2357).
+TEST_F(PeerRestart, a_resend_of_a_request_taken_is_ours_whatever_it_names_now) {
+  std::vector<uint8_t> late;
+  hold_requests_of(1, late);  // the old host 1's request to host 0, kept back
+  std::vector<uint8_t> never(kBytes, 0x66), early(kBytes, 0);
+  ASSERT_EQ(cluster.engine(0).post_recv({early.data(), kBytes, 1}), Status::kOk);
+  ASSERT_EQ(cluster.engine(1).send(0, never.data(), kBytes, 1), Status::kOk);
+  cluster.run_until([&] { return !late.empty(); }, Duration::milliseconds(1));
+  ASSERT_FALSE(late.empty());
+  cluster.restart(1, 4242);
+  // The successor's ACKs to host 0 are lost until the late request has arrived.
+  bool acks_lost = true;
+  cluster.fabric().set_drop_filter([&acks_lost](uint32_t from, uint32_t, const dp::PacketBuf& p) {
+    wire::PdsAck a;
+    return acks_lost && from == 1 &&
+           wire::decode(std::span<const uint8_t>(p.data, p.len), a) == wire::DecodeError::kOk;
+  });
+  std::vector<uint8_t> out(kBytes, 0x77), in(kBytes, 0);
+  ASSERT_EQ(cluster.engine(1).post_recv({in.data(), kBytes, 2}), Status::kOk);
+  ASSERT_EQ(cluster.engine(0).send(1, out.data(), kBytes, 2), Status::kOk);
+  auto rx = waiter.wait(1, 2, Duration::milliseconds(1));
+  ASSERT_TRUE(rx) << "the successor did not take the first contact's request";
+  EXPECT_EQ(in, out);
+  test_support::inject(cluster, 1, 0, late);  // host 0 learns the old host 1 from it
+  ASSERT_TRUE(waiter.wait(0, 1));
+  EXPECT_EQ(early, never);
+  ASSERT_NE(cluster.engine(0).ses().peer_incarnation(1), 0u);
+  ASSERT_NE(cluster.engine(0).ses().peer_incarnation(1), cluster.engine(1).ses().incarnation());
+  acks_lost = false;
+  auto tx = waiter.wait(0, 2);
+  ASSERT_TRUE(tx);
+  EXPECT_EQ(tx->status, Status::kOk) << "a send delivered was reported failed";
+  EXPECT_EQ(cluster.engine(0).ses().stats().peers_restarted, 0u) << "the resend was refused";
+}
+
 // Host 0 dies halfway through a send and comes back: the receive it had matched ends
 // at once (not after probes), its rx slot comes back, and the new incarnation's first
 // send lands in the next receive.

@@ -61,6 +61,17 @@ TEST_F(RodLineStalledAtInitiator, close__is_not_sent_until_the_line_has_gone_up)
   EXPECT_EQ(close[0].ctrl.type, wire::CtrlType::kClose);
 }
 
+// What the engine asks before it lets a peer's word on its send order pass over ids
+// (transport/ses/ses_order_query.cc): PDS acknowledged these packets, SES has not seen
+// them.
+TEST_F(RodLineStalledAtInitiator, holds_unseen_from__while_acknowledged_packets_wait) {
+  EXPECT_FALSE(a.holds_unseen_from(kB));
+  stall_a_line_from_b();
+  EXPECT_TRUE(a.holds_unseen_from(kB));
+  release_line();
+  EXPECT_FALSE(a.holds_unseen_from(kB));
+}
+
 TEST_F(RodLineStalledAtInitiator, close__acknowledged_meanwhile_frees_the_pdc_only_after_it) {
   ASSERT_EQ(a.close(kB, Mode::kRod, us(2)), Status::kOk);
   const auto close = drain_tx(a, us(2));

@@ -101,5 +101,53 @@ TEST_F(ReusedPdcId, a_late_packet_on_the_predecessors_pdc_teaches_ours_nothing) 
   EXPECT_FALSE(a2.pdc(index)->remote_known) << "our PDC took the old one's peer id";
 }
 
+// B restarts, and a late copy of A's SYN reaches its successor, which numbers its PDCs
+// from 1 as B did: it opens a phantom of A's PDC under the id B had given it, and A's
+// next packets, which name that id, land on it. Until 2026-12-08 the successor took them
+// while A, deaf to its ACKs (they name PSNs behind A's left edge), failed them all the
+// same (restart_mid_flight_test seeds 2357, 5186). A's packets say its left edge
+// (clear_psn_offset): past the phantom's next PSN, what A had acknowledged was not
+// acknowledged here, and the phantom goes as a PDC the successor never knew.
+TEST_F(ReusedPdcId, a_pdc_opened_by_a_late_copy_of_its_syn_goes_when_its_sender_is_ahead) {
+  const TxPacket old = open_a_to_b();
+  Pds b2{config()};  // B after a restart: a new engine at B's address
+  EXPECT_EQ(deliver(b2, kA, old, 0, us(2)), RxVerdict::kDeliver);  // the late copy
+  a.enqueue(kB, Mode::kRud, run(1, 2), us(3));
+  const auto more = drain_tx(a, us(3));
+  ASSERT_EQ(more.size(), 2u);
+  EXPECT_EQ(deliver(b, kA, more[0], 0, us(3)), RxVerdict::kDeliver);
+  EXPECT_EQ(deliver(b, kA, more[1], 0, us(3)), RxVerdict::kDeliver);
+  // Its left edge is the phantom's next PSN: nothing says it is a phantom yet.
+  EXPECT_EQ(deliver(b2, kA, more[0], 0, us(3)), RxVerdict::kDeliver);
+  for (const auto& ack : headers_of<wire::PdsAck>(control(b))) a.on_ack(kB, ack, us(4));
+  a.enqueue(kB, Mode::kRud, run(2, 1), us(5));
+  const auto ahead = drain_tx(a, us(5));
+  ASSERT_EQ(ahead.size(), 1u);
+  ASSERT_EQ(ahead[0].request.clear_psn_offset, 0) << "B acknowledged everything before it";
+  control(b2);
+  EXPECT_EQ(deliver(b2, kA, ahead[0], 0, us(5)), RxVerdict::kReject);
+  EXPECT_EQ(b2.stats().phantom_pdcs, 1u);
+  EXPECT_EQ(b2.open_pdcs(), 0u);
+  const auto nacks = headers_of<wire::PdsNack>(control(b2));
+  ASSERT_FALSE(nacks.empty());
+  for (const auto& nack : nacks) EXPECT_EQ(nack.code, wire::NackCode::kInvalidDpdcid);
+  // At B, which did acknowledge them, the same packet is taken.
+  EXPECT_EQ(deliver(b, kA, ahead[0], 0, us(5)), RxVerdict::kDeliver);
+  EXPECT_EQ(b.stats().phantom_pdcs, 0u);
+}
+
+TEST_F(ReusedPdcId, received_before__tells_a_copy_of_a_packet_taken) {
+  const TxPacket old = open_a_to_b();
+  EXPECT_TRUE(b.received_before(kA, old.request));
+  a.enqueue(kB, Mode::kRud, run(1, 1), us(2));
+  const auto next = drain_tx(a, us(2));
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_FALSE(b.received_before(kA, next[0].request));
+  EXPECT_EQ(deliver(b, kA, next[0], 0, us(2)), RxVerdict::kDeliver);
+  EXPECT_TRUE(b.received_before(kA, next[0].request));
+  Pds b2{config()};
+  EXPECT_FALSE(b2.received_before(kA, old.request)) << "a PDC it never had";
+}
+
 }  // namespace
 }  // namespace spray::pds
