@@ -127,8 +127,7 @@ class EngineOver final : public EndpointEngine {
         "failed sender {}, their missing send ids passed over {}, writes abandoned by a failed "
         "initiator "
         "{}; peers restarted {} (their pdcs failed {}; requests of a retired incarnation {}, "
-        "to an earlier one of ours {}; hellos sent {}; phantom pdcs {}; answers on our send "
-        "order {}, send ids passed over on such answers {}); atomics applied {} refused {}",
+        "to an earlier one of ours {}; hellos sent {}); atomics applied {} refused {}",
         e.tx_packets, e.rx_packets, p.retransmits, p.rack_retransmits, p.timeout_retransmits,
         p.twin_copies, p.rx_duplicates, p.acks_sent, p.acks_held, p.acks_received, p.stale_acks,
         p.nacks_sent, p.nacks_received, p.bad_packets, e.rx_malformed, e.rx_foreign_job,
@@ -139,8 +138,7 @@ class EngineOver final : public EndpointEngine {
         s.direct_read_fallbacks, s.stale_tickets, s.receives_abandoned, s.missing_ids_passed_over,
         s.writes_abandoned, s.peers_restarted, p.pdcs_of_restarted_peers,
         s.requests_of_a_retired_incarnation, s.requests_to_an_earlier_incarnation, s.hellos_sent,
-        p.phantom_pdcs, s.order_answers_sent, s.ended_ids_passed_over, s.atomics_applied,
-        s.atomic_errors);
+        s.atomics_applied, s.atomic_errors);
     return transport + tss_stats() + datapath_stats();
   }
   uint64_t pdcs_failed() const override { return engine_.pds().stats().pdcs_failed; }
