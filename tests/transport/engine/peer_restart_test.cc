@@ -56,16 +56,22 @@ class PeerRestart : public ::testing::Test {
   // refused as meant for host 1's predecessor and fails (the peer it was sent to is
   // gone); host 0 then knows the new incarnation, and its later sends arrive in order.
   void first_send_fails_then_the_rest_arrive() {
-    std::vector<uint8_t> lost(kBytes, 0xee);
-    ASSERT_EQ(cluster.engine(0).send(1, lost.data(), kBytes, 1), Status::kOk);
-    auto tx = waiter.wait(0, 1);
-    ASSERT_TRUE(tx);
-    EXPECT_EQ(tx->status, Status::kPeerUnreachable);
+    send_fails(0, 1, 1);
     EXPECT_GT(cluster.engine(1).ses().stats().requests_to_an_earlier_incarnation, 0u);
     EXPECT_EQ(cluster.engine(0).ses().stats().peers_restarted, 1u);
     EXPECT_EQ(cluster.engine(0).ses().peer_incarnation(1), cluster.engine(1).ses().incarnation());
     send_in_order(0, 1, 0x30, 3);
     EXPECT_EQ(cluster.engine(1).ses().rx_in_use(), 0u);
+  }
+
+  // `from` sends a packet of 0xee to `to` (context `ctx`), and the send fails "peer
+  // unreachable".
+  void send_fails(uint32_t from, uint32_t to, ses::UserContext ctx) {
+    std::vector<uint8_t> lost(kBytes, 0xee);
+    ASSERT_EQ(cluster.engine(from).send(to, lost.data(), kBytes, ctx), Status::kOk);
+    auto tx = waiter.wait(from, ctx);
+    ASSERT_TRUE(tx);
+    EXPECT_EQ(tx->status, Status::kPeerUnreachable);
   }
 
   // Every request `host` sends vanishes until the test clears the drop filter (its ACKs
@@ -292,11 +298,7 @@ TEST_F(PeerRestart, a_successor_that_took_a_late_first_request_hears_what_it_mis
   // so the successor drops the phantom, unknown as the predecessor's PDC is, and the
   // send fails, not delivered (until 2026-12-08 the successor took it, and its sender,
   // deaf to ACKs behind its left edge, failed it all the same).
-  std::vector<uint8_t> lost(kBytes, 0xee);
-  ASSERT_EQ(cluster.engine(1).send(0, lost.data(), kBytes, 2), Status::kOk);
-  auto failed = waiter.wait(1, 2);
-  ASSERT_TRUE(failed);
-  EXPECT_EQ(failed->status, Status::kPeerUnreachable);
+  send_fails(1, 0, 2);
   EXPECT_EQ(cluster.engine(1).pds().stats().pdcs_failed_unknown_at_peer, 1u);
   EXPECT_EQ(cluster.engine(0).pds().stats().phantom_pdcs, 1u);
   EXPECT_EQ(cluster.engine(0).ses().rx_in_use(), 0u) << "it took a send that failed";
